@@ -1,0 +1,79 @@
+"""The main job: a small byte-level decoder-only LM on the Python standard library's source.
+
+Run it with `python launch.py` (this file is the default `--config`). Override any field from
+the command line, e.g. `--config.model.norm_placement=post --config.train.num_steps=500`.
+Variants: `--config=configs/default.py:smoke` is a seconds-long run for checking a setup.
+"""
+
+import ml_collections
+
+
+def get_config(variant: str = "") -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.seed = 0  # seeds parameter init, data shuffling and dropout
+
+  c.data = ml_collections.ConfigDict()
+  c.data.name = "local_text"  # TFDS dataset; local_text is our builder of a local text corpus
+  c.data.source_dir = ""  # local_text: folder of text files; "" = this Python's standard library
+  c.data.suffixes = ".py"  # local_text: comma-separated file suffixes to include
+  c.data.validation_percent = 5  # local_text: percent of files (by path hash) held out
+  c.data.data_dir = ""  # where TFDS prepares datasets; "" = TFDS default (~/tensorflow_datasets)
+  c.data.tokenizer = "bytes"  # bytes: 256 byte ids plus pad/bos/eos
+  c.data.seq_len = 256  # tokens per training sequence
+  c.data.shuffle_buffer = 4096  # sequences in the training shuffle buffer
+  c.data.eval_split = "validation"  # split used for eval loss and bits per byte
+  c.data.eval_batches = 16  # batches per periodic eval (0 = all); the final eval uses all
+
+  c.model = ml_collections.ConfigDict()
+  c.model.kind = "decoder_lm"  # decoder_lm: causal language model
+  c.model.d_model = 192  # residual stream width
+  c.model.num_heads = 6  # attention heads; head_dim = d_model / num_heads
+  c.model.num_layers = 3  # Transformer blocks
+  c.model.d_ff = 768  # hidden width of the position-wise feed-forward net
+  c.model.activation = "gelu"  # feed-forward nonlinearity: relu | gelu
+  c.model.norm_placement = "pre"  # pre: x + f(LN(x)), final LN; post: LN(x + f(x)) (Vaswani)
+  c.model.norm = "layernorm"  # layernorm | rmsnorm
+  c.model.norm_epsilon = 1e-6  # added to the variance inside the norm
+  c.model.norm_bias = True  # LayerNorm has the additive beta parameter
+  c.model.positions = "sinusoidal"  # sinusoidal | learned | none
+  c.model.max_len = 2048  # longest position the model supports (learned table size)
+  c.model.use_bias = True  # biases in attention projections and feed-forward layers
+  c.model.tie_embeddings = True  # output projection is the transposed token embedding
+  c.model.embed_scale = True  # multiply token embeddings by sqrt(d_model) (Vaswani et al.)
+  c.model.dropout_rate = 0.0  # dropout on embeddings and on each residual branch
+  c.model.attention_dropout_rate = 0.0  # dropout on attention weights (reference impl only)
+  c.model.attention_impl = "xla"  # reference: einsum softmax; xla | cudnn: jax.nn.dot_product_attention
+  c.model.dtype = "float32"  # compute dtype: float32 | bfloat16
+  c.model.param_dtype = "float32"  # parameter storage dtype
+
+  c.optim = ml_collections.ConfigDict()
+  c.optim.learning_rate = 3e-3  # peak learning rate
+  c.optim.warmup_steps = 50  # linear warm-up from 0 to the peak
+  c.optim.decay = "cosine"  # cosine | linear | constant, from the peak after warm-up
+  c.optim.end_lr_factor = 0.05  # final learning rate as a fraction of the peak
+  c.optim.b1 = 0.9  # AdamW beta1
+  c.optim.b2 = 0.98  # AdamW beta2
+  c.optim.eps = 1e-9  # AdamW epsilon
+  c.optim.weight_decay = 0.1  # decoupled weight decay, on matrices only
+  c.optim.clip_norm = 1.0  # global gradient-norm clipping; 0 disables
+
+  c.train = ml_collections.ConfigDict()
+  c.train.batch_size = 16  # global batch, in sequences
+  c.train.num_steps = 800  # optimizer steps
+  c.train.log_every = 50  # steps between train-metric logs
+  c.train.eval_every = 200  # steps between evaluations (and one at the end)
+
+  c.checkpoint = ml_collections.ConfigDict()
+  c.checkpoint.every_steps = 200  # steps between checkpoints (and one at the end)
+  c.checkpoint.keep = 3  # most recent checkpoints kept
+
+  if variant == "smoke":
+    c.model.d_model, c.model.num_heads, c.model.num_layers, c.model.d_ff = 64, 4, 2, 128
+    c.data.seq_len, c.data.eval_batches = 64, 4
+    c.train.batch_size, c.train.num_steps = 8, 20
+    c.train.log_every, c.train.eval_every = 5, 10
+    c.checkpoint.every_steps = 10
+    c.optim.warmup_steps = 5
+  elif variant:
+    raise ValueError(f"Unknown variant {variant!r} of configs/default.py; known: 'smoke'.")
+  return c

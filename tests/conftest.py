@@ -1,0 +1,34 @@
+"""Test setup: 8 fake CPU devices (set before JAX is imported), quiet TensorFlow."""
+
+import os
+
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                           " --xla_force_host_platform_device_count=8").strip()
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path):
+  """A folder of small deterministic 'source files' and a TFDS data dir beside it."""
+  src = tmp_path / "corpus"
+  (src / "pkg").mkdir(parents=True)
+  (src / "test").mkdir()
+  words = ["def", "return", "self", "value", "import", "class", "for", "in", "if", "else"]
+  for i in range(40):
+    lines = [f"# file {i}"]
+    for j in range(30):
+      w = [words[(i * 7 + j * 3 + k) % len(words)] for k in range(6)]
+      lines.append("    " * (j % 3) + " ".join(w) + f"_{j % 5}")
+    (src / "pkg" / f"mod_{i:02d}.py").write_text("\n".join(lines) + "\n")
+  (src / "test" / "excluded.py").write_text("should not appear\n")
+  (src / "notes.txt").write_text("not python\n")
+  return {"source_dir": str(src), "data_dir": str(tmp_path / "tfds")}

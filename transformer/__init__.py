@@ -1,0 +1,1 @@
+"""transformer: a JAX/Flax research codebase for Transformers."""

@@ -1,0 +1,245 @@
+"""Validated, frozen views of an ml-collections config.
+
+The ConfigDict from `configs/*.py` (plus command-line overrides) is checked once, here, before
+any data is read or anything is compiled. Each part of the code then takes only the frozen
+dataclass that belongs to it (`ModelConfig`, `DataConfig`, ...), never the ConfigDict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Mapping
+
+import ml_collections
+
+
+class ConfigError(ValueError):
+  """A config value is invalid; the message says which field and how to fix it."""
+
+
+def _choice(section: str, field: str, value: Any, allowed: tuple[str, ...]) -> None:
+  if value not in allowed:
+    raise ConfigError(
+        f"--config.{section}.{field}={value!r} is not supported; choose one of {list(allowed)}.")
+
+
+def _positive(section: str, field: str, value: Any, allow_zero: bool = False) -> None:
+  ok = isinstance(value, (int, float)) and (value >= 0 if allow_zero else value > 0)
+  if not ok:
+    bound = ">= 0" if allow_zero else "> 0"
+    raise ConfigError(f"--config.{section}.{field}={value!r} must be a number {bound}.")
+
+
+NORM_PLACEMENTS = ("pre", "post")
+NORMS = ("layernorm", "rmsnorm")
+POSITIONS = ("sinusoidal", "learned", "none")
+ACTIVATIONS = ("relu", "gelu")
+ATTENTION_IMPLS = ("reference", "xla", "cudnn")
+DTYPES = ("float32", "bfloat16")
+MODEL_KINDS = ("decoder_lm",)
+TOKENIZERS = ("bytes",)
+DECAYS = ("cosine", "linear", "constant")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """Architecture of the model; `vocab_size` comes from the tokenizer."""
+  kind: str = "decoder_lm"
+  vocab_size: int = 259
+  d_model: int = 256
+  num_heads: int = 8
+  num_layers: int = 4
+  d_ff: int = 1024
+  activation: str = "gelu"
+  norm_placement: str = "pre"
+  norm: str = "layernorm"
+  norm_epsilon: float = 1e-6
+  norm_bias: bool = True
+  positions: str = "sinusoidal"
+  max_len: int = 2048
+  use_bias: bool = True
+  tie_embeddings: bool = True
+  embed_scale: bool = True
+  dropout_rate: float = 0.0
+  attention_dropout_rate: float = 0.0
+  attention_impl: str = "xla"
+  dtype: str = "float32"
+  param_dtype: str = "float32"
+
+  def __post_init__(self):
+    s = "model"
+    _choice(s, "kind", self.kind, MODEL_KINDS)
+    _choice(s, "activation", self.activation, ACTIVATIONS)
+    _choice(s, "norm_placement", self.norm_placement, NORM_PLACEMENTS)
+    _choice(s, "norm", self.norm, NORMS)
+    _choice(s, "positions", self.positions, POSITIONS)
+    _choice(s, "attention_impl", self.attention_impl, ATTENTION_IMPLS)
+    _choice(s, "dtype", self.dtype, DTYPES)
+    _choice(s, "param_dtype", self.param_dtype, DTYPES)
+    for f in ("vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "max_len", "norm_epsilon"):
+      _positive(s, f, getattr(self, f))
+    for f in ("dropout_rate", "attention_dropout_rate"):
+      v = getattr(self, f)
+      if not 0.0 <= v < 1.0:
+        raise ConfigError(f"--config.model.{f}={v!r} must be in [0, 1).")
+    if self.d_model % self.num_heads:
+      raise ConfigError(
+          f"--config.model.d_model={self.d_model} is not divisible by "
+          f"--config.model.num_heads={self.num_heads}; each head gets d_model / num_heads dims.")
+    if self.attention_dropout_rate > 0 and self.attention_impl != "reference":
+      raise ConfigError(
+          "--config.model.attention_dropout_rate > 0 needs --config.model.attention_impl=reference "
+          f"(jax.nn.dot_product_attention, used by {self.attention_impl!r}, has no dropout).")
+
+  @property
+  def head_dim(self) -> int:
+    return self.d_model // self.num_heads
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+  name: str = "local_text"
+  source_dir: str = ""
+  suffixes: str = ".py"
+  validation_percent: int = 5
+  data_dir: str = ""
+  tokenizer: str = "bytes"
+  seq_len: int = 256
+  shuffle_buffer: int = 4096
+  eval_split: str = "validation"
+  eval_batches: int = 0
+
+  def __post_init__(self):
+    s = "data"
+    _choice(s, "tokenizer", self.tokenizer, TOKENIZERS)
+    _positive(s, "seq_len", self.seq_len)
+    _positive(s, "shuffle_buffer", self.shuffle_buffer)
+    _positive(s, "eval_batches", self.eval_batches, allow_zero=True)
+    if not 0 < self.validation_percent < 100:
+      raise ConfigError(
+          f"--config.data.validation_percent={self.validation_percent!r} must be in (0, 100).")
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimConfig:
+  learning_rate: float = 2e-3
+  warmup_steps: int = 100
+  decay: str = "cosine"
+  end_lr_factor: float = 0.05
+  b1: float = 0.9
+  b2: float = 0.98
+  eps: float = 1e-9
+  weight_decay: float = 0.1
+  clip_norm: float = 1.0
+
+  def __post_init__(self):
+    s = "optim"
+    _choice(s, "decay", self.decay, DECAYS)
+    _positive(s, "learning_rate", self.learning_rate)
+    for f in ("warmup_steps", "end_lr_factor", "eps", "weight_decay", "clip_norm"):
+      _positive(s, f, getattr(self, f), allow_zero=True)
+    for f in ("b1", "b2"):
+      if not 0.0 <= getattr(self, f) < 1.0:
+        raise ConfigError(f"--config.optim.{f}={getattr(self, f)!r} must be in [0, 1).")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  batch_size: int = 32
+  num_steps: int = 1200
+  log_every: int = 50
+  eval_every: int = 400
+
+  def __post_init__(self):
+    for f in ("batch_size", "num_steps", "log_every", "eval_every"):
+      _positive("train", f, getattr(self, f))
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointConfig:
+  every_steps: int = 200
+  keep: int = 3
+
+  def __post_init__(self):
+    _positive("checkpoint", "every_steps", self.every_steps)
+    _positive("checkpoint", "keep", self.keep)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+  """Everything a run needs, validated."""
+  seed: int
+  model: ModelConfig
+  data: DataConfig
+  optim: OptimConfig
+  train: TrainConfig
+  checkpoint: CheckpointConfig
+
+  def to_dict(self) -> dict[str, Any]:
+    return dataclasses.asdict(self)
+
+  def to_json(self) -> str:
+    return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+_SECTIONS = {
+    "model": ModelConfig,
+    "data": DataConfig,
+    "optim": OptimConfig,
+    "train": TrainConfig,
+    "checkpoint": CheckpointConfig,
+}
+
+
+def _build_section(name: str, cls: type, values: Mapping[str, Any], extra: Mapping[str, Any]):
+  known = {f.name for f in dataclasses.fields(cls)}
+  unknown = sorted(set(values) - known)
+  if unknown:
+    raise ConfigError(
+        f"Unknown field(s) {unknown} in config section {name!r}; known fields: {sorted(known)}.")
+  kwargs = dict(values)
+  kwargs.update(extra)
+  for f in dataclasses.fields(cls):
+    if f.name in kwargs and isinstance(f.default, (bool, int, float, str)):
+      kwargs[f.name] = _coerce(name, f.name, kwargs[f.name], type(f.default))
+  return cls(**kwargs)
+
+
+def _coerce(section: str, field: str, value: Any, want: type) -> Any:
+  if want is float and isinstance(value, int) and not isinstance(value, bool):
+    return float(value)
+  if not isinstance(value, want) or (want is int and isinstance(value, bool)):
+    raise ConfigError(
+        f"--config.{section}.{field}={value!r} has type {type(value).__name__}; "
+        f"expected {want.__name__}.")
+  return value
+
+
+def from_config_dict(config: ml_collections.ConfigDict | Mapping[str, Any],
+                     vocab_size: int | None = None) -> ExperimentConfig:
+  """Validates a ConfigDict (or plain nested dict) into an `ExperimentConfig`.
+
+  Args:
+    config: the config as returned by `configs/<name>.py:get_config()` plus overrides.
+    vocab_size: the tokenizer's vocabulary size, filled into the model config.
+
+  Raises:
+    ConfigError: naming the first invalid field and what it accepts.
+  """
+  d = config.to_dict() if isinstance(config, ml_collections.ConfigDict) else dict(config)
+  unknown = sorted(set(d) - set(_SECTIONS) - {"seed"})
+  if unknown:
+    raise ConfigError(f"Unknown top-level config key(s) {unknown}; known: "
+                      f"{sorted(set(_SECTIONS) | {'seed'})}.")
+  missing = sorted(set(_SECTIONS) - set(d))
+  if missing:
+    raise ConfigError(f"Config is missing section(s) {missing}.")
+  sections = {}
+  for name, cls in _SECTIONS.items():
+    extra = {"vocab_size": vocab_size} if name == "model" and vocab_size else {}
+    sections[name] = _build_section(name, cls, d[name], extra)
+  seed = d.get("seed", 0)
+  if not isinstance(seed, int) or isinstance(seed, bool):
+    raise ConfigError(f"--config.seed={seed!r} must be an int.")
+  return ExperimentConfig(seed=seed, **sections)

@@ -1,0 +1,1 @@
+"""Input: TFDS builders, tokenizers, packing and the per-process batch pipeline."""

@@ -1,0 +1,1 @@
+"""Pure Linen modules of the Transformer; each takes a frozen `ModelConfig` (or plain fields)."""

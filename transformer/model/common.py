@@ -1,0 +1,30 @@
+"""Small shared pieces: dtypes and parameter initializers with logical axis names."""
+
+from typing import Sequence
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+
+def dtype_of(name: str):
+  return DTYPES[name]
+
+
+def fan_in_init(logical: Sequence[str]):
+  """Truncated-normal init with variance 1/fan_in, tagged with logical axis names.
+
+  `nn.DenseGeneral` initializes multi-axis kernels such as `[embed, heads, head_dim]` in their
+  flattened 2-D form, so fan_in is the product of the contracted axes, as for a plain matrix.
+  """
+  init = nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal")
+  return nn.with_logical_partitioning(init, tuple(logical))
+
+
+def zeros_init(logical: Sequence[str]):
+  return nn.with_logical_partitioning(nn.initializers.zeros_init(), tuple(logical))
+
+
+def ones_init(logical: Sequence[str]):
+  return nn.with_logical_partitioning(nn.initializers.ones_init(), tuple(logical))

@@ -1,0 +1,1 @@
+"""Training: state, optimizer, losses, pure step functions, checkpoints, the loop."""

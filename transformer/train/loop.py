@@ -1,0 +1,239 @@
+"""The training loop: data, model and state, jit-compiled steps, metrics, eval, checkpoints.
+
+`train_and_evaluate(config, workdir)` is the whole run. Running it again on the same workdir
+resumes from the latest checkpoint (train state, input position and all) and, if the run had
+finished, only reports its final figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import time
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from transformer.config import ConfigError, ExperimentConfig
+from transformer.tasks import build_task
+from transformer.train import optim, steps
+from transformer.train.checkpoint import Checkpointer
+from transformer.train.state import TrainState, count_params, create_state
+from transformer.train.writers import MetricWriter, format_duration, log
+
+# Fields that may change between a run and its resumption: they do not change the
+# trajectory up to the resumed step.
+RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.eval_every",
+                     "checkpoint.every_steps", "checkpoint.keep", "data.eval_batches")
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+  out = {}
+  for k, v in d.items():
+    key = f"{prefix}{k}"
+    if isinstance(v, dict):
+      out.update(_flatten(v, key + "."))
+    else:
+      out[key] = v
+  return out
+
+
+def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
+  """Refuses to resume a workdir whose saved config differs in a field that matters."""
+  path = os.path.join(workdir, "config.json")
+  if not os.path.exists(path):
+    return
+  with open(path) as f:
+    saved = _flatten(json.load(f))
+  current = _flatten(config.to_dict())
+  diffs = sorted(k for k in set(saved) | set(current)
+                 if saved.get(k) != current.get(k) and k not in RESUMABLE_CHANGES
+                 and k != "model.vocab_size")
+  if diffs:
+    lines = "\n".join(f"  {k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in diffs)
+    raise ConfigError(
+        f"The workdir {workdir} holds a run with a different config:\n{lines}\n"
+        "Resuming would mix two experiments. Pass another --workdir (or remove this one).")
+
+
+class _StopRequest:
+  """Turns SIGINT / SIGTERM into a request to stop after the current step and save."""
+
+  def __init__(self):
+    self.signal_name: Optional[str] = None
+    self._previous = {}
+
+  def __enter__(self):
+    for sig in (signal.SIGINT, signal.SIGTERM):
+      try:
+        self._previous[sig] = signal.signal(sig, self._handle)
+      except ValueError:  # not the main thread: leave signals alone
+        pass
+    return self
+
+  def _handle(self, signum, frame):
+    del frame
+    if self.signal_name is not None:  # a second signal: stop now
+      signal.signal(signum, self._previous.get(signum, signal.SIG_DFL))
+      raise KeyboardInterrupt
+    self.signal_name = signal.Signals(signum).name
+    log(f"\n{self.signal_name} received: finishing this step, saving a checkpoint, then exiting.")
+
+  def __exit__(self, *exc):
+    for sig, handler in self._previous.items():
+      signal.signal(sig, handler)
+    return False
+
+
+def _last_eval(workdir: str) -> Optional[dict]:
+  path = os.path.join(workdir, "metrics.jsonl")
+  if not os.path.exists(path):
+    return None
+  last = None
+  with open(path) as f:
+    for line in f:
+      row = json.loads(line)
+      if row.get("split") == "eval":
+        last = row
+  return last
+
+
+def evaluate(task, eval_step, params, max_batches: int) -> dict:
+  """Sums `eval_step` over the eval split (or its first `max_batches`), then summarizes."""
+  totals = None
+  for batch in task.data.eval_batches(max_batches):
+    sums = eval_step(params, batch)
+    totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
+  if totals is None:
+    raise ValueError("The eval split gave no batch; is it shorter than one sequence?")
+  return task.summarize(jax.device_get(totals))
+
+
+def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
+                       stop_after: Optional[int] = None) -> dict:
+  """Trains `config` in `workdir`, resuming if it holds a checkpoint.
+
+  Args:
+    config: validated experiment config.
+    workdir: where config.json, checkpoints/, metrics.jsonl and tensorboard/ go.
+    stop_after: end this process after this step (saving a checkpoint), as a preemption
+      would; the next call resumes.
+  Returns:
+    The final eval metrics (`loss`, `bits_per_byte`, ...) and `step`.
+  """
+  workdir = os.path.abspath(workdir)
+  os.makedirs(workdir, exist_ok=True)
+  check_workdir_config(workdir, config)
+  t_start = time.time()
+
+  task = build_task(config)
+  config = task.config  # now with the tokenizer's vocab_size
+  if jax.process_index() == 0:
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+      f.write(config.to_json())
+
+  num_steps = config.train.num_steps
+  tx = optim.build_optimizer(config.optim, num_steps)
+  schedule = optim.learning_rate_schedule(config.optim, num_steps)
+  init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
+  init_fn = jax.jit(lambda rng: create_state(task.init_params(rng), tx))
+
+  checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), config.checkpoint.keep)
+  latest = checkpointer.latest_step()
+  if latest is not None:
+    state = checkpointer.restore(latest, jax.eval_shape(init_fn, init_rng),
+                                 task.data.train_iterator)
+    log(f"Resumed from {workdir}/checkpoints at step {latest}.")
+  else:
+    state = init_fn(init_rng)
+  log(f"Model: {config.model.kind}, {count_params(state.params):,} parameters, "
+      f"norm_placement={config.model.norm_placement}; data: {config.data.name}, "
+      f"batch {config.train.batch_size} x {config.data.seq_len} tokens.")
+
+  train_step = jax.jit(steps.make_train_step(task.loss_sums, tx), donate_argnums=0)
+  eval_step = jax.jit(task.eval_sums)
+  writer = MetricWriter(workdir)
+  step = int(state.step)
+  final_eval = None
+
+  if step >= num_steps:
+    final_eval = _last_eval(workdir)
+    if final_eval is None:
+      final_eval = evaluate(task, eval_step, state.params, 0)
+      writer.write(step, "eval", final_eval)
+    log(f"The run in {workdir} is already at step {step} of {num_steps}; nothing to train.")
+  else:
+    final_eval = _run_steps(config, task, state, train_step, eval_step, schedule,
+                            dropout_rng, checkpointer, writer, stop_after)
+
+  checkpointer.close()
+  writer.close()
+  if final_eval is not None:
+    final_eval = {k: final_eval[k] for k in ("step", "loss", "bits_per_byte") if k in final_eval}
+    log(f"Final eval at step {final_eval.get('step', step)}: loss {final_eval['loss']:.4f} nats/token, "
+        f"{final_eval['bits_per_byte']:.4f} bits/byte ({time.time() - t_start:.0f}s in this process).")
+  log(f"Workdir: {workdir} (config.json, checkpoints/, metrics.jsonl, tensorboard/)")
+  return final_eval or {}
+
+
+def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
+               dropout_rng, checkpointer, writer, stop_after) -> Optional[dict]:
+  num_steps = config.train.num_steps
+  step = int(state.step)
+  pending, interval_start, interval_steps = [], time.time(), 0
+  compiled = False
+  final_eval = None
+  with _StopRequest() as stop:
+    while step < num_steps:
+      batch = task.data.next_train_batch()
+      t0 = time.time()
+      state, metrics = train_step(state, batch, dropout_rng)
+      step += 1
+      if not compiled:  # keep compilation out of the throughput figures
+        jax.block_until_ready(state)
+        log(f"First step (with compilation) took {time.time() - t0:.1f}s.")
+        compiled, interval_start = True, time.time()
+      else:
+        pending.append(metrics)
+        interval_steps += 1
+
+      last = step == num_steps
+      if (step % config.train.log_every == 0 or last) and pending:
+        fetched = jax.device_get(pending)
+        elapsed = time.time() - interval_start
+        tokens = float(sum(m["tokens"] for m in fetched))
+        step_time = elapsed / max(interval_steps, 1)
+        row = {"loss": float(np.mean([m["loss"] for m in fetched])),
+               "grad_norm": float(np.mean([m["grad_norm"] for m in fetched])),
+               "learning_rate": float(schedule(step - 1)),
+               "tokens_per_sec": tokens / max(elapsed, 1e-9),
+               "step_time": step_time}
+        writer.write(step, "train", row)
+        eta = step_time * (num_steps - step)
+        log(f"step {step:>6}/{num_steps} | loss {row['loss']:.4f} | lr {row['learning_rate']:.2e} "
+            f"| grad_norm {row['grad_norm']:.3f} | {row['tokens_per_sec']:,.0f} tok/s "
+            f"| ETA {format_duration(eta)}")
+        pending, interval_start, interval_steps = [], time.time(), 0
+
+      if step % config.train.eval_every == 0 or last:
+        t0 = time.time()
+        max_batches = 0 if last else config.data.eval_batches  # the final eval sees it all
+        final_eval = dict(evaluate(task, eval_step, state.params, max_batches), step=step)
+        writer.write(step, "eval", {k: v for k, v in final_eval.items() if k != "step"})
+        log(f"eval at step {step}: loss {final_eval['loss']:.4f} | "
+            f"{final_eval['bits_per_byte']:.4f} bits/byte ({time.time() - t0:.1f}s)")
+        interval_start += time.time() - t0  # keep eval time out of tokens/s
+
+      stopping = stop.signal_name is not None or (stop_after is not None and step >= stop_after)
+      if step % config.checkpoint.every_steps == 0 or last or stopping:
+        checkpointer.save(step, state, task.data.train_iterator, config.to_dict())
+      if stopping and not last:
+        checkpointer.wait()
+        reason = stop.signal_name or f"stop_after={stop_after}"
+        log(f"Stopped at step {step} ({reason}); checkpoint saved. Run the same command to resume.")
+        return None
+  return final_eval

@@ -1,0 +1,20 @@
+"""Losses, returned as (sum, weight) pairs so they can be summed across batches and devices."""
+
+import jax
+import jax.numpy as jnp
+
+
+def cross_entropy_sums(logits: jax.Array, targets: jax.Array, weights: jax.Array
+                       ) -> tuple[jax.Array, jax.Array]:
+  """Weighted token-level cross entropy in nats.
+
+  Args:
+    logits: `[batch, length, vocab]`.
+    targets: `[batch, length]` int.
+    weights: `[batch, length]` float; 0 for padding.
+  Returns:
+    (sum of weighted per-token losses, sum of weights), both scalars float32.
+  """
+  log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+  return jnp.sum(nll * weights), jnp.sum(weights)

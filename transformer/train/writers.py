@@ -1,0 +1,52 @@
+"""Metric writers: JSON lines and TensorBoard event files, plus a console progress line."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import jax
+import tensorflow as tf
+
+
+class MetricWriter:
+  """Writes `{"step", "split", ...metrics}` lines to `<workdir>/metrics.jsonl` and scalars to
+  TensorBoard under `<workdir>/tensorboard/<split>`. Only process 0 writes."""
+
+  def __init__(self, workdir: str):
+    self.enabled = jax.process_index() == 0
+    self.path = os.path.join(workdir, "metrics.jsonl")
+    self._tb = {}
+    self._tb_dir = os.path.join(workdir, "tensorboard")
+
+  def write(self, step: int, split: str, metrics: dict) -> None:
+    if not self.enabled:
+      return
+    row = {"step": int(step), "split": split, "time": time.time()}
+    row.update({k: float(v) for k, v in metrics.items()})
+    with open(self.path, "a") as f:
+      f.write(json.dumps(row) + "\n")
+    if split not in self._tb:
+      self._tb[split] = tf.summary.create_file_writer(os.path.join(self._tb_dir, split))
+    with self._tb[split].as_default():
+      for k, v in metrics.items():
+        tf.summary.scalar(k, float(v), step=int(step))
+    self._tb[split].flush()
+
+  def close(self) -> None:
+    for w in self._tb.values():
+      w.close()
+
+
+def format_duration(seconds: float) -> str:
+  seconds = int(max(seconds, 0))
+  h, rem = divmod(seconds, 3600)
+  m, s = divmod(rem, 60)
+  return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
+
+
+def log(message: str) -> None:
+  """Prints on process 0 only, flushed so progress shows under pipes and schedulers."""
+  if jax.process_index() == 0:
+    print(message, flush=True)
