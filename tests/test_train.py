@@ -29,7 +29,7 @@ def _tiny_config(corpus, **train):
     c.data.shuffle_buffer = 64
     c.model.d_model, c.model.num_heads, c.model.num_layers, c.model.d_ff = 32, 4, 2, 64
     c.model.dropout_rate = 0.1  # dropout must replay exactly on resume too
-    c.train.batch_size = 4
+    c.train.batch_size = 8  # divisible by the 8 fake devices the batch is split over
     c.checkpoint.keep = 5
     for k, v in train.items():
       c.train[k] = v
