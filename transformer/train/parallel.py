@@ -231,6 +231,17 @@ class Parallel:
       metrics = jax.tree.map(lambda m: m[0], metrics)
     return state, metrics
 
+  def compile_train_step(self, state: TrainState, batch: dict, rng: jax.Array):
+    """Ahead-of-time compiled train step (for timing compilation apart from running)."""
+    return self._train.lower(state, self.shard_batch(batch), rng).compile()
+
+  def run_compiled(self, compiled, state: TrainState, batch: dict, rng: jax.Array
+                   ) -> tuple[TrainState, dict]:
+    state, metrics = compiled(state, self.shard_batch(batch), rng)
+    if self.strategy == "pmap":
+      metrics = jax.tree.map(lambda m: m[0], metrics)
+    return state, metrics
+
   def eval_step(self, state: TrainState, batch: dict) -> dict:
     """Eval sums over the global batch (replicated scalars)."""
     if self.strategy == "pmap":
