@@ -203,7 +203,7 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
                                              config.data.seq_len)
   peak, peak_source = flops.peak_flops_per_device(config.train.peak_flops_per_device)
   if peak:
-    log(f"MFU: {step_flops / 1e9:,.1f} GFLOPs per step (MaxText convention) against "
+    log(f"MFU: {step_flops / 1e9:,.4g} GFLOPs per step (MaxText convention) against "
         f"{peak * par.num_devices / 1e12:,.3f} TFLOP/s peak ({peak_source}).")
   step = int(state.step)
   pending, interval_start, interval_steps = [], time.time(), 0
