@@ -164,7 +164,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
 
   train_step, eval_step = par.train_step, par.eval_step
   writer = MetricWriter(workdir)
-  step = int(state.step)
+  step = int(par.to_checkpoint(state).step)
   final_eval = None
 
   if step >= num_steps:
@@ -205,7 +205,7 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
   if peak:
     log(f"MFU: {step_flops / 1e9:,.4g} GFLOPs per step (MaxText convention) against "
         f"{peak * par.num_devices / 1e12:,.3f} TFLOP/s peak ({peak_source}).")
-  step = int(state.step)
+  step = int(par.to_checkpoint(state).step)
   pending, interval_start, interval_steps = [], time.time(), 0
   compiled = False
   final_eval = None
