@@ -45,6 +45,8 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.model.attention_impl = "xla"  # reference: einsum softmax; xla | cudnn: jax.nn.dot_product_attention
   c.model.dtype = "float32"  # compute dtype: float32 | bfloat16
   c.model.param_dtype = "float32"  # parameter storage dtype
+  c.model.scan_layers = False  # one lax.scan over stacked layer params instead of a loop
+  c.model.remat = "none"  # rematerialize in backprop: none | full | minimal (keeps matmuls)
 
   c.optim = ml_collections.ConfigDict()
   c.optim.learning_rate = 3e-3  # peak learning rate
@@ -62,10 +64,25 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.train.num_steps = 800  # optimizer steps
   c.train.log_every = 50  # steps between train-metric logs
   c.train.eval_every = 200  # steps between evaluations (and one at the end)
+  c.train.micro_batches = 1  # gradient accumulation: split each batch into this many pieces
+  c.train.peak_flops_per_device = 0.0  # for MFU; 0 = look up the device kind (CPU: estimate)
 
   c.checkpoint = ml_collections.ConfigDict()
   c.checkpoint.every_steps = 200  # steps between checkpoints (and one at the end)
   c.checkpoint.keep = 3  # most recent checkpoints kept
+  c.checkpoint.keep_best = 1  # also keep this many with the lowest eval loss
+  c.checkpoint.async_save = True  # write checkpoints in the background
+
+  c.parallel = ml_collections.ConfigDict()
+  c.parallel.strategy = "jit"  # jit: sharded over a mesh | pmap: replicated data parallel
+  c.parallel.data = -1  # mesh axis sizes; -1 takes the devices the others leave
+  c.parallel.fsdp = 1  # parameters and optimizer state sharded over this axis too
+  c.parallel.tensor = 1  # heads / mlp / vocab dims split over this axis
+  # logical parameter axis -> mesh axis ("" = replicated); override one with
+  # --config.parallel.rules.embed=tensor
+  c.parallel.rules = ml_collections.ConfigDict(dict(
+      embed="fsdp", vocab="tensor", heads="tensor", mlp="tensor", head_dim="", norm="",
+      position="", layers=""))
 
   if variant == "smoke":
     c.model.d_model, c.model.num_heads, c.model.num_layers, c.model.d_ff = 64, 4, 2, 128

@@ -40,6 +40,14 @@ DTYPES = ("float32", "bfloat16")
 MODEL_KINDS = ("decoder_lm",)
 TOKENIZERS = ("bytes",)
 DECAYS = ("cosine", "linear", "constant")
+REMAT_POLICIES = ("none", "full", "minimal")
+STRATEGIES = ("jit", "pmap")
+MESH_AXES = ("data", "fsdp", "tensor")
+# Logical axis names that parameters carry (`nn.with_logical_partitioning` in transformer/model)
+# and the mesh axis each is sharded over by default ("" = replicated).
+DEFAULT_LOGICAL_RULES = (("embed", "fsdp"), ("vocab", "tensor"), ("heads", "tensor"),
+                         ("mlp", "tensor"), ("head_dim", ""), ("norm", ""), ("position", ""),
+                         ("layers", ""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,9 +74,12 @@ class ModelConfig:
   attention_impl: str = "xla"
   dtype: str = "float32"
   param_dtype: str = "float32"
+  scan_layers: bool = False
+  remat: str = "none"
 
   def __post_init__(self):
     s = "model"
+    _choice(s, "remat", self.remat, REMAT_POLICIES)
     _choice(s, "kind", self.kind, MODEL_KINDS)
     _choice(s, "activation", self.activation, ACTIVATIONS)
     _choice(s, "norm_placement", self.norm_placement, NORM_PLACEMENTS)
@@ -150,20 +161,74 @@ class TrainConfig:
   num_steps: int = 1200
   log_every: int = 50
   eval_every: int = 400
+  micro_batches: int = 1
+  peak_flops_per_device: float = 0.0
 
   def __post_init__(self):
-    for f in ("batch_size", "num_steps", "log_every", "eval_every"):
+    for f in ("batch_size", "num_steps", "log_every", "eval_every", "micro_batches"):
       _positive("train", f, getattr(self, f))
+    _positive("train", "peak_flops_per_device", self.peak_flops_per_device, allow_zero=True)
+    if self.batch_size % self.micro_batches:
+      raise ConfigError(
+          f"--config.train.batch_size={self.batch_size} is not divisible by "
+          f"--config.train.micro_batches={self.micro_batches}; each micro-batch must have "
+          "batch_size / micro_batches sequences.")
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointConfig:
   every_steps: int = 200
   keep: int = 3
+  keep_best: int = 1
+  async_save: bool = True
 
   def __post_init__(self):
     _positive("checkpoint", "every_steps", self.every_steps)
     _positive("checkpoint", "keep", self.keep)
+    _positive("checkpoint", "keep_best", self.keep_best, allow_zero=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class ParallelConfig:
+  """How a run is spread over devices (see `transformer/train/parallel.py`).
+
+  `data`, `fsdp`, `tensor`: mesh axis sizes; one of them may be -1 (fills the devices left).
+  `rules`: `(logical axis, mesh axis or "")` pairs; a ConfigDict `{logical: mesh_axis}` works
+  too. Batches are sharded over `data` and `fsdp`; parameters by the rules.
+  """
+  strategy: str = "jit"
+  data: int = -1
+  fsdp: int = 1
+  tensor: int = 1
+  rules: Any = DEFAULT_LOGICAL_RULES
+
+  def __post_init__(self):
+    s = "parallel"
+    _choice(s, "strategy", self.strategy, STRATEGIES)
+    sizes = {a: getattr(self, a) for a in MESH_AXES}
+    for a, v in sizes.items():
+      if not isinstance(v, int) or isinstance(v, bool) or (v < 1 and v != -1):
+        raise ConfigError(f"--config.parallel.{a}={v!r} must be a positive int or -1 "
+                          "(use the devices the other axes leave).")
+    if list(sizes.values()).count(-1) > 1:
+      raise ConfigError("Only one of --config.parallel.data/fsdp/tensor may be -1; "
+                        f"got {sizes}.")
+    rules = self.rules
+    if isinstance(rules, Mapping):
+      rules = tuple(rules.items())
+    try:
+      rules = tuple((str(k), "" if v is None else str(v)) for k, v in rules)
+    except (TypeError, ValueError):
+      raise ConfigError(f"--config.parallel.rules={self.rules!r} must map logical axis names "
+                        "to mesh axes, e.g. {'embed': 'fsdp', 'mlp': 'tensor'}.") from None
+    for logical, mesh_axis in rules:
+      if mesh_axis not in MESH_AXES + ("",):
+        raise ConfigError(f"--config.parallel.rules.{logical}={mesh_axis!r} is not a mesh "
+                          f"axis; choose one of {list(MESH_AXES)} or '' (replicated).")
+    if self.strategy == "pmap" and (self.fsdp, self.tensor) != (1, 1):
+      raise ConfigError("--config.parallel.strategy=pmap replicates the state: it needs "
+                        "--config.parallel.fsdp=1 and --config.parallel.tensor=1.")
+    object.__setattr__(self, "rules", rules)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,6 +240,7 @@ class ExperimentConfig:
   optim: OptimConfig
   train: TrainConfig
   checkpoint: CheckpointConfig
+  parallel: ParallelConfig = ParallelConfig()
 
   def to_dict(self) -> dict[str, Any]:
     return dataclasses.asdict(self)
@@ -189,7 +255,10 @@ _SECTIONS = {
     "optim": OptimConfig,
     "train": TrainConfig,
     "checkpoint": CheckpointConfig,
+    "parallel": ParallelConfig,
 }
+# Sections a config file may leave out (their defaults are used).
+_OPTIONAL_SECTIONS = ("parallel",)
 
 
 def _build_section(name: str, cls: type, values: Mapping[str, Any], extra: Mapping[str, Any]):
@@ -232,13 +301,13 @@ def from_config_dict(config: ml_collections.ConfigDict | Mapping[str, Any],
   if unknown:
     raise ConfigError(f"Unknown top-level config key(s) {unknown}; known: "
                       f"{sorted(set(_SECTIONS) | {'seed'})}.")
-  missing = sorted(set(_SECTIONS) - set(d))
+  missing = sorted(set(_SECTIONS) - set(d) - set(_OPTIONAL_SECTIONS))
   if missing:
     raise ConfigError(f"Config is missing section(s) {missing}.")
   sections = {}
   for name, cls in _SECTIONS.items():
     extra = {"vocab_size": vocab_size} if name == "model" and vocab_size else {}
-    sections[name] = _build_section(name, cls, d[name], extra)
+    sections[name] = _build_section(name, cls, d.get(name, {}), extra)
   seed = d.get("seed", 0)
   if not isinstance(seed, int) or isinstance(seed, bool):
     raise ConfigError(f"--config.seed={seed!r} must be an int.")

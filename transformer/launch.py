@@ -21,7 +21,49 @@ _CONFIG = config_flags.DEFINE_config_file(
     "with --config.section.field=value.", lock_config=True)
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory. Default: runs/<config name>[:variant][+overrides].")
-_MODE = flags.DEFINE_enum("mode", "train", ["train"], "What to do.")
+_MODE = flags.DEFINE_enum("mode", "train", ["train", "bench"],
+                          "train: train and evaluate (resuming); bench: time train steps.")
+_COORDINATOR = flags.DEFINE_string(
+    "coordinator_address", None, "Multi-host: host:port of process 0's coordinator. Not "
+    "needed under SLURM, Open MPI or on TPU pods, where JAX detects the cluster.")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Multi-host: number of processes.")
+_PROCESS_ID = flags.DEFINE_integer("process_id", None, "Multi-host: this process's index.")
+_BENCH_STEPS = flags.DEFINE_integer("bench_steps", 10, "bench: timed steps after warm-up.")
+
+
+def _in_cluster() -> bool:
+  """True under a multi-process SLURM / Open MPI job or on a multi-host TPU slice."""
+  env = os.environ
+  return (int(env.get("SLURM_NTASKS", "1") or 1) > 1
+          or int(env.get("OMPI_COMM_WORLD_SIZE", "1") or 1) > 1
+          or "," in env.get("TPU_WORKER_HOSTNAMES", ""))
+
+
+def initialize_distributed(coordinator_address: str | None = None,
+                           num_processes: int | None = None,
+                           process_id: int | None = None) -> bool:
+  """Starts JAX's distributed runtime when flags or the environment ask for more than one
+  process; must run before anything touches a device. Returns whether it did.
+
+  On CPU the cross-process collectives go through gloo.
+  """
+  import jax  # noqa: PLC0415 -- after flag parsing, before any device is used
+  given = [v is not None for v in (coordinator_address, num_processes, process_id)]
+  if any(given) and not all(given):
+    raise ConfigError("--coordinator_address, --num_processes and --process_id go together; "
+                      "give all three (or none, inside SLURM / Open MPI / a TPU pod).")
+  if not all(given) and not _in_cluster():
+    return False
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  if all(given):
+    if not 0 <= process_id < num_processes:
+      raise ConfigError(f"--process_id={process_id} must be in [0, --num_processes="
+                        f"{num_processes}).")
+    jax.distributed.initialize(coordinator_address=coordinator_address,
+                               num_processes=num_processes, process_id=process_id)
+  else:
+    jax.distributed.initialize()
+  return True
 
 
 def default_workdir(config_arg: str, argv: list[str]) -> str:
@@ -55,6 +97,17 @@ def main(argv: list[str]) -> None:
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
   workdir = _WORKDIR.value or default_workdir(_config_arg(sys.argv), sys.argv)
+  try:
+    initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+  except ConfigError as e:
+    sys.exit(f"Config error: {e}")
+  if _MODE.value == "bench":
+    from transformer.train.bench import run_benchmark  # noqa: PLC0415
+    try:
+      run_benchmark(config, steps=_BENCH_STEPS.value)
+    except ConfigError as e:
+      sys.exit(f"Config error: {e}")
+    return
   if _MODE.value == "train":
     from transformer.train.loop import train_and_evaluate  # heavy imports after validation
     try:

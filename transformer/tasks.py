@@ -45,9 +45,14 @@ class LanguageModelTask:
     self.model = build_model(self.config.model)
     self._byte_lengths = jnp.asarray(self.data.tokenizer.byte_lengths)
 
-  def init_params(self, rng):
+  def init_boxed_params(self, rng):
+    """Params still wrapped in their logical axis names (`nn.LogicallyPartitioned`), which
+    `transformer.train.parallel` maps onto the device mesh."""
     tokens = jnp.zeros((self.data.batch_size, self.config.data.seq_len), jnp.int32)
-    return nn.meta.unbox(self.model.init({"params": rng}, tokens)["params"])
+    return self.model.init({"params": rng}, tokens)["params"]
+
+  def init_params(self, rng):
+    return nn.meta.unbox(self.init_boxed_params(rng))
 
   def logits(self, params, batch, rng=None):
     deterministic = rng is None

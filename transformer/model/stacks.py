@@ -1,4 +1,11 @@
-"""A stack of blocks, with the final norm its norm placement calls for."""
+"""A stack of blocks, with the final norm its norm placement calls for.
+
+The layer loop is either unrolled (params `layer_0`, `layer_1`, ...) or one `nn.scan` over
+stacked params (`layers`, each leaf with a leading `[num_layers]` axis named "layers"), which
+compiles one block instead of `num_layers`. `cfg.remat` rematerializes each block in the
+backward pass: "full" saves only the block inputs, "minimal" also keeps the outputs of
+matmuls with weights (`dots_with_no_batch_dims_saveable`) and recomputes the rest.
+"""
 
 from typing import Optional
 
@@ -7,6 +14,20 @@ import jax
 
 from transformer.config import ModelConfig
 from transformer.model.block import NEEDS_FINAL_NORM, Block, norm_for
+
+
+REMAT_POLICIES = {"full": None, "minimal": jax.checkpoint_policies.dots_with_no_batch_dims_saveable}
+
+
+class _LayerBlock(Block):
+  """A `Block` whose `deterministic` flag is an attribute, so that `nn.remat` and `nn.scan`
+  see only array arguments; `scanned` makes it return `(x, None)` as a scan body must."""
+  deterministic: bool = True
+  scanned: bool = False
+
+  def __call__(self, x, mask, encoded, cross_mask):
+    y = super().__call__(x, mask, encoded, cross_mask, deterministic=self.deterministic)
+    return (y, None) if self.scanned else y
 
 
 class TransformerStack(nn.Module):
@@ -22,9 +43,23 @@ class TransformerStack(nn.Module):
   def __call__(self, x: jax.Array, mask: Optional[jax.Array] = None,
                encoded: Optional[jax.Array] = None, cross_mask: Optional[jax.Array] = None, *,
                deterministic: bool = True) -> jax.Array:
-    for i in range(self.cfg.num_layers):
-      x = Block(self.cfg, cross_attention=self.cross_attention, name=f"layer_{i}")(
-          x, mask, encoded, cross_mask, deterministic=deterministic)
+    cfg = self.cfg
+    block = _LayerBlock
+    if cfg.remat != "none":
+      # Arguments: self, x, mask, encoded, cross_mask; nothing static (deterministic is an
+      # attribute). Under scan, CSE across iterations cannot undo the remat.
+      block = nn.remat(block, policy=REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers)
+    if cfg.scan_layers:
+      scanned = nn.scan(block, variable_axes={"params": 0}, split_rngs={"params": True,
+                                                                       "dropout": True},
+                        in_axes=(nn.broadcast, nn.broadcast, nn.broadcast),
+                        length=cfg.num_layers, metadata_params={nn.PARTITION_NAME: "layers"})
+      x, _ = scanned(cfg, cross_attention=self.cross_attention, deterministic=deterministic,
+                     scanned=True, name="layers")(x, mask, encoded, cross_mask)
+    else:
+      for i in range(cfg.num_layers):
+        x = block(cfg, cross_attention=self.cross_attention, deterministic=deterministic,
+                  name=f"layer_{i}")(x, mask, encoded, cross_mask)
     if NEEDS_FINAL_NORM[self.cfg.norm_placement]:
       x = norm_for(self.cfg, "final_norm")(x)
     return x

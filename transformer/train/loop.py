@@ -20,15 +20,19 @@ import numpy as np
 
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.tasks import build_task
-from transformer.train import optim, steps
+from transformer.train import flops, optim
 from transformer.train.checkpoint import Checkpointer
-from transformer.train.state import TrainState, count_params, create_state
+from transformer.train.parallel import Parallel
+from transformer.train.state import TrainState, count_params
 from transformer.train.writers import MetricWriter, format_duration, log
 
 # Fields that may change between a run and its resumption: they do not change the
 # trajectory up to the resumed step.
 RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.eval_every",
-                     "checkpoint.every_steps", "checkpoint.keep", "data.eval_batches")
+                     "checkpoint.every_steps", "checkpoint.keep", "data.eval_batches",
+                     "checkpoint.keep_best", "checkpoint.async_save", "model.remat",
+                     "train.peak_flops_per_device", "parallel.strategy", "parallel.data",
+                     "parallel.fsdp", "parallel.tensor", "parallel.rules")
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -102,11 +106,12 @@ def _last_eval(workdir: str) -> Optional[dict]:
   return last
 
 
-def evaluate(task, eval_step, params, max_batches: int) -> dict:
-  """Sums `eval_step` over the eval split (or its first `max_batches`), then summarizes."""
+def evaluate(task, eval_step, state, max_batches: int) -> dict:
+  """Sums `eval_step(state, batch)` over the eval split (or its first `max_batches`), then
+  summarizes."""
   totals = None
   for batch in task.data.eval_batches(max_batches):
-    sums = eval_step(params, batch)
+    sums = eval_step(state, batch)
     totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
   if totals is None:
     raise ValueError("The eval split gave no batch; is it shorter than one sequence?")
@@ -114,7 +119,7 @@ def evaluate(task, eval_step, params, max_batches: int) -> dict:
 
 
 def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
-                       stop_after: Optional[int] = None) -> dict:
+                       stop_after: Optional[int] = None, task=None) -> dict:
   """Trains `config` in `workdir`, resuming if it holds a checkpoint.
 
   Args:
@@ -122,6 +127,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
     workdir: where config.json, checkpoints/, metrics.jsonl and tensorboard/ go.
     stop_after: end this process after this step (saving a checkpoint), as a preemption
       would; the next call resumes.
+    task: a prebuilt task (tests); default `build_task(config)`.
   Returns:
     The final eval metrics (`loss`, `bits_per_byte`, ...) and `step`.
   """
@@ -130,7 +136,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   check_workdir_config(workdir, config)
   t_start = time.time()
 
-  task = build_task(config)
+  task = build_task(config) if task is None else task
   config = task.config  # now with the tokenizer's vocab_size
   if jax.process_index() == 0:
     with open(os.path.join(workdir, "config.json"), "w") as f:
@@ -140,35 +146,36 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   tx = optim.build_optimizer(config.optim, num_steps)
   schedule = optim.learning_rate_schedule(config.optim, num_steps)
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
-  init_fn = jax.jit(lambda rng: create_state(task.init_params(rng), tx))
+  par = build_parallel(config, task, tx)
 
-  checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), config.checkpoint.keep)
-  latest = checkpointer.latest_step()
+  checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), config.checkpoint.keep,
+                              async_save=config.checkpoint.async_save,
+                              keep_best=config.checkpoint.keep_best)
+  latest, state = checkpointer.restore_latest(par.checkpoint_target(), task.data.train_iterator,
+                                              warn=lambda m: log(f"WARNING: {m}"))
   if latest is not None:
-    state = checkpointer.restore(latest, jax.eval_shape(init_fn, init_rng),
-                                 task.data.train_iterator)
+    state = par.from_checkpoint(state)
     log(f"Resumed from {workdir}/checkpoints at step {latest}.")
   else:
-    state = init_fn(init_rng)
-  log(f"Model: {config.model.kind}, {count_params(state.params):,} parameters, "
+    state = par.init_state(init_rng)
+  log(f"Model: {config.model.kind}, {count_params(par.params(state)):,} parameters, "
       f"norm_placement={config.model.norm_placement}; data: {config.data.name}, "
-      f"batch {config.train.batch_size} x {config.data.seq_len} tokens.")
+      f"batch {config.train.batch_size} x {config.data.seq_len} tokens; {par.describe()}.")
 
-  train_step = jax.jit(steps.make_train_step(task.loss_sums, tx), donate_argnums=0)
-  eval_step = jax.jit(task.eval_sums)
+  train_step, eval_step = par.train_step, par.eval_step
   writer = MetricWriter(workdir)
-  step = int(state.step)
+  step = int(par.to_checkpoint(state).step)
   final_eval = None
 
   if step >= num_steps:
     final_eval = _last_eval(workdir)
     if final_eval is None:
-      final_eval = evaluate(task, eval_step, state.params, 0)
+      final_eval = evaluate(task, eval_step, state, 0)
       writer.write(step, "eval", final_eval)
     log(f"The run in {workdir} is already at step {step} of {num_steps}; nothing to train.")
   else:
     final_eval = _run_steps(config, task, state, train_step, eval_step, schedule,
-                            dropout_rng, checkpointer, writer, stop_after)
+                            dropout_rng, checkpointer, writer, stop_after, par)
 
   checkpointer.close()
   writer.close()
@@ -180,10 +187,25 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   return final_eval or {}
 
 
+def build_parallel(config: ExperimentConfig, task, tx) -> Parallel:
+  """The device placement and compiled steps for `config.parallel` (see `parallel.py`)."""
+  return Parallel(config.parallel, init_params=task.init_params, tx=tx,
+                  loss_sums=task.loss_sums, eval_sums=task.eval_sums,
+                  global_batch_size=config.train.batch_size,
+                  micro_batches=config.train.micro_batches,
+                  init_boxed_params=getattr(task, "init_boxed_params", None))
+
+
 def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
-               dropout_rng, checkpointer, writer, stop_after) -> Optional[dict]:
+               dropout_rng, checkpointer, writer, stop_after, par) -> Optional[dict]:
   num_steps = config.train.num_steps
-  step = int(state.step)
+  step_flops = flops.training_flops_per_step(config.model, config.train.batch_size,
+                                             config.data.seq_len)
+  peak, peak_source = flops.peak_flops_per_device(config.train.peak_flops_per_device)
+  if peak:
+    log(f"MFU: {step_flops / 1e9:,.4g} GFLOPs per step (MaxText convention) against "
+        f"{peak * par.num_devices / 1e12:,.3f} TFLOP/s peak ({peak_source}).")
+  step = int(par.to_checkpoint(state).step)
   pending, interval_start, interval_steps = [], time.time(), 0
   compiled = False
   final_eval = None
@@ -212,17 +234,23 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
                "learning_rate": float(schedule(step - 1)),
                "tokens_per_sec": tokens / max(elapsed, 1e-9),
                "step_time": step_time}
+        if peak:
+          row["mfu"] = step_flops / max(step_time, 1e-9) / (peak * par.num_devices)
         writer.write(step, "train", row)
         eta = step_time * (num_steps - step)
         log(f"step {step:>6}/{num_steps} | loss {row['loss']:.4f} | lr {row['learning_rate']:.2e} "
             f"| grad_norm {row['grad_norm']:.3f} | {row['tokens_per_sec']:,.0f} tok/s "
-            f"| ETA {format_duration(eta)}")
+            f"| {step_time * 1e3:,.0f} ms/step"
+            + (f" | MFU {row['mfu']:.1%}" if peak else "")
+            + f" | ETA {format_duration(eta)}")
         pending, interval_start, interval_steps = [], time.time(), 0
 
+      eval_loss = None
       if step % config.train.eval_every == 0 or last:
         t0 = time.time()
         max_batches = 0 if last else config.data.eval_batches  # the final eval sees it all
-        final_eval = dict(evaluate(task, eval_step, state.params, max_batches), step=step)
+        final_eval = dict(evaluate(task, eval_step, state, max_batches), step=step)
+        eval_loss = final_eval["loss"]
         writer.write(step, "eval", {k: v for k, v in final_eval.items() if k != "step"})
         log(f"eval at step {step}: loss {final_eval['loss']:.4f} | "
             f"{final_eval['bits_per_byte']:.4f} bits/byte ({time.time() - t0:.1f}s)")
@@ -230,7 +258,8 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
 
       stopping = stop.signal_name is not None or (stop_after is not None and step >= stop_after)
       if step % config.checkpoint.every_steps == 0 or last or stopping:
-        checkpointer.save(step, state, task.data.train_iterator, config.to_dict())
+        checkpointer.save(step, par.to_checkpoint(state), task.data.train_iterator,
+                          config.to_dict(), eval_loss=eval_loss)
       if stopping and not last:
         checkpointer.wait()
         reason = stop.signal_name or f"stop_after={stop_after}"

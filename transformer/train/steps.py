@@ -1,7 +1,9 @@
 """Pure step functions: `train_step(state, batch, rng) -> (state, metrics)` and
-`eval_step(params, batch) -> sums`. The same functions serve jit, tests and benchmarks."""
+`eval_step(params, batch) -> sums`. The same functions serve jit, pmap, tests and benchmarks."""
 
-from typing import Callable
+from __future__ import annotations
+
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -13,24 +15,64 @@ from transformer.train.state import TrainState
 LossSums = Callable[[object, dict, jax.Array], tuple[jax.Array, jax.Array]]
 
 
-def make_train_step(loss_sums: LossSums, tx: optax.GradientTransformation) -> Callable:
+def split_micro_batches(batch: dict, micro_batches: int) -> dict:
+  """`[batch, ...]` leaves -> `[micro_batches, batch / micro_batches, ...]`.
+
+  Micro-batch i takes rows i, i + k, i + 2k, ... (k = micro_batches), so when the batch
+  dimension is sharded over devices in contiguous blocks, every micro-batch is spread over all
+  of them and splitting needs no communication.
+  """
+  def one(x):
+    rows = x.shape[0]
+    if rows % micro_batches:
+      raise ValueError(f"A batch of {rows} rows cannot be split into {micro_batches} "
+                       "micro-batches; train.batch_size must be divisible by micro_batches.")
+    return jnp.swapaxes(x.reshape((rows // micro_batches, micro_batches) + x.shape[1:]), 0, 1)
+  return jax.tree.map(one, batch)
+
+
+def make_train_step(loss_sums: LossSums, tx: optax.GradientTransformation, *,
+                    micro_batches: int = 1, axis_name: Optional[str] = None) -> Callable:
   """One optimizer step on the mean loss over the batch's weighted tokens.
 
-  Dropout is keyed by `fold_in(rng, step)`, so a resumed run draws the same dropout masks as
-  an uninterrupted one.
+  The gradient of the loss *sum* is accumulated over `micro_batches` pieces of the batch (a
+  `lax.scan`, so memory is that of one piece) and, under `pmap`, summed over the devices of
+  `axis_name`; only then is it divided by the total weight. Every split therefore gives the
+  gradient of the same global mean, up to float summation order.
+
+  Dropout is keyed by `fold_in(rng, step)` (and the micro-batch index when accumulating), so a
+  resumed run draws the same dropout masks as an uninterrupted one.
   """
+
+  def sums_and_grads(params, batch, rng):
+    (loss_sum, weight_sum), grads = jax.value_and_grad(
+        lambda p: loss_sums(p, batch, rng), has_aux=True)(params)
+    return loss_sum, weight_sum, grads
 
   def train_step(state: TrainState, batch: dict, rng: jax.Array):
     step_rng = jax.random.fold_in(rng, state.step)
+    if micro_batches == 1:
+      loss_sum, weight_sum, grads = sums_and_grads(state.params, batch, step_rng)
+    else:
+      def body(carry, xs):
+        i, micro = xs
+        l, w, g = sums_and_grads(state.params, micro, jax.random.fold_in(step_rng, i))
+        g = jax.tree.map(lambda a, b: a + b.astype(jnp.float32), carry[2], g)
+        return (carry[0] + l, carry[1] + w, g), None
 
-    def loss_fn(params):
-      loss_sum, weight_sum = loss_sums(params, batch, step_rng)
-      return loss_sum / jnp.maximum(weight_sum, 1.0), weight_sum
-
-    (loss, weight_sum), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+      zeros = (jnp.zeros([], jnp.float32), jnp.zeros([], jnp.float32),
+               jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), state.params))
+      (loss_sum, weight_sum, grads), _ = jax.lax.scan(
+          body, zeros, (jnp.arange(micro_batches), split_micro_batches(batch, micro_batches)))
+      grads = jax.tree.map(lambda g, p: g.astype(p.dtype), grads, state.params)
+    if axis_name is not None:
+      loss_sum, weight_sum, grads = jax.lax.psum((loss_sum, weight_sum, grads), axis_name)
+    denom = jnp.maximum(weight_sum, 1.0)
+    grads = jax.tree.map(lambda g: g / denom.astype(g.dtype), grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics = {"loss": loss, "grad_norm": optax.global_norm(grads), "tokens": weight_sum}
+    metrics = {"loss": loss_sum / denom, "grad_norm": optax.global_norm(grads),
+               "tokens": weight_sum}
     return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
 
   return train_step

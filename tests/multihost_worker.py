@@ -1,0 +1,107 @@
+"""One process of the multi-host test (`tests/test_multihost.py`); also runnable by hand:
+
+  XLA_FLAGS=--xla_force_host_platform_device_count=2 python tests/multihost_worker.py \
+      --workdir=/tmp/w --coordinator_address=127.0.0.1:12345 --num_processes=2 --process_id=0
+
+Trains a tiny decoder LM with `transformer.train.loop.train_and_evaluate` on a synthetic,
+process-count-independent stream: global batch i is a fixed function of (seed, i), and each
+process feeds its own rows of it, so a run with 2 processes x 2 devices must reproduce a run
+with 1 process x 4 devices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+GLOBAL_BATCH, SEQ_LEN, EVAL_BATCHES = 8, 16, 2
+
+
+def make_config():
+  from configs.default import get_config
+  from transformer.config import from_config_dict
+  c = get_config("smoke")
+  with c.unlocked():
+    c.data.seq_len, c.data.eval_batches = SEQ_LEN, EVAL_BATCHES
+    c.model.d_model, c.model.num_heads, c.model.num_layers, c.model.d_ff = 32, 4, 2, 64
+    c.model.dropout_rate = 0.1
+    # No projection biases: the key bias's true gradient is exactly 0 (softmax ignores a shift),
+    # so AdamW turns its float rounding noise into full-size steps that differ between layouts.
+    c.model.use_bias = False
+    c.train.batch_size, c.train.num_steps = GLOBAL_BATCH, 8
+    c.train.log_every, c.train.eval_every = 2, 4
+    c.checkpoint.every_steps = 2
+  return from_config_dict(c)
+
+
+class SyntheticData:
+  """Random token rows; `train_iterator` is a checkpointable tf.data iterator."""
+
+  def __init__(self, seed: int):
+    import jax
+    import tensorflow as tf
+    from transformer.data.tokenizers import ByteTokenizer
+    self.tokenizer = ByteTokenizer()
+    n, pid = jax.process_count(), jax.process_index()
+    self.batch_size = rows = GLOBAL_BATCH // n
+
+    def global_batch(i, salt):
+      tokens = tf.random.stateless_uniform([GLOBAL_BATCH, SEQ_LEN + 1], seed=[seed + salt, i],
+                                           minval=3, maxval=259, dtype=tf.int32)
+      mine = tokens[pid * rows:(pid + 1) * rows]
+      return {"inputs": mine[:, :-1], "targets": mine[:, 1:],
+              "weights": tf.ones([rows, SEQ_LEN], tf.float32)}
+
+    self.train_iterator = iter(tf.data.Dataset.range(1 << 40).map(lambda i: global_batch(i, 0)))
+    self._eval = tf.data.Dataset.range(EVAL_BATCHES).map(lambda i: global_batch(i, 1))
+
+  def next_train_batch(self):
+    return {k: v.numpy() for k, v in next(self.train_iterator).items()}
+
+  def eval_batches(self, max_batches: int = 0):
+    return self._eval.as_numpy_iterator()
+
+
+def make_task(config):
+  import dataclasses
+  import jax.numpy as jnp
+  from transformer.model.models import build_model
+  from transformer.tasks import LanguageModelTask
+
+  class SyntheticTask(LanguageModelTask):
+    def __init__(self, config):  # the LM task, with synthetic data instead of lm_data
+      self.data = SyntheticData(config.seed)
+      self.config = dataclasses.replace(
+          config, model=dataclasses.replace(config.model,
+                                            vocab_size=self.data.tokenizer.vocab_size))
+      self.model = build_model(self.config.model)
+      self._byte_lengths = jnp.asarray(self.data.tokenizer.byte_lengths)
+
+  return SyntheticTask(config)
+
+
+def main():
+  p = argparse.ArgumentParser()
+  p.add_argument("--workdir", required=True)
+  p.add_argument("--stop_after", type=int, default=None)
+  p.add_argument("--coordinator_address", default=None)
+  p.add_argument("--num_processes", type=int, default=None)
+  p.add_argument("--process_id", type=int, default=None)
+  args = p.parse_args()
+  from transformer.launch import initialize_distributed
+  initialize_distributed(args.coordinator_address, args.num_processes, args.process_id)
+  import jax
+  from transformer.train.loop import train_and_evaluate
+  print(f"process {jax.process_index()} of {jax.process_count()}: "
+        f"{jax.local_device_count()} local / {jax.device_count()} devices", flush=True)
+  config = make_config()
+  train_and_evaluate(config, args.workdir, stop_after=args.stop_after, task=make_task(config))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,117 @@
+"""Checkpoints: restore onto another mesh, keep last K + best, fall back from a corrupt one."""
+
+import os
+
+import jax
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.test_parallel import _batches, _parallel
+from transformer.config import ParallelConfig
+from transformer.train.checkpoint import Checkpointer
+
+
+def _iterator():
+  return iter(tf.data.Dataset.range(1000))
+
+
+def _trained(par, steps=1):
+  state = par.init_state(jax.random.PRNGKey(0))
+  for b in _batches(steps):
+    state, _ = par.train_step(state, b, jax.random.PRNGKey(1))
+  return state
+
+
+def test_restore_onto_other_meshes(tmp_path):
+  saver = _parallel(ParallelConfig(data=1, fsdp=8))
+  state = _trained(saver)
+  kernel = state.params["decoder"]["layer_0"]["feed_forward"]["wi"]["kernel"]
+  assert len({str(s.index) for s in kernel.addressable_shards}) == 8  # really split in 8
+  ckpt = Checkpointer(str(tmp_path / "ckpt"), keep=2)
+  it = _iterator()
+  next(it), next(it)
+  ckpt.save(1, saver.to_checkpoint(state), it, {"note": "fsdp=8"})
+  ckpt.wait()
+  saved = jax.device_get(state)
+
+  for pcfg, devices in ((ParallelConfig(data=1), jax.devices()[:1]),
+                        (ParallelConfig(data=2, tensor=4), None)):
+    par = _parallel(pcfg, devices=devices)
+    it = _iterator()
+    step, restored = ckpt.restore_latest(par.checkpoint_target(), it)
+    assert step == 1 and int(next(it)) == 2  # the input position came back too
+    restored = par.from_checkpoint(restored)
+    for a, b, target in zip(jax.tree.leaves(restored), jax.tree.leaves(saved),
+                            jax.tree.leaves(par.state_shardings)):
+      np.testing.assert_array_equal(np.asarray(a), b)  # bitwise
+      assert a.sharding == target
+    # ... and training continues from it.
+    restored, metrics = par.train_step(restored, _batches(2)[1], jax.random.PRNGKey(1))
+    assert np.isfinite(float(metrics["loss"]))
+  assert par.state_shardings.params["decoder"]["layer_0"]["feed_forward"]["wi"]["kernel"].spec \
+      == jax.sharding.PartitionSpec("fsdp", "tensor")
+  ckpt.close()
+
+
+def _small_state():
+  return {"w": np.arange(6, dtype=np.float32)}
+
+
+def test_keeps_last_k_and_best_by_eval_loss(tmp_path):
+  ckpt = Checkpointer(str(tmp_path / "ckpt"), keep=2, keep_best=1)
+  losses = {2: 3.0, 4: 1.5, 6: 2.5, 8: 2.0}  # evaluated at even steps; best is step 4
+  for step in range(1, 10):
+    ckpt.save(step, _small_state(), _iterator(), {}, eval_loss=losses.get(step))
+  ckpt.wait()
+  assert ckpt.all_steps() == [4, 8, 9]
+  ckpt.close()
+
+
+def _truncate_largest_file(step_dir):
+  files = [os.path.join(d, f) for d, _, fs in os.walk(step_dir) for f in fs]
+  biggest = max(files, key=os.path.getsize)
+  with open(biggest, "r+b") as f:
+    f.truncate(os.path.getsize(biggest) // 2)
+
+
+@pytest.mark.parametrize("damage", ["truncate", "remove_state"])
+def test_corrupt_latest_falls_back_to_previous(tmp_path, damage):
+  directory = str(tmp_path / "ckpt")
+  ckpt = Checkpointer(directory, keep=5)
+  for step in (2, 4):
+    ckpt.save(step, {"w": np.full(50_000, step, np.float32)}, _iterator(), {})
+  ckpt.close()
+  if damage == "truncate":
+    _truncate_largest_file(os.path.join(directory, "4", "state"))
+  else:  # a save that died after creating the step folder
+    import shutil
+    shutil.rmtree(os.path.join(directory, "4", "state"))
+
+  ckpt = Checkpointer(directory, keep=5)
+  warnings = []
+  target = {"w": jax.ShapeDtypeStruct((50_000,), np.float32)}
+  step, state = ckpt.restore_latest(target, _iterator(), warn=warnings.append)
+  assert step == 2 and (np.asarray(state["w"]) == 2).all()
+  assert any("4 could not be restored" in w for w in warnings)
+  assert os.path.isdir(os.path.join(directory, "2"))  # the good one is untouched
+  moved = os.listdir(directory + ".corrupt")
+  assert len(moved) == 1 and moved[0].startswith("4-")  # set aside, not deleted
+  # The run can now save step 4 again.
+  ckpt.save(4, {"w": np.full(50_000, 4, np.float32)}, _iterator(), {})
+  ckpt.wait()
+  assert ckpt.restore_latest(target, _iterator())[0] == 4
+  ckpt.close()
+
+
+def test_every_checkpoint_unreadable_raises_and_moves_nothing(tmp_path):
+  directory = str(tmp_path / "ckpt")
+  ckpt = Checkpointer(directory, keep=5)
+  ckpt.save(1, {"w": np.ones(50_000, np.float32)}, _iterator(), {})
+  ckpt.wait()
+  _truncate_largest_file(os.path.join(directory, "1", "state"))
+  with pytest.raises(Exception):
+    ckpt.restore_latest({"w": jax.ShapeDtypeStruct((50_000,), np.float32)}, _iterator(),
+                        warn=lambda m: None)
+  assert ckpt.all_steps() == [1] and not os.path.exists(directory + ".corrupt")
+  ckpt.close()
