@@ -39,6 +39,8 @@ def test_train_save_reload_round_trip(spm_path):
     assert int(tok.byte_lengths[ids].sum()) == len(text.encode("utf-8"))
   assert len(tok.encode(_TEXTS[1])) < 0.75 * len(_TEXTS[1].encode())  # it learned pieces
   np.testing.assert_array_equal(tok.byte_lengths[:3], 0)
+  newline = tok.encode("\n")
+  assert len(newline) == 1 and tok.byte_lengths[newline[0]] == 1  # a piece, not a byte escape
 
 
 def test_tf_encode_matches_python(spm_path):
@@ -84,3 +86,25 @@ def test_translation_shares_one_vocabulary_for_source_and_target(tmp_path):
   for src, tgt in zip(batch["inputs"], batch["targets"]):
     a, b = tok.decode(src[src > 2]).split("+")
     assert int(tok.decode(tgt[tgt > 2])) == int(a) + int(b)
+
+
+def test_training_with_a_trained_vocabulary_reports_bits_per_byte(tiny_corpus, tmp_path):
+  from configs.default import get_config
+  from transformer.config import from_config_dict
+  from transformer.train.loop import train_and_evaluate
+  c = get_config("smoke")
+  with c.unlocked():
+    c.data.source_dir, c.data.data_dir = tiny_corpus["source_dir"], tiny_corpus["data_dir"]
+    c.data.validation_percent, c.data.seq_len = 20, 16
+    c.data.tokenizer, c.data.spm_vocab_size = "sentencepiece", 300
+    c.model.d_model, c.model.num_heads, c.model.num_layers, c.model.d_ff = 16, 2, 1, 32
+    c.train.batch_size, c.train.num_steps, c.train.eval_every = 2, 2, 2
+  final = train_and_evaluate(from_config_dict(c), str(tmp_path / "run"))
+  assert os.path.exists(tmp_path / "run" / "tokenizer" / "spm300.model")
+  # A fresh model is near uniform over its vocabulary: bits per byte near
+  # ln(V) / ln 2 / (bytes per token); the tokenizer's byte lengths give the denominator.
+  tok = build_tokenizer("sentencepiece", str(tmp_path / "run" / "tokenizer" / "spm300.model"))
+  text = open(f"{tiny_corpus['source_dir']}/pkg/mod_00.py").read()
+  bytes_per_token = len(text.encode()) / len(tok.encode(text))
+  expected = np.log(tok.vocab_size) / np.log(2) / bytes_per_token
+  assert 0.6 * expected < final["bits_per_byte"] < 1.4 * expected

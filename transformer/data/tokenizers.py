@@ -90,11 +90,12 @@ class SentencePieceTokenizer:
 def train_sentencepiece(texts, model_path: str, vocab_size: int,
                         max_bytes: int = 20_000_000) -> str:
   """Trains a BPE SentencePiece model of at most `vocab_size` pieces (fewer when the text has
-  too few distinct ones) on `texts` (an iterable of str), saves it at
-  `model_path` (plus `.vocab`), and returns the path.
+  too few distinct ones) on `texts` (an iterable of str), saves it at `model_path` (plus
+  `.vocab`), and returns the path.
 
-  Reads at most `max_bytes` of text; each line is one training sentence. Text is kept as is
-  (no normalization; whitespace runs are pieces), with byte fallback for rare characters.
+  Reads at most `max_bytes` of text; each line (with its newline) is one training sentence.
+  Text is kept as is (no normalization; whitespace runs are pieces), with byte fallback for
+  rare characters.
   """
   import sentencepiece as spm
   os.makedirs(os.path.dirname(os.path.abspath(model_path)), exist_ok=True)
@@ -102,9 +103,9 @@ def train_sentencepiece(texts, model_path: str, vocab_size: int,
   def sentences():
     budget = max_bytes
     for text in texts:
-      for line in text.split("\n"):
+      for line in text.splitlines(keepends=True):  # newlines kept: they are code's syntax
         if line.strip():
-          budget -= len(line) + 1
+          budget -= len(line)
           yield line[:4096]
       if budget <= 0:
         return
