@@ -178,8 +178,12 @@ def tokenizer_for(cfg: DataConfig, builder, text_keys: list[str],
     texts = (ex[k].decode("utf-8", errors="replace")
              for ex in tfds.as_numpy(ds) for k in text_keys)
     train_sentencepiece(texts, path, cfg.spm_vocab_size, cfg.spm_train_bytes)
+  if jax.process_count() > 1:  # the others wait for process 0's file (a shared workdir)
+    from jax.experimental import multihost_utils
+    multihost_utils.sync_global_devices("sentencepiece vocabulary trained")
   if not os.path.exists(path):
-    raise FileNotFoundError(f"{path} is missing; process 0 trains it. On several hosts, give "
+    raise FileNotFoundError(f"{path} is missing: process 0 trained it, but this process cannot "
+                            "see it. Put the workdir on a shared filesystem, or give "
                             "--config.data.spm_model (a file every process can read).")
   return build_tokenizer("sentencepiece", path)
 
