@@ -36,9 +36,9 @@ class Task(Protocol):
 class LanguageModelTask:
   """Next-token prediction with a decoder-only LM; reported in nats/token and bits/byte."""
 
-  def __init__(self, config: ExperimentConfig):
+  def __init__(self, config: ExperimentConfig, workdir: str | None = None):
     from transformer.data.pipeline import lm_data  # TensorFlow only where data is built
-    self.data = lm_data(config.data, config.train.batch_size, config.seed)
+    self.data = lm_data(config.data, config.train.batch_size, config.seed, workdir=workdir)
     self.config = dataclasses.replace(
         config, model=dataclasses.replace(config.model,
                                           vocab_size=self.data.tokenizer.vocab_size))
@@ -79,6 +79,7 @@ class LanguageModelTask:
 TASKS = {"decoder_lm": LanguageModelTask}
 
 
-def build_task(config: ExperimentConfig) -> Task:
-  """The task for `config.model.kind`."""
-  return TASKS[config.model.kind](config)
+def build_task(config: ExperimentConfig, workdir: str | None = None) -> Task:
+  """The task for `config.model.kind`; `workdir` keeps what the data builds for this run
+  (a trained SentencePiece vocabulary)."""
+  return TASKS[config.model.kind](config, workdir=workdir)

@@ -136,7 +136,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   check_workdir_config(workdir, config)
   t_start = time.time()
 
-  task = build_task(config) if task is None else task
+  task = build_task(config, workdir) if task is None else task
   config = task.config  # now with the tokenizer's vocab_size
   if jax.process_index() == 0:
     with open(os.path.join(workdir, "config.json"), "w") as f:

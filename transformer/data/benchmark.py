@@ -1,0 +1,122 @@
+"""Data benchmark: how fast the input pipeline delivers tokens, against what training eats.
+
+  python -m transformer.data.benchmark [--config=configs/default.py[:variant]]
+      [--config.data.packing=pack ...] [--batches=200] [--steps=20]
+
+Prints (1) the training pipeline alone: tokens/s delivered by `next_train_batch()` (row
+positions, and real tokens: those with weight > 0), after a warm-up batch; and (2) the train
+step of the config's model on this machine: tokens/s it consumes (jit-compiled, compilation
+excluded, synchronised each step), on a batch from the same pipeline. The pipeline must
+deliver at least 10x what the step consumes; the last line gives the ratio.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app, flags, logging  # noqa: E402
+from ml_collections import config_flags  # noqa: E402
+
+_DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "configs", "default.py")
+_FLAGS = {}
+
+
+def _define_flags() -> None:
+  """Flags exist only when this module is the program (importing it defines none)."""
+  _FLAGS["config"] = config_flags.DEFINE_config_file(
+      "config", _DEFAULT_CONFIG, "Config file[:variant].", lock_config=True)
+  _FLAGS["batches"] = flags.DEFINE_integer("batches", 200, "Pipeline batches to time.")
+  _FLAGS["steps"] = flags.DEFINE_integer("steps", 20, "Train steps to time.")
+  _FLAGS["skip_model"] = flags.DEFINE_bool("skip_model", False, "Time the pipeline only.")
+
+
+def batch_tokens(batch: dict, seq2seq: bool) -> tuple[int, int]:
+  """(positions, non-padding tokens) of a batch: the input rows, plus the target rows for
+  seq2seq (for an LM the targets are the same positions moved by one)."""
+  keys = ("inputs", "targets") if seq2seq else ("inputs",)
+  return (sum(int(batch[k].size) for k in keys), sum(int((batch[k] != 0).sum()) for k in keys))
+
+
+def time_pipeline(data, num_batches: int, seq2seq: bool = False) -> dict[str, float]:
+  """Tokens/s of `data.next_train_batch()` over `num_batches` batches (after one warm-up)."""
+  data.next_train_batch()
+  positions = real = 0
+  t0 = time.perf_counter()
+  for _ in range(num_batches):
+    p, r = batch_tokens(data.next_train_batch(), seq2seq)
+    positions, real = positions + p, real + r
+  elapsed = time.perf_counter() - t0
+  return {"positions_per_sec": positions / elapsed, "real_tokens_per_sec": real / elapsed,
+          "batches_per_sec": num_batches / elapsed}
+
+
+def time_train_step(task, num_steps: int, seq2seq: bool = False) -> dict[str, float]:
+  """Tokens/s consumed by the task's jit-compiled train step (one fixed batch, synchronised)."""
+  import jax
+  import numpy as np
+  from transformer.train import optim, steps
+  from transformer.train.state import create_state
+
+  cfg = task.config
+  tx = optim.build_optimizer(cfg.optim, cfg.train.num_steps)
+  state = jax.jit(lambda rng: create_state(task.init_params(rng), tx))(jax.random.PRNGKey(0))
+  step = jax.jit(steps.make_train_step(task.loss_sums, tx), donate_argnums=0)
+  batch = task.data.next_train_batch()
+  rng = jax.random.PRNGKey(1)
+  state, metrics = step(state, batch, rng)
+  jax.block_until_ready(state)
+  times = []
+  for _ in range(num_steps):
+    t0 = time.perf_counter()
+    state, metrics = step(state, batch, rng)
+    jax.block_until_ready(state)
+    times.append(time.perf_counter() - t0)
+  step_time = float(np.median(times))
+  tokens = batch_tokens(batch, seq2seq)[0]
+  return {"step_time": step_time, "tokens_per_sec": tokens / step_time,
+          "device": str(jax.devices()[0].device_kind)}
+
+
+def main(argv) -> None:
+  del argv
+  logging.set_verbosity(logging.WARNING)
+  from transformer.config import from_config_dict
+  from transformer.tasks import build_task
+
+  config = from_config_dict(_FLAGS["config"].value)
+  with tempfile.TemporaryDirectory() as workdir:
+    task = build_task(config, workdir)
+    d = config.data
+    seq2seq = "seq2seq" in config.model.kind or "encoder_decoder" in config.model.kind
+    shape = f"src {d.src_len} / tgt {d.tgt_len}" if seq2seq else f"seq_len {d.seq_len}"
+    print(f"data: {d.name}, tokenizer {d.tokenizer} ({task.data.tokenizer.vocab_size} ids), "
+          f"packing {d.packing}, batch {task.data.batch_size} per process, {shape}")
+    num_batches, num_steps = _FLAGS["batches"].value, _FLAGS["steps"].value
+    pipe = time_pipeline(task.data, num_batches, seq2seq)
+    print(f"pipeline alone: {pipe['positions_per_sec']:,.0f} tokens/s "
+          f"({pipe['real_tokens_per_sec']:,.0f} non-padding), "
+          f"{pipe['batches_per_sec']:,.1f} batches/s over {num_batches} batches")
+    if _FLAGS["skip_model"].value:
+      return
+    model = time_train_step(task, num_steps, seq2seq)
+    print(f"train step ({config.model.kind}, {model['device']}): "
+          f"{model['tokens_per_sec']:,.0f} tokens/s ({model['step_time'] * 1e3:.1f} ms/step, "
+          f"median of {num_steps})")
+    ratio = pipe["positions_per_sec"] / model["tokens_per_sec"]
+    verdict = "OK" if ratio >= 10 else "TOO SLOW (needs >= 10x)"
+    print(f"pipeline / train step = {ratio:.1f}x  {verdict}")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  if root not in sys.path:
+    sys.path.insert(0, root)
+  _define_flags()
+  app.run(main)
