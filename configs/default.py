@@ -18,11 +18,22 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.data.suffixes = ".py"  # local_text: comma-separated file suffixes to include
   c.data.validation_percent = 5  # local_text: percent of files (by path hash) held out
   c.data.data_dir = ""  # where TFDS prepares datasets; "" = TFDS default (~/tensorflow_datasets)
-  c.data.tokenizer = "bytes"  # bytes: 256 byte ids plus pad/bos/eos
+  c.data.tokenizer = "bytes"  # bytes: 256 byte ids plus pad/bos/eos; sentencepiece
   c.data.seq_len = 256  # tokens per training sequence
   c.data.shuffle_buffer = 4096  # sequences in the training shuffle buffer
   c.data.eval_split = "validation"  # split used for eval loss and bits per byte
   c.data.eval_batches = 16  # batches per periodic eval (0 = all); the final eval uses all
+  c.data.packing = "concat"  # concat: cut the document stream (LM only); pack: several examples
+  #   per row with segment ids and positions; pad: one example per row, padded
+  c.data.bucket_boundaries = ""  # pad only: e.g. "32,64,128" pads each batch to the bucket length
+  c.data.src_len = 64  # seq2seq: source tokens per row (longer sources are truncated)
+  c.data.tgt_len = 64  # seq2seq: target tokens per row
+  c.data.inputs_key = ""  # feature holding the input text ("" = the dataset's default)
+  c.data.targets_key = ""  # feature holding the target text or label ("" = default)
+  c.data.download = True  # catalog datasets: download and prepare if not yet in data_dir
+  c.data.spm_vocab_size = 2048  # sentencepiece: vocabulary trained on the training split
+  c.data.spm_model = ""  # sentencepiece: an existing .model file ("" = train into the workdir)
+  c.data.spm_train_bytes = 20_000_000  # sentencepiece: training text read from the train split
 
   c.model = ml_collections.ConfigDict()
   c.model.kind = "decoder_lm"  # decoder_lm: causal language model

@@ -38,7 +38,8 @@ ACTIVATIONS = ("relu", "gelu", "swiglu")
 ATTENTION_IMPLS = ("reference", "xla", "cudnn")
 DTYPES = ("float32", "bfloat16")
 MODEL_KINDS = ("decoder_lm", "encoder_decoder", "masked_lm", "classifier")
-TOKENIZERS = ("bytes",)
+TOKENIZERS = ("bytes", "sentencepiece")
+PACKINGS = ("concat", "pack", "pad")
 DECAYS = ("cosine", "linear", "constant")
 
 
@@ -148,16 +149,52 @@ class DataConfig:
   shuffle_buffer: int = 4096
   eval_split: str = "validation"
   eval_batches: int = 0
+  # Added for catalog datasets, seq2seq / classification input, tokenizers and packing
+  # (see transformer/data/pipeline.py).
+  src_len: int = 64
+  tgt_len: int = 64
+  packing: str = "concat"
+  bucket_boundaries: str = ""
+  inputs_key: str = ""
+  targets_key: str = ""
+  download: bool = True
+  spm_vocab_size: int = 2048
+  spm_model: str = ""
+  spm_train_bytes: int = 20_000_000
 
   def __post_init__(self):
     s = "data"
     _choice(s, "tokenizer", self.tokenizer, TOKENIZERS)
+    _choice(s, "packing", self.packing, PACKINGS)
+    for f in ("src_len", "tgt_len", "spm_train_bytes"):
+      _positive(s, f, getattr(self, f))
+    if self.spm_vocab_size < 300:
+      raise ConfigError(
+          f"--config.data.spm_vocab_size={self.spm_vocab_size!r} must be >= 300 (SentencePiece "
+          "needs 256 byte pieces plus the control symbols).")
+    try:
+      bounds = self.bucket_lengths
+    except ValueError:
+      bounds = None
+    if bounds is None or any(b <= 0 for b in bounds) or list(bounds) != sorted(set(bounds)):
+      raise ConfigError(
+          f"--config.data.bucket_boundaries={self.bucket_boundaries!r} must be increasing "
+          "positive lengths separated by commas, e.g. '32,64,128' ('' = no bucketing).")
+    if self.bucket_boundaries and self.packing != "pad":
+      raise ConfigError(
+          "--config.data.bucket_boundaries applies to --config.data.packing=pad only "
+          f"(packing is {self.packing!r}); set it to '' or use packing=pad.")
     _positive(s, "seq_len", self.seq_len)
     _positive(s, "shuffle_buffer", self.shuffle_buffer)
     _positive(s, "eval_batches", self.eval_batches, allow_zero=True)
     if not 0 < self.validation_percent < 100:
       raise ConfigError(
           f"--config.data.validation_percent={self.validation_percent!r} must be in (0, 100).")
+
+  @property
+  def bucket_lengths(self) -> tuple[int, ...]:
+    """`bucket_boundaries` as ints: padded lengths of the buckets below the full length."""
+    return tuple(int(b) for b in self.bucket_boundaries.split(",") if b.strip())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,6 +4,9 @@ UTF-8 bytes each id stands for) so that losses can be reported in bits per byte.
 
 from __future__ import annotations
 
+import os
+from typing import Union
+
 import numpy as np
 import tensorflow as tf
 
@@ -33,7 +36,104 @@ class ByteTokenizer:
     return lengths
 
 
-def build_tokenizer(name: str) -> ByteTokenizer:
+class SentencePieceTokenizer:
+  """A SentencePiece model with the repo's ids: 0 = pad, 1 = bos, 2 = eos, 3 = unk.
+
+  Models trained here (`train_sentencepiece`) keep text exactly (identity normalization, no
+  dummy prefix, whitespace kept) and fall back to bytes for unseen characters, so
+  `decode(encode(text)) == text` and `byte_lengths` adds up to the UTF-8 size of the text.
+  """
+
+  def __init__(self, model_path: str):
+    import sentencepiece as spm
+    with open(model_path, "rb") as f:
+      self.model_proto = f.read()
+    self.path = model_path
+    self._sp = spm.SentencePieceProcessor(model_proto=self.model_proto)
+    self.pad_id, self.bos_id, self.eos_id = 0, 1, 2
+    ids = (self._sp.pad_id(), self._sp.bos_id(), self._sp.eos_id())
+    if ids != (0, 1, 2):
+      raise ValueError(
+          f"SentencePiece model {model_path} has pad/bos/eos ids {ids}; this codebase needs "
+          "(0, 1, 2). Train it with pad_id=0 bos_id=1 eos_id=2 unk_id=3, or let "
+          "--config.data.spm_model='' train one.")
+    self.vocab_size = self._sp.get_piece_size()
+
+  def encode(self, text: str) -> list[int]:
+    return self._sp.encode(text)
+
+  def decode(self, ids) -> str:
+    return self._sp.decode([int(i) for i in ids if int(i) > self.eos_id])
+
+  def tf_encode(self, text: tf.Tensor) -> tf.Tensor:
+    """Scalar tf.string -> `[num_pieces]` int32 (runs the Python tokenizer in tf.data)."""
+    def encode(t):
+      return np.asarray(self._sp.encode(t.decode("utf-8", errors="replace")), np.int32)
+    ids = tf.numpy_function(encode, [text], tf.int32, stateful=False)
+    ids.set_shape([None])
+    return ids
+
+  @property
+  def byte_lengths(self) -> np.ndarray:
+    sp = self._sp
+    lengths = np.zeros([self.vocab_size], np.int32)
+    for i in range(self.vocab_size):
+      if sp.is_control(i):
+        continue
+      if sp.is_byte(i) or sp.is_unknown(i):
+        lengths[i] = 1
+      else:
+        lengths[i] = len(sp.id_to_piece(i).replace("\u2581", " ").encode("utf-8"))
+    return lengths
+
+
+def train_sentencepiece(texts, model_path: str, vocab_size: int,
+                        max_bytes: int = 20_000_000) -> str:
+  """Trains a BPE SentencePiece model on `texts` (an iterable of str), saves it at
+  `model_path` (plus `.vocab`), and returns the path.
+
+  Reads at most `max_bytes` of text; each line is one training sentence. Text is kept as is
+  (no normalization; whitespace runs are pieces), with byte fallback for rare characters.
+  """
+  import sentencepiece as spm
+  os.makedirs(os.path.dirname(os.path.abspath(model_path)), exist_ok=True)
+
+  def sentences():
+    budget = max_bytes
+    for text in texts:
+      for line in text.split("\n"):
+        if line.strip():
+          budget -= len(line) + 1
+          yield line[:4096]
+      if budget <= 0:
+        return
+
+  prefix = model_path[:-len(".model")] if model_path.endswith(".model") else model_path
+  tmp_prefix = f"{prefix}.tmp{os.getpid()}"
+  spm.SentencePieceTrainer.train(
+      sentence_iterator=sentences(), model_prefix=tmp_prefix, vocab_size=vocab_size,
+      model_type="bpe", character_coverage=0.9995, byte_fallback=True,
+      normalization_rule_name="identity", add_dummy_prefix=False,
+      remove_extra_whitespaces=False, allow_whitespace_only_pieces=True, split_digits=True,
+      pad_id=0, bos_id=1, eos_id=2, unk_id=3, max_sentence_length=1 << 14,
+      num_threads=2, minloglevel=2, train_extremely_large_corpus=False)
+  # Written under a temporary name first, so a crash never leaves a half-written model.
+  os.replace(tmp_prefix + ".vocab", prefix + ".vocab")
+  os.replace(tmp_prefix + ".model", prefix + ".model")
+  return prefix + ".model"
+
+
+Tokenizer = Union[ByteTokenizer, SentencePieceTokenizer]
+
+
+def build_tokenizer(name: str, model_path: str = "") -> Tokenizer:
+  """`bytes`, or `sentencepiece` loaded from `model_path` (train one with
+  `train_sentencepiece`; `transformer.data.pipeline` does that from the config)."""
   if name == "bytes":
     return ByteTokenizer()
-  raise ValueError(f"Unknown tokenizer {name!r}; choose 'bytes'.")
+  if name == "sentencepiece":
+    if not model_path or not os.path.exists(model_path):
+      raise ValueError(f"SentencePiece model file {model_path!r} does not exist; set "
+                       "--config.data.spm_model to a .model file, or to '' to train one.")
+    return SentencePieceTokenizer(model_path)
+  raise ValueError(f"Unknown tokenizer {name!r}; choose 'bytes' or 'sentencepiece'.")
