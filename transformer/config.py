@@ -76,7 +76,7 @@ class ModelConfig:
   init_from: str = ""  # classifier: workdir of a masked_lm run whose encoder initializes this one
   beam_size: int = 4  # encoder_decoder eval: beams for beam-search accuracy
   length_penalty: float = 0.6  # beam search: score / ((5 + len) / 6) ** alpha (Wu et al., 2016)
-  max_decode_len: int = 0  # encoder_decoder eval: longest decoded target; 0 = data.target_len
+  max_decode_len: int = 0  # encoder_decoder eval: longest decoded target; 0 = data.tgt_len
 
   def __post_init__(self):
     s = "model"

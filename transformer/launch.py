@@ -21,7 +21,15 @@ _CONFIG = config_flags.DEFINE_config_file(
     "with --config.section.field=value.", lock_config=True)
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory. Default: runs/<config name>[:variant][+overrides].")
-_MODE = flags.DEFINE_enum("mode", "train", ["train"], "What to do.")
+_MODE = flags.DEFINE_enum("mode", "train", ["train", "sample"], "What to do.")
+# --mode=sample: continue a prompt with the LM checkpoint in --workdir.
+_PROMPT = flags.DEFINE_string("prompt", "", "sample: the text to continue.")
+_MAX_NEW = flags.DEFINE_integer("max_new_tokens", 200, "sample: tokens to generate.")
+_TEMPERATURE = flags.DEFINE_float("temperature", 0.8, "sample: softmax temperature; 0 = greedy.")
+_TOP_K = flags.DEFINE_integer("top_k", 0, "sample: keep the k most likely tokens; 0 = all.")
+_TOP_P = flags.DEFINE_float("top_p", 0.95, "sample: nucleus probability mass; 1 = all.")
+_NUM_SAMPLES = flags.DEFINE_integer("num_samples", 1, "sample: continuations to draw.")
+_SAMPLE_SEED = flags.DEFINE_integer("sample_seed", 0, "sample: random seed.")
 
 
 def default_workdir(config_arg: str, argv: list[str]) -> str:
@@ -55,12 +63,30 @@ def main(argv: list[str]) -> None:
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
   workdir = _WORKDIR.value or default_workdir(_config_arg(sys.argv), sys.argv)
+  if _MODE.value == "sample":
+    _sample(workdir)
+    return
   if _MODE.value == "train":
     from transformer.train.loop import train_and_evaluate  # heavy imports after validation
     try:
       train_and_evaluate(config, workdir)
     except ConfigError as e:
       sys.exit(f"Config error: {e}")
+
+
+def _sample(workdir: str) -> None:
+  from transformer.sample import sample_from_workdir
+  try:
+    texts = sample_from_workdir(
+        workdir, _PROMPT.value, max_new_tokens=_MAX_NEW.value, temperature=_TEMPERATURE.value,
+        top_k=_TOP_K.value, top_p=_TOP_P.value, num_samples=_NUM_SAMPLES.value,
+        seed=_SAMPLE_SEED.value)
+  except ConfigError as e:
+    sys.exit(f"Config error: {e}")
+  for i, text in enumerate(texts):
+    print(f"--- sample {i} (temperature {_TEMPERATURE.value}, top_k {_TOP_K.value}, "
+          f"top_p {_TOP_P.value}) ---\n{_PROMPT.value}{text}")
+  print(f"(appended to {workdir}/samples.txt)")
 
 
 def run() -> None:

@@ -280,9 +280,9 @@ class Classifier(nn.Module):
     pooled = nn.Dropout(cfg.dropout_rate, deterministic=deterministic)(pooled)
     return nn.Dense(cfg.num_classes, dtype=dtype_of(cfg.dtype),
                     param_dtype=dtype_of(cfg.param_dtype), name="classifier",
-                    kernel_init=fan_in_init(("embed", "classes")),
+                    kernel_init=fan_in_init(("embed", None)),
                     bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(),
-                                                           ("classes",)))(pooled
+                                                           (None,)))(pooled
                                                                           ).astype(jnp.float32)
 
 

@@ -102,6 +102,12 @@ def _last_eval(workdir: str) -> Optional[dict]:
   return last
 
 
+def format_eval(metrics: dict) -> str:
+  """`loss 1.2345 | bits_per_byte 0.9876 | ...`: every figure a task reports, but counts."""
+  return " | ".join(f"{k} {v:.4f}" for k, v in metrics.items()
+                    if k not in ("step", "tokens", "examples") and isinstance(v, float))
+
+
 def evaluate(task, eval_step, params, max_batches: int) -> dict:
   """Sums `eval_step` over the eval split (or its first `max_batches`), then summarizes."""
   totals = None
@@ -130,7 +136,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   check_workdir_config(workdir, config)
   t_start = time.time()
 
-  task = build_task(config)
+  task = build_task(config, workdir)
   config = task.config  # now with the tokenizer's vocab_size
   if jax.process_index() == 0:
     with open(os.path.join(workdir, "config.json"), "w") as f:
@@ -173,9 +179,9 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   checkpointer.close()
   writer.close()
   if final_eval is not None:
-    final_eval = {k: final_eval[k] for k in ("step", "loss", "bits_per_byte") if k in final_eval}
-    log(f"Final eval at step {final_eval.get('step', step)}: loss {final_eval['loss']:.4f} nats/token, "
-        f"{final_eval['bits_per_byte']:.4f} bits/byte ({time.time() - t_start:.0f}s in this process).")
+    final_eval = {k: v for k, v in final_eval.items() if k not in ("tokens", "examples")}
+    log(f"Final eval at step {final_eval.get('step', step)}: {format_eval(final_eval)} "
+        f"({time.time() - t_start:.0f}s in this process).")
   log(f"Workdir: {workdir} (config.json, checkpoints/, metrics.jsonl, tensorboard/)")
   return final_eval or {}
 
@@ -224,8 +230,7 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
         max_batches = 0 if last else config.data.eval_batches  # the final eval sees it all
         final_eval = dict(evaluate(task, eval_step, state.params, max_batches), step=step)
         writer.write(step, "eval", {k: v for k, v in final_eval.items() if k != "step"})
-        log(f"eval at step {step}: loss {final_eval['loss']:.4f} | "
-            f"{final_eval['bits_per_byte']:.4f} bits/byte ({time.time() - t0:.1f}s)")
+        log(f"eval at step {step}: {format_eval(final_eval)} ({time.time() - t0:.1f}s)")
         interval_start += time.time() - t0  # keep eval time out of tokens/s
 
       stopping = stop.signal_name is not None or (stop_after is not None and step >= stop_after)
