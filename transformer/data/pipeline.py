@@ -53,6 +53,8 @@ def get_builder(cfg: DataConfig) -> tfds.core.DatasetBuilder:
       raise ConfigError(f"--config.data.name={cfg.name!r}: choose synthetic_seq2seq/<task> with "
                         f"task in {list(builders.SYNTHETIC_TASKS)}.")
     builder = builders.synthetic_builder(task, data_dir)
+  elif cfg.name == "stdlib_package":
+    builder = builders.stdlib_package_builder(cfg.source_dir, cfg.validation_percent, data_dir)
   else:
     return catalog.catalog_builder(cfg)
   builder.download_and_prepare()

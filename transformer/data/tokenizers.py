@@ -89,7 +89,8 @@ class SentencePieceTokenizer:
 
 def train_sentencepiece(texts, model_path: str, vocab_size: int,
                         max_bytes: int = 20_000_000) -> str:
-  """Trains a BPE SentencePiece model on `texts` (an iterable of str), saves it at
+  """Trains a BPE SentencePiece model of at most `vocab_size` pieces (fewer when the text has
+  too few distinct ones) on `texts` (an iterable of str), saves it at
   `model_path` (plus `.vocab`), and returns the path.
 
   Reads at most `max_bytes` of text; each line is one training sentence. Text is kept as is
@@ -116,6 +117,7 @@ def train_sentencepiece(texts, model_path: str, vocab_size: int,
       normalization_rule_name="identity", add_dummy_prefix=False,
       remove_extra_whitespaces=False, allow_whitespace_only_pieces=True, split_digits=True,
       pad_id=0, bos_id=1, eos_id=2, unk_id=3, max_sentence_length=1 << 14,
+      hard_vocab_limit=False,  # a small corpus may support fewer pieces than asked
       num_threads=2, minloglevel=2, train_extremely_large_corpus=False)
   # Written under a temporary name first, so a crash never leaves a half-written model.
   os.replace(tmp_prefix + ".vocab", prefix + ".vocab")
