@@ -173,9 +173,21 @@ def _tile_beams(tree: Any, beam_size: int) -> Any:
   return jax.tree.map(lambda x: jnp.repeat(x, beam_size, axis=0) if x.ndim else x, tree)
 
 
-def _gather_beams(tree: Any, flat_index: jax.Array) -> Any:
-  """Reorders the `[batch * beams, ...]` leaves of a cache along their batch axis."""
-  return jax.tree.map(lambda x: jnp.take(x, flat_index, axis=0) if x.ndim else x, tree)
+def _cache_batch_axis(path) -> Optional[int]:
+  """The batch axis of a cache leaf: 0, or 1 under scanned layers (params and cache stacked
+  on a leading `[num_layers]` axis in a module named "layers"); None for `cache_index`."""
+  names = [getattr(k, "key", None) for k in path]
+  if names and names[-1] == "cache_index":
+    return None
+  return 1 if "layers" in names else 0
+
+
+def _gather_beams(cache: Any, flat_index: jax.Array) -> Any:
+  """Reorders a KV cache's `[batch * beams, ...]` leaves along their batch axis."""
+  def gather(path, x):
+    axis = _cache_batch_axis(path)
+    return x if axis is None else jnp.take(x, flat_index, axis=axis)
+  return jax.tree_util.tree_map_with_path(gather, cache)
 
 
 def beam_search(step_fn: StepFn, cache: Any, context: Any, prompt: jax.Array, max_new: int, *,
