@@ -36,17 +36,26 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.data.spm_train_bytes = 20_000_000  # sentencepiece: training text read from the train split
 
   c.model = ml_collections.ConfigDict()
-  c.model.kind = "decoder_lm"  # decoder_lm: causal language model
+  c.model.kind = "decoder_lm"  # decoder_lm | encoder_decoder | masked_lm | classifier
   c.model.d_model = 192  # residual stream width
   c.model.num_heads = 6  # attention heads; head_dim = d_model / num_heads
   c.model.num_layers = 3  # Transformer blocks
   c.model.d_ff = 768  # hidden width of the position-wise feed-forward net
-  c.model.activation = "gelu"  # feed-forward nonlinearity: relu | gelu
+  c.model.num_kv_heads = 0  # key/value heads (grouped-query attention); 0 = num_heads
+  c.model.num_decoder_layers = 0  # encoder_decoder: decoder blocks; 0 = num_layers
+  c.model.rope_max_timescale = 10_000.0  # positions=rope: base of the rotary frequencies
+  c.model.num_classes = 2  # classifier: classes (set from the dataset when it has labels)
+  c.model.mlm_mask_rate = 0.15  # masked_lm: fraction of tokens selected (80/10/10 BERT rule)
+  c.model.init_from = ""  # classifier: workdir of a masked_lm run to start the encoder from
+  c.model.beam_size = 4  # encoder_decoder eval: beams of the beam-search accuracy
+  c.model.length_penalty = 0.6  # beam search: log P / ((5 + len) / 6) ** length_penalty
+  c.model.max_decode_len = 0  # encoder_decoder eval: tokens to decode; 0 = data.tgt_len
+  c.model.activation = "gelu"  # feed-forward nonlinearity: relu | gelu | swiglu
   c.model.norm_placement = "pre"  # pre: x + f(LN(x)), final LN; post: LN(x + f(x)) (Vaswani)
   c.model.norm = "layernorm"  # layernorm | rmsnorm
   c.model.norm_epsilon = 1e-6  # added to the variance inside the norm
   c.model.norm_bias = True  # LayerNorm has the additive beta parameter
-  c.model.positions = "sinusoidal"  # sinusoidal | learned | none
+  c.model.positions = "sinusoidal"  # sinusoidal | learned | rope | none
   c.model.max_len = 2048  # longest position the model supports (learned table size)
   c.model.use_bias = True  # biases in attention projections and feed-forward layers
   c.model.tie_embeddings = True  # output projection is the transposed token embedding

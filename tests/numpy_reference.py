@@ -21,9 +21,12 @@ def rms_norm(z, gamma, eps=1e-6):
 
 
 def softmax(e):
-  e = e - e.max(-1, keepdims=True)
-  p = np.exp(e)
-  return p / p.sum(-1, keepdims=True)
+  """Softmax over the last axis; a row that is -inf everywhere (a query that may see no key)
+  gives all-zero weights instead of NaN."""
+  top = e.max(-1, keepdims=True)
+  p = np.exp(e - np.where(np.isfinite(top), top, 0.0))
+  total = p.sum(-1, keepdims=True)
+  return np.where(total > 0, p / np.where(total > 0, total, 1.0), 0.0)
 
 
 def relu(x):
@@ -34,26 +37,72 @@ def gelu_tanh(x):
   return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
-def multi_head_attention(xq, xkv, p, mask=None):
+def swish(x):
+  return x / (1.0 + np.exp(-x))
+
+
+def sinusoidal(num_positions, d_model):
+  """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(pos / 10000^(2i/d)), written
+  as loops over the formula of "Attention Is All You Need", section 3.5."""
+  pe = np.zeros((num_positions, d_model))
+  for pos in range(num_positions):
+    for i in range(d_model // 2):
+      angle = pos / 10000.0 ** (2 * i / d_model)
+      pe[pos, 2 * i] = np.sin(angle)
+      pe[pos, 2 * i + 1] = np.cos(angle)
+  return pe
+
+
+def rope(x, positions, base=10000.0):
+  """RoPE as complex rotation (RoFormer eq. 12-13): pair (x_2i, x_2i+1) is the complex number
+  x_2i + j x_2i+1, multiplied by exp(j pos theta_i), theta_i = base^(-2i/d). x: [t, d_k]."""
+  d = x.shape[-1]
+  theta = base ** (-np.arange(0, d, 2) / d)
+  z = (x[:, 0::2] + 1j * x[:, 1::2]) * np.exp(1j * np.asarray(positions)[:, None] * theta)
+  out = np.empty_like(x)
+  out[:, 0::2], out[:, 1::2] = z.real, z.imag
+  return out
+
+
+def _project(x, p, h):
+  out = x @ p["kernel"][:, h, :]
+  return out + p["bias"][h] if "bias" in p else out
+
+
+def multi_head_attention(xq, xkv, p, mask=None, positions=None):
   """One sequence. xq: [t, d], xkv: [s, d]; p holds query/key/value/out kernels and biases
-  with Flax's shapes ([d, heads, d_k], [heads, d_k], [heads, d_k, d], [d]); mask: [t, s]."""
+  with Flax's shapes ([d, heads, d_k], [heads, d_k], [heads, d_k, d], [d]); mask: [t, s].
+
+  Grouped-query: when key/value have fewer heads, query head h uses key/value head
+  h // (heads / kv_heads). `positions` ([t] = [s], self-attention) applies RoPE to q and k."""
   heads = p["query"]["kernel"].shape[1]
+  group = heads // p["key"]["kernel"].shape[1]
   outputs = []
   for h in range(heads):
-    q = xq @ p["query"]["kernel"][:, h, :] + p["query"]["bias"][h]
-    k = xkv @ p["key"]["kernel"][:, h, :] + p["key"]["bias"][h]
-    v = xkv @ p["value"]["kernel"][:, h, :] + p["value"]["bias"][h]
+    q = _project(xq, p["query"], h)
+    k = _project(xkv, p["key"], h // group)
+    v = _project(xkv, p["value"], h // group)
+    if positions is not None:
+      q, k = rope(q, positions), rope(k, positions)
     scores = q @ k.T / np.sqrt(q.shape[-1])
     if mask is not None:
       scores = np.where(mask, scores, -np.inf)
     outputs.append(softmax(scores) @ v)
   concat = np.concatenate(outputs, axis=-1)  # [t, heads * d_k]
   w_o = p["out"]["kernel"].reshape(-1, p["out"]["kernel"].shape[-1])
-  return concat @ w_o + p["out"]["bias"]
+  out = concat @ w_o
+  return out + p["out"]["bias"] if "bias" in p["out"] else out
 
 
 def feed_forward(x, p, activation=relu):
   return activation(x @ p["wi"]["kernel"] + p["wi"]["bias"]) @ p["wo"]["kernel"] + p["wo"]["bias"]
+
+
+def swiglu_feed_forward(x, p):
+  """FFN_SwiGLU(x) = (swish(x W + b) * (x V + c)) W_2 + b_2 (Shazeer, 2020)."""
+  gate = swish(x @ p["wi"]["kernel"] + p["wi"]["bias"])
+  linear = x @ p["wi_linear"]["kernel"] + p["wi_linear"]["bias"]
+  return (gate * linear) @ p["wo"]["kernel"] + p["wo"]["bias"]
 
 
 def block(x, p, placement, mask=None, activation=relu, eps=1e-6):
@@ -72,3 +121,51 @@ def block(x, p, placement, mask=None, activation=relu, eps=1e-6):
     u = x + attn(ln1(x))
     return u + ffn(ln2(u))
   raise ValueError(placement)
+
+
+def residual(x, f, norm, placement):
+  """post: LN(x + f(x)) ("Add & Norm"); pre: x + f(LN(x))."""
+  if placement == "post":
+    return norm(x + f(x))
+  if placement == "pre":
+    return x + f(norm(x))
+  raise ValueError(placement)
+
+
+def _ln(p, eps):
+  return lambda z: layer_norm(z, p["scale"], p.get("bias"), eps)
+
+
+def decoder_block(y, enc, p, placement, self_mask, cross_mask, activation=relu, eps=1e-6):
+  """Masked self-attention, cross-attention to the encoder output, FFN; each a residual."""
+  y = residual(y, lambda z: multi_head_attention(z, z, p["self_attention"], self_mask),
+               _ln(p["self_attention_norm"], eps), placement)
+  y = residual(y, lambda z: multi_head_attention(z, enc, p["cross_attention"], cross_mask),
+               _ln(p["cross_attention_norm"], eps), placement)
+  return residual(y, lambda z: feed_forward(z, p["feed_forward"], activation),
+                  _ln(p["feed_forward_norm"], eps), placement)
+
+
+def encoder_decoder(src, tgt_in, p, placement, num_layers, eps=1e-6):
+  """The whole Transformer of Vaswani et al. for one example, with ReLU FFNs, sinusoidal
+  positions, embeddings scaled by sqrt(d_model) and shared by source, target and the (tied)
+  output layer. src: [s] ints (0 = padding), tgt_in: [t] ints (shifted-right targets).
+  p: the Flax parameter tree as float64 arrays. Returns logits [t, vocab]."""
+  table = p["embedder"]["token_embedding"]["embedding"]
+  d = table.shape[1]
+  pe = sinusoidal(max(len(src), len(tgt_in)), d)
+  x = table[src] * np.sqrt(d) + pe[:len(src)]
+  real = src != 0
+  enc_mask = real[:, None] & real[None, :]
+  for i in range(num_layers):
+    x = block(x, p["encoder"]["stack"][f"layer_{i}"], placement, enc_mask, relu, eps)
+  if placement == "pre":
+    x = _ln(p["encoder"]["stack"]["final_norm"], eps)(x)
+  y = table[tgt_in] * np.sqrt(d) + pe[:len(tgt_in)]
+  causal = np.tril(np.ones((len(tgt_in), len(tgt_in)), bool))
+  cross = np.broadcast_to(real[None, :], (len(tgt_in), len(src)))
+  for i in range(num_layers):
+    y = decoder_block(y, x, p["decoder"][f"layer_{i}"], placement, causal, cross, relu, eps)
+  if placement == "pre":
+    y = _ln(p["decoder"]["final_norm"], eps)(y)
+  return y @ table.T

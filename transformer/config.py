@@ -33,11 +33,11 @@ def _positive(section: str, field: str, value: Any, allow_zero: bool = False) ->
 
 NORM_PLACEMENTS = ("pre", "post")
 NORMS = ("layernorm", "rmsnorm")
-POSITIONS = ("sinusoidal", "learned", "none")
-ACTIVATIONS = ("relu", "gelu")
+POSITIONS = ("sinusoidal", "learned", "rope", "none")
+ACTIVATIONS = ("relu", "gelu", "swiglu")
 ATTENTION_IMPLS = ("reference", "xla", "cudnn")
 DTYPES = ("float32", "bfloat16")
-MODEL_KINDS = ("decoder_lm",)
+MODEL_KINDS = ("decoder_lm", "encoder_decoder", "masked_lm", "classifier")
 TOKENIZERS = ("bytes", "sentencepiece")
 PACKINGS = ("concat", "pack", "pad")
 DECAYS = ("cosine", "linear", "constant")
@@ -77,6 +77,16 @@ class ModelConfig:
   param_dtype: str = "float32"
   scan_layers: bool = False
   remat: str = "none"
+  # Fields added with the model library (issue 3).
+  num_kv_heads: int = 0  # key/value heads (grouped-query attention); 0 = num_heads
+  num_decoder_layers: int = 0  # encoder_decoder: decoder blocks; 0 = num_layers
+  rope_max_timescale: float = 10_000.0  # rope: base of the rotary frequencies
+  num_classes: int = 2  # classifier: output classes
+  mlm_mask_rate: float = 0.15  # masked_lm: fraction of tokens selected (80/10/10 BERT rule)
+  init_from: str = ""  # classifier: workdir of a masked_lm run whose encoder initializes this one
+  beam_size: int = 4  # encoder_decoder eval: beams for beam-search accuracy
+  length_penalty: float = 0.6  # beam search: score / ((5 + len) / 6) ** alpha (Wu et al., 2016)
+  max_decode_len: int = 0  # encoder_decoder eval: longest decoded target; 0 = data.tgt_len
 
   def __post_init__(self):
     s = "model"
@@ -99,6 +109,27 @@ class ModelConfig:
       raise ConfigError(
           f"--config.model.d_model={self.d_model} is not divisible by "
           f"--config.model.num_heads={self.num_heads}; each head gets d_model / num_heads dims.")
+    for f in ("num_kv_heads", "num_decoder_layers", "max_decode_len", "length_penalty"):
+      _positive(s, f, getattr(self, f), allow_zero=True)
+    _positive(s, "rope_max_timescale", self.rope_max_timescale)
+    _positive(s, "beam_size", self.beam_size)
+    if self.num_classes < 2:
+      raise ConfigError(f"--config.model.num_classes={self.num_classes!r} must be >= 2.")
+    if not 0.0 < self.mlm_mask_rate < 1.0:
+      raise ConfigError(f"--config.model.mlm_mask_rate={self.mlm_mask_rate!r} must be in (0, 1).")
+    if self.num_kv_heads and self.num_heads % self.num_kv_heads:
+      raise ConfigError(
+          f"--config.model.num_heads={self.num_heads} is not a multiple of "
+          f"--config.model.num_kv_heads={self.num_kv_heads}; each key/value head serves "
+          "num_heads / num_kv_heads query heads.")
+    if self.positions == "rope" and self.head_dim % 2:
+      raise ConfigError(
+          f"--config.model.positions=rope needs an even head_dim, got d_model / num_heads = "
+          f"{self.head_dim}; change d_model or num_heads.")
+    if self.init_from and self.kind != "classifier":
+      raise ConfigError(
+          f"--config.model.init_from is only used by kind='classifier', not {self.kind!r}; "
+          "leave it empty.")
     if self.attention_dropout_rate > 0 and self.attention_impl != "reference":
       raise ConfigError(
           "--config.model.attention_dropout_rate > 0 needs --config.model.attention_impl=reference "
@@ -107,6 +138,14 @@ class ModelConfig:
   @property
   def head_dim(self) -> int:
     return self.d_model // self.num_heads
+
+  @property
+  def kv_heads(self) -> int:
+    return self.num_kv_heads or self.num_heads
+
+  @property
+  def decoder_layers(self) -> int:
+    return self.num_decoder_layers or self.num_layers
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,8 +21,16 @@ _CONFIG = config_flags.DEFINE_config_file(
     "with --config.section.field=value.", lock_config=True)
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory. Default: runs/<config name>[:variant][+overrides].")
-_MODE = flags.DEFINE_enum("mode", "train", ["train", "bench"],
-                          "train: train and evaluate (resuming); bench: time train steps.")
+_MODE = flags.DEFINE_enum("mode", "train", ["train", "sample", "bench"],
+                          "train: train and evaluate (resuming); sample: continue --prompt "
+                          "with the LM in --workdir; bench: time train steps.")
+_PROMPT = flags.DEFINE_string("prompt", "", "sample: the text to continue.")
+_MAX_NEW = flags.DEFINE_integer("max_new_tokens", 200, "sample: tokens to generate.")
+_TEMPERATURE = flags.DEFINE_float("temperature", 0.8, "sample: softmax temperature; 0 = greedy.")
+_TOP_K = flags.DEFINE_integer("top_k", 0, "sample: keep the k most likely tokens; 0 = all.")
+_TOP_P = flags.DEFINE_float("top_p", 0.95, "sample: nucleus probability mass; 1 = all.")
+_NUM_SAMPLES = flags.DEFINE_integer("num_samples", 1, "sample: continuations to draw.")
+_SAMPLE_SEED = flags.DEFINE_integer("sample_seed", 0, "sample: random seed.")
 _COORDINATOR = flags.DEFINE_string(
     "coordinator_address", None, "Multi-host: host:port of process 0's coordinator. Not "
     "needed under SLURM, Open MPI or on TPU pods, where JAX detects the cluster.")
@@ -101,6 +109,9 @@ def main(argv: list[str]) -> None:
     initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
+  if _MODE.value == "sample":
+    _sample(workdir)
+    return
   if _MODE.value == "bench":
     from transformer.train.bench import run_benchmark  # noqa: PLC0415
     try:
@@ -114,6 +125,21 @@ def main(argv: list[str]) -> None:
       train_and_evaluate(config, workdir)
     except ConfigError as e:
       sys.exit(f"Config error: {e}")
+
+
+def _sample(workdir: str) -> None:
+  from transformer.sample import sample_from_workdir
+  try:
+    texts = sample_from_workdir(
+        workdir, _PROMPT.value, max_new_tokens=_MAX_NEW.value, temperature=_TEMPERATURE.value,
+        top_k=_TOP_K.value, top_p=_TOP_P.value, num_samples=_NUM_SAMPLES.value,
+        seed=_SAMPLE_SEED.value)
+  except ConfigError as e:
+    sys.exit(f"Config error: {e}")
+  for i, text in enumerate(texts):
+    print(f"--- sample {i} (temperature {_TEMPERATURE.value}, top_k {_TOP_K.value}, "
+          f"top_p {_TOP_P.value}) ---\n{_PROMPT.value}{text}")
+  print(f"(appended to {workdir}/samples.txt)")
 
 
 def run() -> None:

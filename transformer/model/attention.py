@@ -5,8 +5,18 @@ head_h = softmax(Q_h K_h^T / sqrt(head_dim)) V_h; the heads are concatenated and
 by W_O. Self-attention is `Y = X`; cross-attention takes Y from the encoder.
 
 Masks are boolean, True where a query may attend to a key, broadcastable to
-`[batch, heads, q_len, kv_len]`; build them with `causal_mask` and `segment_mask` and
-combine with `&`.
+`[batch, heads, q_len, kv_len]`; build them with `causal_mask`, `padding_mask` and
+`segment_mask` and combine with `&`.
+
+Grouped-query attention (Ainslie et al., 2023): with `num_kv_heads < num_heads` the keys and
+values have `num_kv_heads` heads and query head n uses key/value head `n // (num_heads /
+num_kv_heads)` (the convention of `jax.nn.dot_product_attention`).
+
+Incremental decoding: with `decode=True` a self-attention layer keeps its keys and values in
+the "cache" collection (`cached_key`, `cached_value`: `[batch, max_len, kv_heads, head_dim]`,
+and `cache_index`). The cache is created by `init` with the length of the inputs given there;
+each later call writes its `q_len` new keys and values at `cache_index` and attends causally
+over everything written so far.
 """
 
 import functools
@@ -17,6 +27,9 @@ import jax
 import jax.numpy as jnp
 
 from transformer.model.common import fan_in_init, zeros_init
+from transformer.model.positions import apply_rope
+
+IMPLEMENTATIONS = ("reference", "xla", "cudnn")
 
 
 def causal_mask(q_len: int, kv_len: Optional[int] = None) -> jax.Array:
@@ -39,6 +52,21 @@ def segment_mask(q_segments: jax.Array, kv_segments: jax.Array) -> jax.Array:
   return (same & real)[:, None]
 
 
+def padding_mask(q_tokens: jax.Array, kv_tokens: jax.Array, pad_id: int = 0) -> jax.Array:
+  """`[batch, 1, q_len, kv_len]`: both the query and the key are real tokens (not `pad_id`)."""
+  return segment_mask((q_tokens != pad_id).astype(jnp.int32),
+                      (kv_tokens != pad_id).astype(jnp.int32))
+
+
+def repeat_kv_heads(x: jax.Array, num_heads: int) -> jax.Array:
+  """`[batch, len, kv_heads, head_dim]` -> `[batch, len, num_heads, head_dim]`; head n gets
+  key/value head n // (num_heads / kv_heads)."""
+  kv_heads = x.shape[2]
+  if num_heads % kv_heads:
+    raise ValueError(f"num_heads={num_heads} is not a multiple of kv heads={kv_heads}.")
+  return jnp.repeat(x, num_heads // kv_heads, axis=2)
+
+
 def reference_attention(query: jax.Array, key: jax.Array, value: jax.Array,
                         mask: Optional[jax.Array] = None,
                         dropout_fn=None) -> tuple[jax.Array, jax.Array]:
@@ -46,13 +74,16 @@ def reference_attention(query: jax.Array, key: jax.Array, value: jax.Array,
 
   Args:
     query: `[batch, q_len, heads, head_dim]`.
-    key, value: `[batch, kv_len, heads, head_dim]`.
+    key, value: `[batch, kv_len, kv_heads, head_dim]`; kv_heads divides heads.
     mask: boolean, broadcastable to `[batch, heads, q_len, kv_len]`.
     dropout_fn: optional function applied to the attention weights.
   Returns:
     (`[batch, q_len, heads, head_dim]` output, `[batch, heads, q_len, kv_len]` weights).
+    A query that sees no key (a padding row) gets all-zero weights and a zero output.
   """
   d_k = query.shape[-1]
+  key = repeat_kv_heads(key, query.shape[2])
+  value = repeat_kv_heads(value, query.shape[2])
   logits = jnp.einsum("btnh,bsnh->bnts", query, key).astype(jnp.float32) / jnp.sqrt(d_k)
   if mask is not None:
     logits = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
@@ -64,12 +95,26 @@ def reference_attention(query: jax.Array, key: jax.Array, value: jax.Array,
   return out, weights
 
 
+def check_implementation(implementation: str, dtype) -> None:
+  """Raises a clear error where `implementation` cannot run here (before any compilation)."""
+  if implementation not in IMPLEMENTATIONS:
+    raise ValueError(f"Unknown attention implementation {implementation!r}; choose one of "
+                     f"{list(IMPLEMENTATIONS)} (--config.model.attention_impl).")
+  if implementation == "cudnn":
+    if jax.default_backend() != "gpu":
+      raise ValueError(
+          "attention_impl='cudnn' needs a GPU backend, but JAX is running on "
+          f"{jax.default_backend()!r}; use --config.model.attention_impl=xla or reference.")
+    if jnp.dtype(dtype) not in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)):
+      raise ValueError(
+          f"attention_impl='cudnn' runs in bfloat16 or float16, but the model computes in "
+          f"{jnp.dtype(dtype).name}; set --config.model.dtype=bfloat16 or use attention_impl=xla.")
+
+
 def fused_attention(query, key, value, mask=None, *, implementation: str) -> jax.Array:
-  """`jax.nn.dot_product_attention` (XLA, or cuDNN flash attention on GPU). Shapes as above."""
-  if implementation == "cudnn" and jax.default_backend() != "gpu":
-    raise ValueError(
-        "attention_impl='cudnn' needs a GPU backend, but JAX is running on "
-        f"{jax.default_backend()!r}; use --config.model.attention_impl=xla or reference.")
+  """`jax.nn.dot_product_attention` (XLA, or cuDNN flash attention on GPU). Shapes as above;
+  key and value may have fewer (kv) heads."""
+  check_implementation(implementation, query.dtype)
   return jax.nn.dot_product_attention(query, key, value, mask=mask, implementation=implementation)
 
 
@@ -79,9 +124,14 @@ class MultiHeadAttention(nn.Module):
   Call with `x_q: [batch, q_len, d_model]`, `x_kv: [batch, kv_len, d_model]` and a boolean
   `mask`; returns `[batch, q_len, d_model]`. With `implementation="reference"` the attention
   weights `[batch, heads, q_len, kv_len]` are recorded in the "intermediates" collection.
+  With `rope=True` (self-attention only), `positions: [batch, q_len]` rotate queries and keys.
   """
   num_heads: int
   head_dim: int
+  num_kv_heads: int = 0  # 0 = num_heads
+  rope: bool = False
+  rope_max_timescale: float = 10_000.0
+  decode: bool = False
   use_bias: bool = True
   implementation: str = "xla"
   dropout_rate: float = 0.0
@@ -90,16 +140,27 @@ class MultiHeadAttention(nn.Module):
 
   @nn.compact
   def __call__(self, x_q: jax.Array, x_kv: jax.Array, mask: Optional[jax.Array] = None, *,
-               deterministic: bool = True) -> jax.Array:
+               positions: Optional[jax.Array] = None, deterministic: bool = True) -> jax.Array:
+    check_implementation(self.implementation, self.dtype)
     d_model = x_q.shape[-1]
+    kv_heads = self.num_kv_heads or self.num_heads
     project = functools.partial(
-        nn.DenseGeneral, features=(self.num_heads, self.head_dim), axis=-1,
+        nn.DenseGeneral, axis=-1,
         use_bias=self.use_bias, dtype=self.dtype, param_dtype=self.param_dtype,
         kernel_init=fan_in_init(("embed", "heads", "head_dim")),
         bias_init=zeros_init(("heads", "head_dim")))
-    query = project(name="query")(x_q)  # [b, t, n, h]
-    key = project(name="key")(x_kv)  # [b, s, n, h]
-    value = project(name="value")(x_kv)  # [b, s, n, h]
+    query = project(features=(self.num_heads, self.head_dim), name="query")(x_q)  # [b, t, n, h]
+    key = project(features=(kv_heads, self.head_dim), name="key")(x_kv)  # [b, s, k, h]
+    value = project(features=(kv_heads, self.head_dim), name="value")(x_kv)  # [b, s, k, h]
+
+    if self.rope:
+      if positions is None:
+        positions = jnp.broadcast_to(jnp.arange(x_q.shape[1]), x_q.shape[:2])
+      query = apply_rope(query, positions, self.rope_max_timescale)
+      key = apply_rope(key, positions, self.rope_max_timescale)
+
+    if self.decode:
+      key, value, mask = self._update_cache(key, value, mask)
 
     if self.implementation == "reference":
       dropout_fn = None
@@ -115,3 +176,26 @@ class MultiHeadAttention(nn.Module):
         param_dtype=self.param_dtype, name="out",
         kernel_init=fan_in_init(("heads", "head_dim", "embed")),
         bias_init=zeros_init(("embed",)))(out)
+
+  def _update_cache(self, key: jax.Array, value: jax.Array, mask: Optional[jax.Array]):
+    """Writes this call's keys/values at `cache_index`; returns the whole cache and the mask
+    `[batch|1, 1, q_len, max_len]` letting query i (at cache_index + i) see keys 0..index+i."""
+    initialized = self.has_variable("cache", "cached_key")
+    cached_key = self.variable("cache", "cached_key", jnp.zeros, key.shape, key.dtype)
+    cached_value = self.variable("cache", "cached_value", jnp.zeros, value.shape, value.dtype)
+    cache_index = self.variable("cache", "cache_index", lambda: jnp.zeros([], jnp.int32))
+    if not initialized:  # init: the cache takes the inputs' length; attend as a plain layer
+      return key, value, mask
+    q_len, max_len = key.shape[1], cached_key.value.shape[1]
+    index = cache_index.value
+    zero = jnp.zeros([], jnp.int32)
+    key = jax.lax.dynamic_update_slice(cached_key.value, key.astype(cached_key.value.dtype),
+                                       (zero, index, zero, zero))
+    value = jax.lax.dynamic_update_slice(cached_value.value,
+                                         value.astype(cached_value.value.dtype),
+                                         (zero, index, zero, zero))
+    cached_key.value, cached_value.value = key, value
+    cache_index.value = index + q_len
+    visible = jnp.arange(max_len)[None, :] <= index + jnp.arange(q_len)[:, None]
+    visible = visible[None, None]  # [1, 1, q_len, max_len]
+    return key, value, visible if mask is None else mask & visible

@@ -34,15 +34,21 @@ class Block(nn.Module):
 
   Call with `x: [batch, length, d_model]`, a boolean self-attention mask broadcastable to
   `[batch, heads, length, length]`, and for cross-attention `encoded: [batch, src_len, d_model]`
-  with `cross_mask` broadcastable to `[batch, heads, length, src_len]`.
+  with `cross_mask` broadcastable to `[batch, heads, length, src_len]`. `positions:
+  [batch, length]` are used by rotary self-attention. With `decode=True` self-attention runs
+  over a KV cache (see `MultiHeadAttention`).
   """
   cfg: ModelConfig
   cross_attention: bool = False
+  decode: bool = False
 
-  def _attention(self, name: str) -> MultiHeadAttention:
+  def _attention(self, name: str, self_attention: bool) -> MultiHeadAttention:
     cfg = self.cfg
     return MultiHeadAttention(
-        num_heads=cfg.num_heads, head_dim=cfg.head_dim, use_bias=cfg.use_bias,
+        num_heads=cfg.num_heads, head_dim=cfg.head_dim, num_kv_heads=cfg.kv_heads,
+        rope=self_attention and cfg.positions == "rope",
+        rope_max_timescale=cfg.rope_max_timescale,
+        decode=self_attention and self.decode, use_bias=cfg.use_bias,
         implementation=cfg.attention_impl, dropout_rate=cfg.attention_dropout_rate,
         dtype=dtype_of(cfg.dtype), param_dtype=dtype_of(cfg.param_dtype), name=name)
 
@@ -60,15 +66,16 @@ class Block(nn.Module):
   @nn.compact
   def __call__(self, x: jax.Array, mask: Optional[jax.Array] = None,
                encoded: Optional[jax.Array] = None, cross_mask: Optional[jax.Array] = None, *,
-               deterministic: bool = True) -> jax.Array:
+               positions: Optional[jax.Array] = None, deterministic: bool = True) -> jax.Array:
     cfg = self.cfg
-    self_attention = self._attention("self_attention")
-    x = self._residual(x, lambda h: self_attention(h, h, mask, deterministic=deterministic),
-                       "self_attention", deterministic)
+    self_attention = self._attention("self_attention", True)
+    x = self._residual(
+        x, lambda h: self_attention(h, h, mask, positions=positions, deterministic=deterministic),
+        "self_attention", deterministic)
     if self.cross_attention:
       if encoded is None:
         raise ValueError("A block with cross_attention=True needs `encoded` inputs.")
-      cross = self._attention("cross_attention")
+      cross = self._attention("cross_attention", False)
       x = self._residual(x, lambda h: cross(h, encoded, cross_mask, deterministic=deterministic),
                          "cross_attention", deterministic)
     ffn = FeedForward(d_ff=cfg.d_ff, activation=cfg.activation, use_bias=cfg.use_bias,

@@ -1,4 +1,8 @@
-"""The position-wise feed-forward net: FFN(x) = W_2 act(W_1 x + b_1) + b_2."""
+"""The position-wise feed-forward net: FFN(x) = W_2 act(W_1 x + b_1) + b_2.
+
+With `activation="swiglu"` (Shazeer, 2020): FFN(x) = W_2 (swish(W_1 x) * (W_3 x)), the gate
+W_1 ("wi") and the linear unit W_3 ("wi_linear") each `d_model -> d_ff`.
+"""
 
 import flax.linen as nn
 import jax
@@ -24,7 +28,16 @@ class FeedForward(nn.Module):
                  param_dtype=self.param_dtype, name="wi",
                  kernel_init=fan_in_init(("embed", "mlp")),
                  bias_init=zeros_init(("mlp",)))(x)
-    h = ACTIVATIONS[self.activation](h)
+    if self.activation == "swiglu":
+      linear = nn.Dense(self.d_ff, use_bias=self.use_bias, dtype=self.dtype,
+                        param_dtype=self.param_dtype, name="wi_linear",
+                        kernel_init=fan_in_init(("embed", "mlp")),
+                        bias_init=zeros_init(("mlp",)))(x)
+      h = jax.nn.silu(h) * linear
+    elif self.activation in ACTIVATIONS:
+      h = ACTIVATIONS[self.activation](h)
+    else:
+      raise ValueError(f"Unknown activation {self.activation!r}; choose relu, gelu or swiglu.")
     return nn.Dense(d_model, use_bias=self.use_bias, dtype=self.dtype,
                     param_dtype=self.param_dtype, name="wo",
                     kernel_init=fan_in_init(("mlp", "embed")),

@@ -1,4 +1,14 @@
-"""Whole models built from the stacks."""
+"""Whole models built from the stacks.
+
+  DecoderLM        decoder-only causal LM                      tokens -> next-token logits
+  EncoderDecoder   encoder + decoder with cross-attention      (source, target in) -> logits
+  MaskedLM         bidirectional encoder + BERT masked-LM head tokens -> logits per position
+  Classifier       the same encoder + mean-pool + linear head  tokens -> class logits
+
+Every model embeds with one `Embedder` named "embedder"; the encoders of `MaskedLM` and
+`Classifier` share parameter names ("embedder", "encoder"), so a classifier can start from a
+masked-LM checkpoint. Token id 0 is padding wherever a padding mask is derived from tokens.
+"""
 
 from typing import Optional
 
@@ -7,9 +17,10 @@ import jax
 import jax.numpy as jnp
 
 from transformer.config import ModelConfig
-from transformer.model.attention import causal_mask, segment_mask
+from transformer.model.attention import causal_mask, padding_mask, segment_mask
 from transformer.model.common import dtype_of, fan_in_init
 from transformer.model.positions import LearnedPositions, sinusoidal_encoding
+from transformer.model.norms import make_norm
 from transformer.model.stacks import TransformerStack
 
 
@@ -53,8 +64,12 @@ class DecoderLM(nn.Module):
   Call with `tokens: [batch, length]` int; optional `positions` and `segment_ids`
   (`[batch, length]`, for packed sequences; segment 0 is padding). Returns float32 logits
   `[batch, length, vocab_size]` predicting the next token at every position.
+
+  With `decode=True` the call feeds the next `length` tokens (at the given `positions`)
+  through a KV cache created by `init` (see `transformer.decode`); `segment_ids` are unused.
   """
   cfg: ModelConfig
+  decode: bool = False
 
   @nn.compact
   def __call__(self, tokens: jax.Array, positions: Optional[jax.Array] = None,
@@ -66,25 +81,219 @@ class DecoderLM(nn.Module):
       raise ValueError(f"Sequence length {length} exceeds model.max_len={cfg.max_len}.")
     if positions is None:
       positions = jnp.broadcast_to(jnp.arange(length), tokens.shape)
-    mask = causal_mask(length)
-    if segment_ids is not None:
-      mask = mask & segment_mask(segment_ids, segment_ids)
+    if self.decode:
+      mask = None  # the KV cache applies causality itself
+    else:
+      mask = causal_mask(length)
+      if segment_ids is not None:
+        mask = mask & segment_mask(segment_ids, segment_ids)
 
     embedder = Embedder(cfg, name="embedder")
     x = embedder(tokens, positions)
     x = nn.Dropout(cfg.dropout_rate, deterministic=deterministic)(x)
-    x = TransformerStack(cfg, name="decoder")(x, mask, deterministic=deterministic)
-    if cfg.tie_embeddings:
-      logits = embedder.attend(x)
+    x = TransformerStack(cfg, decode=self.decode, name="decoder")(
+        x, mask, positions=positions, deterministic=deterministic)
+    return output_logits(cfg, embedder, x)
+
+
+def output_logits(cfg: ModelConfig, embedder: Embedder, x: jax.Array) -> jax.Array:
+  """`[..., d_model] -> [..., vocab_size]` float32: the transposed token embedding when
+  `tie_embeddings`, else a separate (bias-free) projection named "logits" in the caller."""
+  if cfg.tie_embeddings:
+    logits = embedder.attend(x)
+  else:
+    logits = nn.Dense(cfg.vocab_size, use_bias=False, dtype=dtype_of(cfg.dtype),
+                      param_dtype=dtype_of(cfg.param_dtype), name="logits",
+                      kernel_init=fan_in_init(("embed", "vocab")))(x)
+  return logits.astype(jnp.float32)
+
+
+def _default_positions(tokens: jax.Array, positions: Optional[jax.Array]) -> jax.Array:
+  if positions is None:
+    return jnp.broadcast_to(jnp.arange(tokens.shape[1]), tokens.shape)
+  return positions
+
+
+def _check_length(cfg: ModelConfig, length: int, what: str) -> None:
+  if length > cfg.max_len and cfg.positions == "learned":
+    raise ValueError(f"{what} length {length} exceeds model.max_len={cfg.max_len}; raise "
+                     "--config.model.max_len or shorten the data.")
+
+
+def encoder_mask(tokens: jax.Array, segment_ids: Optional[jax.Array]) -> jax.Array:
+  """Bidirectional self-attention mask `[batch, 1, len, len]`: same packed segment when
+  `segment_ids` are given, else both tokens real (id != 0)."""
+  if segment_ids is not None:
+    return segment_mask(segment_ids, segment_ids)
+  return padding_mask(tokens, tokens)
+
+
+def shift_right(targets: jax.Array, bos_id: int, segment_ids: Optional[jax.Array] = None
+                ) -> jax.Array:
+  """Decoder inputs for teacher forcing: `[batch, len]` targets shifted right by one, `bos_id`
+  first (and, when packed, first in every segment; padding stays 0)."""
+  shifted = jnp.pad(targets, ((0, 0), (1, 0)), constant_values=bos_id)[:, :-1]
+  if segment_ids is None:
+    return shifted
+  prev = jnp.pad(segment_ids, ((0, 0), (1, 0)))[:, :-1]
+  shifted = jnp.where(segment_ids != prev, bos_id, shifted)
+  return jnp.where(segment_ids == 0, 0, shifted)
+
+
+class Encoder(nn.Module):
+  """Dropout on the embedded tokens, then a bidirectional stack (no cross-attention).
+
+  `x: [batch, len, d_model]` (embedded), `mask` broadcastable to `[batch, heads, len, len]`,
+  `positions: [batch, len]` -> `[batch, len, d_model]`. The embedder lives in the caller so
+  that it can be shared with a decoder or an output layer."""
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, x: jax.Array, mask: jax.Array, positions: jax.Array, *,
+               deterministic: bool = True) -> jax.Array:
+    x = nn.Dropout(self.cfg.dropout_rate, deterministic=deterministic)(x)
+    return TransformerStack(self.cfg, name="stack")(x, mask, positions=positions,
+                                                    deterministic=deterministic)
+
+
+class EncoderDecoder(nn.Module):
+  """The Transformer of "Attention Is All You Need": encoder, decoder with cross-attention.
+
+  One embedding table is shared by source, target and (if tied) the output layer.
+  `__call__(inputs [batch, src_len], decoder_inputs [batch, tgt_len], ...)` returns float32
+  logits `[batch, tgt_len, vocab_size]`; the decoder inputs are the targets shifted right
+  (`shift_right`). Packed batches pass `*_positions` and `*_segment_ids` (flax wmt names).
+
+  With `decode=True`, `decode(encoded, inputs, decoder_inputs, ...)` feeds the next target
+  tokens through the decoder's KV cache (see `transformer.decode`).
+  """
+  cfg: ModelConfig
+  decode: bool = False
+
+  def setup(self):
+    cfg = self.cfg
+    self.embedder = Embedder(cfg, name="embedder")
+    self.encoder = Encoder(cfg, name="encoder")
+    self.decoder = TransformerStack(cfg, cross_attention=True, decode=self.decode,
+                                    num_layers=cfg.decoder_layers, name="decoder")
+    self.dropout = nn.Dropout(cfg.dropout_rate)
+    if not cfg.tie_embeddings:
+      self.logits_dense = nn.Dense(cfg.vocab_size, use_bias=False, dtype=dtype_of(cfg.dtype),
+                                   param_dtype=dtype_of(cfg.param_dtype), name="logits",
+                                   kernel_init=fan_in_init(("embed", "vocab")))
+
+  def encode(self, inputs: jax.Array, inputs_positions: Optional[jax.Array] = None,
+             inputs_segment_ids: Optional[jax.Array] = None, *, deterministic: bool = True
+             ) -> jax.Array:
+    """`inputs: [batch, src_len]` -> `[batch, src_len, d_model]`."""
+    _check_length(self.cfg, inputs.shape[1], "Source")
+    positions = _default_positions(inputs, inputs_positions)
+    x = self.embedder(inputs, positions)
+    return self.encoder(x, encoder_mask(inputs, inputs_segment_ids), positions,
+                        deterministic=deterministic)
+
+  def decode_logits(self, encoded: jax.Array, inputs: jax.Array, decoder_inputs: jax.Array,
+                    targets_positions: Optional[jax.Array] = None,
+                    targets_segment_ids: Optional[jax.Array] = None,
+                    inputs_segment_ids: Optional[jax.Array] = None, *,
+                    deterministic: bool = True) -> jax.Array:
+    """Decoder logits `[batch, tgt_len, vocab]` given `encoded: [batch, src_len, d_model]`
+    and the source tokens `inputs: [batch, src_len]` (for the cross-attention padding mask)."""
+    _check_length(self.cfg, decoder_inputs.shape[1], "Target")
+    positions = _default_positions(decoder_inputs, targets_positions)
+    if self.decode:
+      mask = None  # the KV cache applies causality
+      cross_mask = (inputs != 0)[:, None, None, :]
+    elif targets_segment_ids is not None:
+      if inputs_segment_ids is None:
+        raise ValueError("Packed targets need inputs_segment_ids too.")
+      mask = causal_mask(decoder_inputs.shape[1]) & segment_mask(targets_segment_ids,
+                                                                 targets_segment_ids)
+      cross_mask = segment_mask(targets_segment_ids, inputs_segment_ids)
     else:
-      logits = nn.Dense(cfg.vocab_size, use_bias=False, dtype=dtype_of(cfg.dtype),
-                        param_dtype=dtype_of(cfg.param_dtype), name="logits",
-                        kernel_init=fan_in_init(("embed", "vocab")))(x)
-    return logits.astype(jnp.float32)
+      mask = causal_mask(decoder_inputs.shape[1])
+      cross_mask = (inputs != 0)[:, None, None, :]
+    y = self.embedder(decoder_inputs, positions)
+    y = self.dropout(y, deterministic=deterministic)
+    y = self.decoder(y, mask, encoded, cross_mask, positions=positions,
+                     deterministic=deterministic)
+    if self.cfg.tie_embeddings:
+      return self.embedder.attend(y).astype(jnp.float32)
+    return self.logits_dense(y).astype(jnp.float32)
+
+  def __call__(self, inputs: jax.Array, decoder_inputs: jax.Array,
+               inputs_positions: Optional[jax.Array] = None,
+               inputs_segment_ids: Optional[jax.Array] = None,
+               targets_positions: Optional[jax.Array] = None,
+               targets_segment_ids: Optional[jax.Array] = None, *,
+               deterministic: bool = True) -> jax.Array:
+    encoded = self.encode(inputs, inputs_positions, inputs_segment_ids,
+                          deterministic=deterministic)
+    return self.decode_logits(encoded, inputs, decoder_inputs, targets_positions,
+                              targets_segment_ids, inputs_segment_ids,
+                              deterministic=deterministic)
+
+
+class MaskedLM(nn.Module):
+  """Bidirectional encoder with BERT's masked-LM head (Devlin et al., 2019):
+  `h -> LN(gelu(W h + b))`, then the (tied) output layer plus a per-token bias.
+  `tokens: [batch, len]` -> float32 logits `[batch, len, vocab_size]`."""
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, tokens: jax.Array, positions: Optional[jax.Array] = None,
+               segment_ids: Optional[jax.Array] = None, *, deterministic: bool = True
+               ) -> jax.Array:
+    cfg = self.cfg
+    _check_length(cfg, tokens.shape[1], "Sequence")
+    positions = _default_positions(tokens, positions)
+    embedder = Embedder(cfg, name="embedder")
+    x = Encoder(cfg, name="encoder")(embedder(tokens, positions), encoder_mask(tokens, segment_ids),
+                                     positions, deterministic=deterministic)
+    h = nn.Dense(cfg.d_model, dtype=dtype_of(cfg.dtype), param_dtype=dtype_of(cfg.param_dtype),
+                 kernel_init=fan_in_init(("embed", "mlp")), name="mlm_transform")(x)
+    h = make_norm(cfg.norm, epsilon=cfg.norm_epsilon, use_bias=cfg.norm_bias,
+                  dtype=dtype_of(cfg.dtype), param_dtype=dtype_of(cfg.param_dtype),
+                  name="mlm_norm")(jax.nn.gelu(h))
+    bias = self.param("mlm_output_bias", nn.with_logical_partitioning(
+        nn.initializers.zeros_init(), ("vocab",)), (cfg.vocab_size,), dtype_of(cfg.param_dtype))
+    return output_logits(cfg, embedder, h) + bias.astype(jnp.float32)
+
+
+class Classifier(nn.Module):
+  """The masked-LM's encoder, mean-pooled over real tokens, then a linear layer.
+  `tokens: [batch, len]` (0 = padding) -> float32 logits `[batch, num_classes]`."""
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, tokens: jax.Array, positions: Optional[jax.Array] = None,
+               segment_ids: Optional[jax.Array] = None, *, deterministic: bool = True
+               ) -> jax.Array:
+    cfg = self.cfg
+    _check_length(cfg, tokens.shape[1], "Sequence")
+    positions = _default_positions(tokens, positions)
+    x = Embedder(cfg, name="embedder")(tokens, positions)
+    x = Encoder(cfg, name="encoder")(x, encoder_mask(tokens, segment_ids), positions,
+                                     deterministic=deterministic)
+    real = (tokens != 0).astype(jnp.float32)[..., None]
+    pooled = jnp.sum(x.astype(jnp.float32) * real, axis=1) / jnp.maximum(real.sum(1), 1.0)
+    pooled = nn.Dropout(cfg.dropout_rate, deterministic=deterministic)(pooled)
+    return nn.Dense(cfg.num_classes, dtype=dtype_of(cfg.dtype),
+                    param_dtype=dtype_of(cfg.param_dtype), name="classifier",
+                    kernel_init=fan_in_init(("embed", None)),
+                    bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(),
+                                                           (None,)))(pooled
+                                                                          ).astype(jnp.float32)
 
 
 def build_model(cfg: ModelConfig) -> nn.Module:
   """The model named by `cfg.kind`."""
   if cfg.kind == "decoder_lm":
     return DecoderLM(cfg)
+  if cfg.kind == "encoder_decoder":
+    return EncoderDecoder(cfg)
+  if cfg.kind == "masked_lm":
+    return MaskedLM(cfg)
+  if cfg.kind == "classifier":
+    return Classifier(cfg)
   raise ValueError(f"Unknown model kind {cfg.kind!r}.")

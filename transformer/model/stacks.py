@@ -25,8 +25,9 @@ class _LayerBlock(Block):
   deterministic: bool = True
   scanned: bool = False
 
-  def __call__(self, x, mask, encoded, cross_mask):
-    y = super().__call__(x, mask, encoded, cross_mask, deterministic=self.deterministic)
+  def __call__(self, x, mask, encoded, cross_mask, positions):
+    y = super().__call__(x, mask, encoded, cross_mask, positions=positions,
+                         deterministic=self.deterministic)
     return (y, None) if self.scanned else y
 
 
@@ -35,31 +36,38 @@ class TransformerStack(nn.Module):
 
   Encoder: bidirectional mask, no cross-attention. Decoder: causal mask, optionally
   cross-attention to `encoded`. `[batch, length, d_model] -> [batch, length, d_model]`.
+  `positions: [batch, length]` reach rotary self-attention; `decode=True` runs self-attention
+  over a KV cache; `num_layers` (0 = `cfg.num_layers`) sets the depth.
   """
   cfg: ModelConfig
   cross_attention: bool = False
+  decode: bool = False
+  num_layers: int = 0
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: Optional[jax.Array] = None,
                encoded: Optional[jax.Array] = None, cross_mask: Optional[jax.Array] = None, *,
-               deterministic: bool = True) -> jax.Array:
+               positions: Optional[jax.Array] = None, deterministic: bool = True) -> jax.Array:
     cfg = self.cfg
+    num_layers = self.num_layers or cfg.num_layers
     block = _LayerBlock
     if cfg.remat != "none":
-      # Arguments: self, x, mask, encoded, cross_mask; nothing static (deterministic is an
-      # attribute). Under scan, CSE across iterations cannot undo the remat.
+      # Nothing static among the arguments (deterministic is an attribute). Under scan, CSE
+      # across iterations cannot undo the remat.
       block = nn.remat(block, policy=REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers)
     if cfg.scan_layers:
-      scanned = nn.scan(block, variable_axes={"params": 0}, split_rngs={"params": True,
-                                                                       "dropout": True},
-                        in_axes=(nn.broadcast, nn.broadcast, nn.broadcast),
-                        length=cfg.num_layers, metadata_params={nn.PARTITION_NAME: "layers"})
-      x, _ = scanned(cfg, cross_attention=self.cross_attention, deterministic=deterministic,
-                     scanned=True, name="layers")(x, mask, encoded, cross_mask)
+      scanned = nn.scan(block, variable_axes={"params": 0, "cache": 0, "intermediates": 0},
+                        split_rngs={"params": True, "dropout": True},
+                        in_axes=(nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast),
+                        length=num_layers, metadata_params={nn.PARTITION_NAME: "layers"})
+      x, _ = scanned(cfg, cross_attention=self.cross_attention, decode=self.decode,
+                     deterministic=deterministic, scanned=True,
+                     name="layers")(x, mask, encoded, cross_mask, positions)
     else:
-      for i in range(cfg.num_layers):
-        x = block(cfg, cross_attention=self.cross_attention, deterministic=deterministic,
-                  name=f"layer_{i}")(x, mask, encoded, cross_mask)
-    if NEEDS_FINAL_NORM[self.cfg.norm_placement]:
-      x = norm_for(self.cfg, "final_norm")(x)
+      for i in range(num_layers):
+        x = block(cfg, cross_attention=self.cross_attention, decode=self.decode,
+                  deterministic=deterministic, name=f"layer_{i}")(
+                      x, mask, encoded, cross_mask, positions)
+    if NEEDS_FINAL_NORM[cfg.norm_placement]:
+      x = norm_for(cfg, "final_norm")(x)
     return x

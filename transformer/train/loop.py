@@ -106,6 +106,12 @@ def _last_eval(workdir: str) -> Optional[dict]:
   return last
 
 
+def format_eval(metrics: dict) -> str:
+  """`loss 1.2345 | bits_per_byte 0.9876 | ...`: every figure a task reports, but counts."""
+  return " | ".join(f"{k} {v:.4f}" for k, v in metrics.items()
+                    if k not in ("step", "tokens", "examples") and isinstance(v, float))
+
+
 def evaluate(task, eval_step, state, max_batches: int) -> dict:
   """Sums `eval_step(state, batch)` over the eval split (or its first `max_batches`), then
   summarizes."""
@@ -180,9 +186,9 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   checkpointer.close()
   writer.close()
   if final_eval is not None:
-    final_eval = {k: final_eval[k] for k in ("step", "loss", "bits_per_byte") if k in final_eval}
-    log(f"Final eval at step {final_eval.get('step', step)}: loss {final_eval['loss']:.4f} nats/token, "
-        f"{final_eval['bits_per_byte']:.4f} bits/byte ({time.time() - t_start:.0f}s in this process).")
+    final_eval = {k: v for k, v in final_eval.items() if k not in ("tokens", "examples")}
+    log(f"Final eval at step {final_eval.get('step', step)}: {format_eval(final_eval)} "
+        f"({time.time() - t_start:.0f}s in this process).")
   log(f"Workdir: {workdir} (config.json, checkpoints/, metrics.jsonl, tensorboard/)")
   return final_eval or {}
 
@@ -252,8 +258,7 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
         final_eval = dict(evaluate(task, eval_step, state, max_batches), step=step)
         eval_loss = final_eval["loss"]
         writer.write(step, "eval", {k: v for k, v in final_eval.items() if k != "step"})
-        log(f"eval at step {step}: loss {final_eval['loss']:.4f} | "
-            f"{final_eval['bits_per_byte']:.4f} bits/byte ({time.time() - t0:.1f}s)")
+        log(f"eval at step {step}: {format_eval(final_eval)} ({time.time() - t0:.1f}s)")
         interval_start += time.time() - t0  # keep eval time out of tokens/s
 
       stopping = stop.signal_name is not None or (stop_after is not None and step >= stop_after)
