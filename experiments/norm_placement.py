@@ -24,13 +24,6 @@ from ml_collections import config_flags  # noqa: E402
 from experiments.report import write_report  # noqa: E402
 from transformer.config import NORM_PLACEMENTS, ConfigError, from_config_dict  # noqa: E402
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "configs", "default.py"), "Base config.", lock_config=True)
-_PLACEMENTS = flags.DEFINE_list("placements", ["pre", "post"], "Norm placements to compare.")
-_SEEDS = flags.DEFINE_list("seeds", ["0"], "Seeds (each placement is run once per seed).")
-_OUT = flags.DEFINE_string("out", "runs/study_norm_placement", "Study directory.")
-
 
 def run_study(base, placements: list[str], seeds: list[int], out: str) -> str:
   """Trains every (placement, seed) of `base` (an ExperimentConfig) and writes the report."""
@@ -54,16 +47,27 @@ def run_study(base, placements: list[str], seeds: list[int], out: str) -> str:
   return write_report(runs, out, "Norm placement study", notes)
 
 
-def main(argv):
-  del argv
-  logging.set_verbosity(logging.WARNING)
-  try:
-    base = from_config_dict(_CONFIG.value)
-    path = run_study(base, _PLACEMENTS.value, [int(s) for s in _SEEDS.value], _OUT.value)
-  except ConfigError as e:
-    sys.exit(f"Config error: {e}")
-  print(f"Report: {path}")
+def main():
+  # Flags are defined here, not at import, so tests can import run_study next to launch.py's.
+  config = config_flags.DEFINE_config_file(
+      "config", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "configs", "default.py"), "Base config.", lock_config=True)
+  placements = flags.DEFINE_list("placements", ["pre", "post"], "Norm placements to compare.")
+  seeds = flags.DEFINE_list("seeds", ["0"], "Seeds (each placement is run once per seed).")
+  out = flags.DEFINE_string("out", "runs/study_norm_placement", "Study directory.")
+
+  def run(argv):
+    del argv
+    logging.set_verbosity(logging.WARNING)
+    try:
+      base = from_config_dict(config.value)
+      path = run_study(base, placements.value, [int(s) for s in seeds.value], out.value)
+    except ConfigError as e:
+      sys.exit(f"Config error: {e}")
+    print(f"Report: {path}")
+
+  app.run(run)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  main()
