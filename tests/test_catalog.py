@@ -1,13 +1,26 @@
 """Catalog datasets under tfds.testing.mock_data (the real builders' feature specs), and the
 error for a catalog dataset that is neither prepared nor downloadable."""
 
+import socket
+
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
 from transformer.config import DataConfig
+from transformer.data import catalog
 from transformer.data.catalog import DatasetNotPreparedError
 from transformer.data.pipeline import classification_data, get_builder, lm_data, seq2seq_data
+
+
+_REAL_OFFLINE_REASON = catalog.offline_reason
+
+
+@pytest.fixture(autouse=True)
+def network_looks_up(monkeypatch):
+  """mock_data makes download_and_prepare a no-op; skip the DNS pre-check that would stop a
+  mocked 'download' on a machine without network. The no-DNS test restores it."""
+  monkeypatch.setattr(catalog, "offline_reason", lambda: None)
 
 
 @pytest.mark.parametrize("packing", ["concat", "pack", "pad"])
@@ -79,6 +92,20 @@ def test_download_failure_is_reported_with_instructions(tmp_path, monkeypatch):
   with pytest.raises(DatasetNotPreparedError, match="could not be downloaded") as e:
     lm_data(cfg, 4, seed=0)
   assert "name resolution" in str(e.value) and "--config.data.data_dir" in str(e.value)
+
+
+def test_no_dns_fails_at_once_without_trying_to_download(tmp_path, monkeypatch):
+  def no_dns(*args, **kwargs):
+    raise socket.gaierror(-2, "Name or service not known")
+  def must_not_run(self, *args, **kwargs):
+    raise AssertionError("download attempted")
+  for var in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"):
+    monkeypatch.delenv(var, raising=False)
+  monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+  monkeypatch.setattr(catalog, "offline_reason", _REAL_OFFLINE_REASON)
+  monkeypatch.setattr(tfds.core.DatasetBuilder, "download_and_prepare", must_not_run)
+  with pytest.raises(DatasetNotPreparedError, match="no network"):
+    lm_data(DataConfig(name="tiny_shakespeare", data_dir=str(tmp_path)), 4, seed=0)
 
 
 def test_unknown_dataset_name_is_a_config_error(tmp_path):

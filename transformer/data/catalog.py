@@ -4,6 +4,9 @@ feature keys that hold the text (and the target text or label)."""
 
 from __future__ import annotations
 
+import os
+import socket
+
 import tensorflow_datasets as tfds
 
 from transformer.config import ConfigError, DataConfig
@@ -22,6 +25,18 @@ def _how_to_prepare(cfg: DataConfig, data_dir: str) -> str:
       f"{data_dir}/{cfg.name.split('/')[0]} to this machine's data dir and pass "
       f"--config.data.data_dir=<that dir>. Datasets that build offline: local_text, "
       f"synthetic_seq2seq/{{reverse,sort,add}}, stdlib_package.")
+
+
+def offline_reason() -> str | None:
+  """Why downloads cannot work here (no DNS), or None. Checked first because TFDS retries a
+  failing download with back-off for minutes. With a proxy configured, nothing is checked."""
+  if any(os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")):
+    return None
+  try:
+    socket.getaddrinfo("storage.googleapis.com", 443)
+  except OSError as e:
+    return f"no network: cannot resolve storage.googleapis.com ({e})"
+  return None
 
 
 def catalog_builder(cfg: DataConfig) -> tfds.core.DatasetBuilder:
@@ -45,6 +60,11 @@ def catalog_builder(cfg: DataConfig) -> tfds.core.DatasetBuilder:
     raise DatasetNotPreparedError(
         f"TFDS dataset {cfg.name!r} is not prepared in {data_dir} and "
         f"--config.data.download=False. {_how_to_prepare(cfg, data_dir)}")
+  reason = offline_reason()
+  if reason:
+    raise DatasetNotPreparedError(
+        f"TFDS dataset {cfg.name!r} is not prepared in {data_dir} and could not be downloaded "
+        f"here ({reason}). {_how_to_prepare(cfg, data_dir)}")
   try:
     builder.download_and_prepare()
   except Exception as e:
