@@ -50,8 +50,9 @@ class TransformerStack(nn.Module):
       # attribute). Under scan, CSE across iterations cannot undo the remat.
       block = nn.remat(block, policy=REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers)
     if cfg.scan_layers:
-      scanned = nn.scan(block, variable_axes={"params": 0}, split_rngs={"params": True,
-                                                                       "dropout": True},
+      # "intermediates": what a layer sows (attention weights) gets the layer axis too.
+      scanned = nn.scan(block, variable_axes={"params": 0, "intermediates": 0},
+                        split_rngs={"params": True, "dropout": True},
                         in_axes=(nn.broadcast, nn.broadcast, nn.broadcast),
                         length=cfg.num_layers, metadata_params={nn.PARTITION_NAME: "layers"})
       x, _ = scanned(cfg, cross_attention=self.cross_attention, deterministic=deterministic,
