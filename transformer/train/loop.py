@@ -118,8 +118,20 @@ def _last_eval(workdir: str) -> Optional[dict]:
 def evaluate(task, eval_step, state, max_batches: int) -> dict:
   """Sums `eval_step(state, batch)` over the eval split (or its first `max_batches`), then
   summarizes."""
-  totals = None
-  for batch in task.data.eval_batches(max_batches):
+  totals, template = None, None
+  batches = iter(task.data.eval_batches(max_batches))
+  while True:
+    batch = next(batches, None)
+    # Processes may hold eval shards of different lengths, but each step is a collective:
+    # one that runs out first feeds all-zero (zero-weight) batches until every one is done.
+    if not _on_any_process(batch is not None):
+      break
+    if batch is None:
+      if template is None:
+        raise ValueError(f"Process {jax.process_index()} has no eval batch at all; the eval "
+                         "split is too small for this many processes.")
+      batch = jax.tree.map(np.zeros_like, template)
+    template = batch
     sums = eval_step(state, batch)
     totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
   if totals is None:
