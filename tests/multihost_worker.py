@@ -64,7 +64,14 @@ class SyntheticData:
     return {k: v.numpy() for k, v in next(self.train_iterator).items()}
 
   def eval_batches(self, max_batches: int = 0):
-    return self._eval.as_numpy_iterator()
+    # Uneven on purpose: process i has i fewer eval batches, as real per-process shards can;
+    # the loop must pad the shorter ones instead of hanging in a collective.
+    return self._eval.take(EVAL_BATCHES - jax_process_index()).as_numpy_iterator()
+
+
+def jax_process_index():
+  import jax
+  return jax.process_index()
 
 
 def make_task(config):

@@ -15,7 +15,7 @@ def test_norm_placement_study_writes_table_csv_and_plot(tiny_corpus, tmp_path):
     c.data.source_dir, c.data.data_dir = tiny_corpus["source_dir"], tiny_corpus["data_dir"]
     c.data.validation_percent, c.data.seq_len, c.data.shuffle_buffer = 20, 32, 64
     c.model.d_model, c.model.num_heads, c.model.d_ff = 32, 4, 64
-    c.train.batch_size, c.train.num_steps, c.train.log_every, c.train.eval_every = 4, 6, 2, 3
+    c.train.batch_size, c.train.num_steps, c.train.log_every, c.train.eval_every = 8, 6, 2, 3
   base = from_config_dict(c)
   out = str(tmp_path / "study")
   report = run_study(base, ["pre", "post"], [0], out)

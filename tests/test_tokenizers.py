@@ -98,7 +98,7 @@ def test_training_with_a_trained_vocabulary_reports_bits_per_byte(tiny_corpus, t
     c.data.validation_percent, c.data.seq_len = 20, 16
     c.data.tokenizer, c.data.spm_vocab_size = "sentencepiece", 300
     c.model.d_model, c.model.num_heads, c.model.num_layers, c.model.d_ff = 16, 2, 1, 32
-    c.train.batch_size, c.train.num_steps, c.train.eval_every = 2, 2, 2
+    c.train.batch_size, c.train.num_steps, c.train.eval_every = 8, 2, 2
   final = train_and_evaluate(from_config_dict(c), str(tmp_path / "run"))
   assert os.path.exists(tmp_path / "run" / "tokenizer" / "spm300.model")
   # A fresh model is near uniform over its vocabulary: bits per byte near

@@ -107,6 +107,10 @@ def main(argv: list[str]) -> None:
   workdir = _WORKDIR.value or default_workdir(_config_arg(sys.argv), sys.argv)
   try:
     initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+    import jax  # noqa: PLC0415
+    from transformer.train.parallel import mesh_shape  # noqa: PLC0415
+    if config.parallel.strategy == "jit":  # the mesh must fit the devices: say so before data
+      mesh_shape(config.parallel, jax.device_count())
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
   if _MODE.value == "sample":

@@ -56,6 +56,7 @@ class TransformerStack(nn.Module):
       # across iterations cannot undo the remat.
       block = nn.remat(block, policy=REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers)
     if cfg.scan_layers:
+      # "intermediates" (sown attention weights) and "cache" (KV) get the layer axis too.
       scanned = nn.scan(block, variable_axes={"params": 0, "cache": 0, "intermediates": 0},
                         split_rngs={"params": True, "dropout": True},
                         in_axes=(nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast),

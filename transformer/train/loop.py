@@ -93,6 +93,15 @@ class _StopRequest:
     return False
 
 
+def _on_any_process(flag: bool) -> bool:
+  """True on every process if `flag` is true on one (a signal may reach only some of them;
+  all must stop after the same step, or the next collective hangs)."""
+  if jax.process_count() == 1:
+    return flag
+  from jax.experimental import multihost_utils  # noqa: PLC0415
+  return bool(np.max(multihost_utils.process_allgather(np.int32(flag))))
+
+
 def _last_eval(workdir: str) -> Optional[dict]:
   path = os.path.join(workdir, "metrics.jsonl")
   if not os.path.exists(path):
@@ -115,8 +124,20 @@ def format_eval(metrics: dict) -> str:
 def evaluate(task, eval_step, state, max_batches: int) -> dict:
   """Sums `eval_step(state, batch)` over the eval split (or its first `max_batches`), then
   summarizes."""
-  totals = None
-  for batch in task.data.eval_batches(max_batches):
+  totals, template = None, None
+  batches = iter(task.data.eval_batches(max_batches))
+  while True:
+    batch = next(batches, None)
+    # Processes may hold eval shards of different lengths, but each step is a collective:
+    # one that runs out first feeds all-zero (zero-weight) batches until every one is done.
+    if not _on_any_process(batch is not None):
+      break
+    if batch is None:
+      if template is None:
+        raise ValueError(f"Process {jax.process_index()} has no eval batch at all; the eval "
+                         "split is too small for this many processes.")
+      batch = jax.tree.map(np.zeros_like, template)
+    template = batch
     sums = eval_step(state, batch)
     totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
   if totals is None:
@@ -261,13 +282,15 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
         log(f"eval at step {step}: {format_eval(final_eval)} ({time.time() - t0:.1f}s)")
         interval_start += time.time() - t0  # keep eval time out of tokens/s
 
-      stopping = stop.signal_name is not None or (stop_after is not None and step >= stop_after)
+      stopping = (_on_any_process(stop.signal_name is not None)
+                  or (stop_after is not None and step >= stop_after))
       if step % config.checkpoint.every_steps == 0 or last or stopping:
         checkpointer.save(step, par.to_checkpoint(state), task.data.train_iterator,
                           config.to_dict(), eval_loss=eval_loss)
       if stopping and not last:
         checkpointer.wait()
-        reason = stop.signal_name or f"stop_after={stop_after}"
+        reason = (stop.signal_name or ("a signal to another process"
+                                        if stop_after is None else f"stop_after={stop_after}"))
         log(f"Stopped at step {step} ({reason}); checkpoint saved. Run the same command to resume.")
         return None
   return final_eval

@@ -254,14 +254,3 @@ class Parallel:
     return ("jit on mesh " + ", ".join(f"{a}={self.shape[a]}" for a in MESH_AXES)
             + f" ({self.num_devices} device(s), {jax.process_count()} process(es))")
 
-
-def global_array_to_host(tree: Any) -> Any:
-  """NumPy copies of (possibly sharded, multi-process) arrays, gathered where needed."""
-  from jax.experimental import multihost_utils
-
-  def one(x):
-    if isinstance(x, jax.Array) and not x.is_fully_addressable:
-      return np.asarray(multihost_utils.process_allgather(x, tiled=True))
-    return np.asarray(x)
-  return jax.tree.map(one, tree)
-
