@@ -29,6 +29,8 @@ class Task(Protocol):
   data: Any  # has next_train_batch(), eval_batches(max_batches), train_iterator, batch_size
 
   def init_params(self, rng: jax.Array) -> Any: ...
+  # The same params still wrapped in their logical axis names, for the mesh shardings.
+  def init_boxed_params(self, rng: jax.Array) -> Any: ...
   def loss_sums(self, params, batch: dict, rng: jax.Array) -> tuple[jax.Array, jax.Array]: ...
   def eval_sums(self, params, batch: dict) -> dict: ...
   def summarize(self, sums: dict) -> dict: ...
@@ -98,10 +100,13 @@ class Seq2SeqTask:
     tok = self.data.tokenizer
     self.bos_id, self.eos_id, self.pad_id = tok.bos_id, tok.eos_id, tok.pad_id
 
-  def init_params(self, rng):
+  def init_boxed_params(self, rng):
     src = jnp.zeros((self.data.batch_size, self.config.data.src_len), jnp.int32)
     tgt = jnp.zeros((self.data.batch_size, self.config.data.tgt_len), jnp.int32)
-    return nn.meta.unbox(self.model.init({"params": rng}, src, tgt)["params"])
+    return self.model.init({"params": rng}, src, tgt)["params"]
+
+  def init_params(self, rng):
+    return nn.meta.unbox(self.init_boxed_params(rng))
 
   def logits(self, params, batch, rng=None):
     deterministic = rng is None
@@ -199,9 +204,12 @@ class MaskedLMTask:
     self.config = _with_model_fields(config, vocab_size=self.mask_id + 1)
     self.model = build_model(self.config.model)
 
-  def init_params(self, rng):
+  def init_boxed_params(self, rng):
     tokens = jnp.zeros((self.data.batch_size, self.config.data.seq_len), jnp.int32)
-    return nn.meta.unbox(self.model.init({"params": rng}, tokens)["params"])
+    return self.model.init({"params": rng}, tokens)["params"]
+
+  def init_params(self, rng):
+    return nn.meta.unbox(self.init_boxed_params(rng))
 
   def _masked_logits(self, params, batch, mask_rng, dropout_rng=None):
     inputs, weights = bert_mask(mask_rng, batch["inputs"], batch["weights"],
@@ -278,7 +286,8 @@ class ClassificationTask:
     if saved and saved.get("model", {}).get("kind") != "masked_lm":
       raise ConfigError(f"--config.model.init_from={workdir!r} holds a "
                         f"{saved['model'].get('kind')!r} run; it must be a masked_lm run.")
-    want = jax.eval_shape(self.init_params_from_scratch, jax.random.PRNGKey(0))
+    want = jax.eval_shape(lambda r: nn.meta.unbox(self.init_boxed_params(r)),
+                          jax.random.PRNGKey(0))
     pretrained = {k: params[k] for k in ("embedder", "encoder")}
     want_shapes = jax.tree.map(lambda x: x.shape, {k: want[k] for k in pretrained})
     got_shapes = jax.tree.map(lambda x: tuple(x.shape), pretrained)
@@ -289,12 +298,13 @@ class ClassificationTask:
           "as the masked_lm run.")
     return pretrained
 
-  def init_params_from_scratch(self, rng):
+  def init_boxed_params(self, rng):
+    """Fresh params with logical axis names (the pretrained encoder has the same shapes)."""
     tokens = jnp.zeros((self.data.batch_size, self.config.data.seq_len), jnp.int32)
-    return nn.meta.unbox(self.model.init({"params": rng}, tokens)["params"])
+    return self.model.init({"params": rng}, tokens)["params"]
 
   def init_params(self, rng):
-    params = self.init_params_from_scratch(rng)
+    params = nn.meta.unbox(self.init_boxed_params(rng))
     if self.pretrained is not None:
       params = dict(params)
       params.update(jax.tree.map(jnp.asarray, self.pretrained))

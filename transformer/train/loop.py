@@ -102,6 +102,12 @@ def _on_any_process(flag: bool) -> bool:
   return bool(np.max(multihost_utils.process_allgather(np.int32(flag))))
 
 
+def _row_shape(config: ExperimentConfig) -> str:
+  if config.model.kind == "encoder_decoder":
+    return f"({config.data.src_len} source -> {config.data.tgt_len} target)"
+  return str(config.data.seq_len)
+
+
 def _last_eval(workdir: str) -> Optional[dict]:
   path = os.path.join(workdir, "metrics.jsonl")
   if not os.path.exists(path):
@@ -187,7 +193,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
     state = par.init_state(init_rng)
   log(f"Model: {config.model.kind}, {count_params(par.params(state)):,} parameters, "
       f"norm_placement={config.model.norm_placement}; data: {config.data.name}, "
-      f"batch {config.train.batch_size} x {config.data.seq_len} tokens; {par.describe()}.")
+      f"batch {config.train.batch_size} x {_row_shape(config)} tokens; {par.describe()}.")
 
   train_step, eval_step = par.train_step, par.eval_step
   writer = MetricWriter(workdir)
