@@ -124,7 +124,7 @@ def _last_eval(workdir: str) -> Optional[dict]:
 def format_eval(metrics: dict) -> str:
   """`loss 1.2345 | bits_per_byte 0.9876 | ...`: every figure a task reports, but counts."""
   return " | ".join(f"{k} {v:.4f}" for k, v in metrics.items()
-                    if k not in ("step", "tokens", "examples") and isinstance(v, float))
+                    if k not in ("step", "time", "tokens", "examples") and isinstance(v, float))
 
 
 def evaluate(task, eval_step, state, max_batches: int) -> dict:
