@@ -4,10 +4,11 @@ Convention (MaxText's `calculate_tflops_training_per_device`): count the matmuls
 per multiply-add, and multiply by 3 for training (forward 1x, backward 2x). Remat recompute is
 *not* counted (it is model FLOPs, not hardware FLOPs). Per layer, for `B * S` tokens:
 
-  qkv         2 B S  d_model * 3 * heads * head_dim
+  qkv         2 B S  d_model * (heads + 2 kv_heads) * head_dim
   projection  2 B S  heads * head_dim * d_model
-  ffn         2 B S  d_model * d_ff * 2               (wi and wo; no gated units here)
+  ffn         2 B S  d_model * d_ff * 2               (wi and wo; x3 for SwiGLU's gate)
   attention   4 B S^2 heads * head_dim / 2          (QK^T and PV; halved for the causal mask)
+  cross-attn  queries, keys/values of the encoder's S_src tokens, projection, 4 B S S_src ...
 
 plus the output logits `2 B S d_model * vocab` once (the embedding lookup is a gather, not a
 matmul). MFU = (FLOPs per step / step time) / (peak FLOP/s of all devices used).
@@ -37,16 +38,54 @@ PEAK_FLOPS = {
 CPU_FLOPS_PER_CYCLE = 32
 
 
-def training_flops_per_step(cfg: ModelConfig, batch_size: int, seq_len: int) -> float:
-  """Model FLOPs of one training step on `batch_size` sequences of `seq_len` tokens."""
-  tokens = batch_size * seq_len
+def _block_flops(cfg: ModelConfig, batch: int, length: int, *, causal: bool,
+                 cross_len: int = 0) -> float:
+  """Forward matmul FLOPs of one block on `batch` rows of `length` tokens."""
+  tokens = batch * length
   inner = cfg.num_heads * cfg.head_dim
-  qkv = 2 * tokens * cfg.d_model * 3 * inner
+  kv_inner = (cfg.num_kv_heads or cfg.num_heads) * cfg.head_dim
+  qkv = 2 * tokens * cfg.d_model * (inner + 2 * kv_inner)
   projection = 2 * tokens * inner * cfg.d_model
-  ffn = 2 * tokens * cfg.d_model * cfg.d_ff * 2
-  attention = 4 * batch_size * seq_len ** 2 * inner / 2
-  logits = 2 * tokens * cfg.d_model * cfg.vocab_size
-  return 3.0 * ((qkv + projection + ffn + attention) * cfg.num_layers + logits)
+  ffn = 2 * tokens * cfg.d_model * cfg.d_ff * (3 if cfg.activation == "swiglu" else 2)
+  attention = 4 * batch * length ** 2 * inner * (0.5 if causal else 1.0)
+  total = qkv + projection + ffn + attention
+  if cross_len:  # queries from this stack, keys/values from cross_len encoder tokens
+    total += (2 * tokens * cfg.d_model * inner + 2 * batch * cross_len * cfg.d_model * 2 * kv_inner
+              + projection + 4 * batch * length * cross_len * inner)
+  return total
+
+
+def training_flops_per_step(cfg: ModelConfig, batch_size: int, seq_len: int,
+                            src_len: int = 0) -> float:
+  """Model FLOPs of one training step on `batch_size` rows.
+
+  `seq_len` is the row length (for `encoder_decoder`, the target length; the encoder reads
+  `src_len` tokens).
+  """
+  b = batch_size
+  logits = 2 * b * seq_len * cfg.d_model * cfg.vocab_size
+  if cfg.kind == "encoder_decoder":
+    encoder = _block_flops(cfg, b, src_len, causal=False) * cfg.num_layers
+    decoder = (_block_flops(cfg, b, seq_len, causal=True, cross_len=src_len)
+               * (cfg.num_decoder_layers or cfg.num_layers))
+    forward = encoder + decoder + logits
+  elif cfg.kind == "decoder_lm":
+    forward = _block_flops(cfg, b, seq_len, causal=True) * cfg.num_layers + logits
+  elif cfg.kind == "masked_lm":  # plus the head's d_model x d_model transform
+    forward = (_block_flops(cfg, b, seq_len, causal=False) * cfg.num_layers + logits
+               + 2 * b * seq_len * cfg.d_model ** 2)
+  else:  # classifier: pooled features through one linear layer
+    forward = (_block_flops(cfg, b, seq_len, causal=False) * cfg.num_layers
+               + 2 * b * cfg.d_model * cfg.num_classes)
+  return 3.0 * forward
+
+
+def experiment_flops_per_step(config) -> float:
+  """`training_flops_per_step` with the row lengths an `ExperimentConfig`'s data gives."""
+  if config.model.kind == "encoder_decoder":
+    return training_flops_per_step(config.model, config.train.batch_size, config.data.tgt_len,
+                                   config.data.src_len)
+  return training_flops_per_step(config.model, config.train.batch_size, config.data.seq_len)
 
 
 def _cpu_clock_hz() -> Optional[float]:

@@ -232,8 +232,7 @@ def build_parallel(config: ExperimentConfig, task, tx) -> Parallel:
 def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
                dropout_rng, checkpointer, writer, stop_after, par) -> Optional[dict]:
   num_steps = config.train.num_steps
-  step_flops = flops.training_flops_per_step(config.model, config.train.batch_size,
-                                             config.data.seq_len)
+  step_flops = flops.experiment_flops_per_step(config)
   peak, peak_source = flops.peak_flops_per_device(config.train.peak_flops_per_device)
   if peak:
     log(f"MFU: {step_flops / 1e9:,.4g} GFLOPs per step (MaxText convention) against "
