@@ -234,6 +234,21 @@ class EncoderDecoder(nn.Module):
                               deterministic=deterministic)
 
 
+def _embed_and_encode(cfg: ModelConfig, tokens: jax.Array, positions: Optional[jax.Array],
+                      segment_ids: Optional[jax.Array], deterministic: bool
+                      ) -> tuple["Embedder", jax.Array]:
+  """The bidirectional trunk shared by `MaskedLM` and `Classifier`, called from their compact
+  `__call__`. Its submodule names ("embedder", "encoder") are what `model.init_from` copies
+  from a masked-LM run into a classifier. Returns the embedder (for tied outputs) and
+  `[batch, len, d_model]` encodings."""
+  _check_length(cfg, tokens.shape[1], "Sequence")
+  positions = _default_positions(tokens, positions)
+  embedder = Embedder(cfg, name="embedder")
+  x = Encoder(cfg, name="encoder")(embedder(tokens, positions), encoder_mask(tokens, segment_ids),
+                                   positions, deterministic=deterministic)
+  return embedder, x
+
+
 class MaskedLM(nn.Module):
   """Bidirectional encoder with BERT's masked-LM head (Devlin et al., 2019):
   `h -> LN(gelu(W h + b))`, then the (tied) output layer plus a per-token bias.
@@ -245,11 +260,7 @@ class MaskedLM(nn.Module):
                segment_ids: Optional[jax.Array] = None, *, deterministic: bool = True
                ) -> jax.Array:
     cfg = self.cfg
-    _check_length(cfg, tokens.shape[1], "Sequence")
-    positions = _default_positions(tokens, positions)
-    embedder = Embedder(cfg, name="embedder")
-    x = Encoder(cfg, name="encoder")(embedder(tokens, positions), encoder_mask(tokens, segment_ids),
-                                     positions, deterministic=deterministic)
+    embedder, x = _embed_and_encode(cfg, tokens, positions, segment_ids, deterministic)
     h = nn.Dense(cfg.d_model, dtype=dtype_of(cfg.dtype), param_dtype=dtype_of(cfg.param_dtype),
                  kernel_init=fan_in_init(("embed", "mlp")), name="mlm_transform")(x)
     h = make_norm(cfg.norm, epsilon=cfg.norm_epsilon, use_bias=cfg.norm_bias,
@@ -270,11 +281,7 @@ class Classifier(nn.Module):
                segment_ids: Optional[jax.Array] = None, *, deterministic: bool = True
                ) -> jax.Array:
     cfg = self.cfg
-    _check_length(cfg, tokens.shape[1], "Sequence")
-    positions = _default_positions(tokens, positions)
-    x = Embedder(cfg, name="embedder")(tokens, positions)
-    x = Encoder(cfg, name="encoder")(x, encoder_mask(tokens, segment_ids), positions,
-                                     deterministic=deterministic)
+    _, x = _embed_and_encode(cfg, tokens, positions, segment_ids, deterministic)
     real = (tokens != 0).astype(jnp.float32)[..., None]
     pooled = jnp.sum(x.astype(jnp.float32) * real, axis=1) / jnp.maximum(real.sum(1), 1.0)
     pooled = nn.Dropout(cfg.dropout_rate, deterministic=deterministic)(pooled)
