@@ -22,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 GLOBAL_BATCH, SEQ_LEN, EVAL_BATCHES = 8, 16, 2
 
 
-def make_config():
+def make_config(num_steps: int = 8):
   from configs.default import get_config
   from transformer.config import from_config_dict
   c = get_config("smoke")
@@ -33,7 +33,7 @@ def make_config():
     # No projection biases: the key bias's true gradient is exactly 0 (softmax ignores a shift),
     # so AdamW turns its float rounding noise into full-size steps that differ between layouts.
     c.model.use_bias = False
-    c.train.batch_size, c.train.num_steps = GLOBAL_BATCH, 8
+    c.train.batch_size, c.train.num_steps = GLOBAL_BATCH, num_steps
     c.train.log_every, c.train.eval_every = 2, 4
     c.checkpoint.every_steps = 2
   return from_config_dict(c)
@@ -96,18 +96,34 @@ def main():
   p = argparse.ArgumentParser()
   p.add_argument("--workdir", required=True)
   p.add_argument("--stop_after", type=int, default=None)
+  p.add_argument("--num_steps", type=int, default=8)
+  p.add_argument("--heartbeat_timeout", type=int, default=45)
+  p.add_argument("--fail_at_step", type=int, default=0,
+                 help="raise an error when fetching this step's batch (0 = never)")
   p.add_argument("--coordinator_address", default=None)
   p.add_argument("--num_processes", type=int, default=None)
   p.add_argument("--process_id", type=int, default=None)
   args = p.parse_args()
-  from transformer.launch import initialize_distributed
-  initialize_distributed(args.coordinator_address, args.num_processes, args.process_id)
+  from transformer.launch import exit_at_once_on_failure, initialize_distributed
+  initialize_distributed(args.coordinator_address, args.num_processes, args.process_id,
+                         heartbeat_timeout=args.heartbeat_timeout)
   import jax
   from transformer.train.loop import train_and_evaluate
   print(f"process {jax.process_index()} of {jax.process_count()}: "
         f"{jax.local_device_count()} local / {jax.device_count()} devices", flush=True)
-  config = make_config()
-  train_and_evaluate(config, args.workdir, stop_after=args.stop_after, task=make_task(config))
+  config = make_config(args.num_steps)
+  task = make_task(config)
+  if args.fail_at_step:
+    fetch, calls = task.data.next_train_batch, [0]
+
+    def failing_fetch():
+      calls[0] += 1
+      if calls[0] == args.fail_at_step:
+        raise RuntimeError(f"injected failure at step {calls[0]}")
+      return fetch()
+    task.data.next_train_batch = failing_fetch
+  with exit_at_once_on_failure():
+    train_and_evaluate(config, args.workdir, stop_after=args.stop_after, task=task)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 """Two local processes with 2 CPU devices each (`jax.distributed` on 127.0.0.1, gloo
 collectives) train, checkpoint, resume, and end with the parameters of one process with 4."""
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 
 import jax
 import numpy as np
@@ -31,25 +34,41 @@ def _free_port():
     return s.getsockname()[1]
 
 
-def _run(workdir, processes, devices, stop_after=None):
+@contextlib.contextmanager
+def _workers(workdir, processes, devices, *extra):
+  """Starts `processes` workers (output to files in workdir/..); kills every one on exit."""
   port = _free_port()
-  procs = []
-  for pid in range(processes):
-    args = [sys.executable, os.path.join(ROOT, "tests", "multihost_worker.py"),
-            f"--workdir={workdir}"]
-    if stop_after:
-      args.append(f"--stop_after={stop_after}")
-    if processes > 1:
-      args += [f"--coordinator_address=127.0.0.1:{port}", f"--num_processes={processes}",
-               f"--process_id={pid}"]
-    procs.append(subprocess.Popen(args, cwd=ROOT, env=_env(devices), stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, text=True))
-  outs = []
-  for p in procs:
-    try:
-      outs.append(p.communicate(timeout=400)[0])
-    finally:
+  procs, logs = [], []
+  try:
+    for pid in range(processes):
+      args = [sys.executable, os.path.join(ROOT, "tests", "multihost_worker.py"),
+              f"--workdir={workdir}", *extra]
+      if processes > 1:
+        args += [f"--coordinator_address=127.0.0.1:{port}", f"--num_processes={processes}",
+                 f"--process_id={pid}"]
+      logs.append(open(f"{workdir}.{pid}.log", "w+"))
+      procs.append(subprocess.Popen(args, cwd=ROOT, env=_env(devices), stdout=logs[-1],
+                                    stderr=subprocess.STDOUT, text=True))
+    yield procs, logs
+  finally:
+    for p in procs:
       p.kill()
+      p.wait()
+    for f in logs:
+      f.close()
+
+
+def _output(log) -> str:
+  log.seek(0)
+  return log.read()
+
+
+def _run(workdir, processes, devices, stop_after=None):
+  with _workers(workdir, processes, devices,
+                *([f"--stop_after={stop_after}"] if stop_after else [])) as (procs, logs):
+    for p in procs:
+      p.wait(timeout=400)
+    outs = [_output(f) for f in logs]
   for p, out in zip(procs, outs):
     assert p.returncode == 0, out
   return outs
@@ -84,3 +103,54 @@ def test_two_processes_resume_and_match_one_process(tmp_path):
   a, b = _final_params(multi, 8), _final_params(single, 8)
   for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a), jax.tree.leaves(b)):
     np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7, err_msg=jax.tree_util.keystr(path))
+
+
+HEARTBEAT = 10  # seconds; the bound below allows for start-up noise on a loaded machine
+STOP_BOUND = 60
+
+
+def _wait_until_training(workdir, procs, timeout=240):
+  start = time.time()
+  while not os.path.exists(os.path.join(workdir, "metrics.jsonl")):  # step 2 was logged
+    assert all(p.poll() is None for p in procs), "a worker ended before training"
+    assert time.time() - start < timeout, "the workers did not start training"
+    time.sleep(0.5)
+
+
+def _seconds_until_exit(proc) -> float:
+  start = time.time()
+  proc.wait(timeout=STOP_BOUND + 30)  # a hang fails here instead of blocking the suite
+  return time.time() - start
+
+
+def test_killing_one_process_stops_the_other(tmp_path):
+  """kill -9 of process 1: process 0 (the coordinator) notices the missing heartbeats."""
+  workdir = str(tmp_path / "killed")
+  with _workers(workdir, 2, 2, "--num_steps=100000",
+                f"--heartbeat_timeout={HEARTBEAT}") as (procs, logs):
+    _wait_until_training(workdir, procs)
+    procs[1].send_signal(signal.SIGKILL)
+    waited = _seconds_until_exit(procs[0])
+    out = _output(logs[0])
+  assert procs[0].returncode != 0, out[-3000:]
+  assert waited < STOP_BOUND, f"process 0 took {waited:.0f}s to stop"
+  # It says another process is gone: JAX's heartbeat check names task 1, or a collective
+  # that lost its peer failed first and the launcher says so.
+  assert ("stopped sending heartbeats):\n1" in out
+          or "lost contact with another process" in out), out[-3000:]
+
+
+def test_a_failing_process_stops_the_other(tmp_path):
+  """Process 0 raises mid-run: it exits at once (no distributed shutdown barrier) and process
+  1, blocked in the next collective, stops too."""
+  workdir = str(tmp_path / "failed")
+  with _workers(workdir, 2, 2, "--num_steps=100000", "--fail_at_step=6",
+                f"--heartbeat_timeout={HEARTBEAT}") as (procs, logs):
+    procs[0].wait(timeout=300)
+    waited = _seconds_until_exit(procs[1])
+    outs = [_output(f) for f in logs]
+  assert procs[0].returncode == 1, outs[0][-3000:]
+  assert "injected failure at step 6" in outs[0]
+  assert "Process 0 of 2 failed" in outs[0]
+  assert procs[1].returncode != 0, outs[1][-3000:]
+  assert waited < STOP_BOUND, f"process 1 took {waited:.0f}s to stop"

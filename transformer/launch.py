@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
+import socket
 import sys
+import threading
+import traceback
 
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from transformer.cli import DEFAULT_CONFIG, config_arg, parse_flags
 from transformer.config import ConfigError, from_config_dict
 
-_DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                               "configs", "default.py")
-
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", _DEFAULT_CONFIG,
+    "config", DEFAULT_CONFIG,
     "Config file, optionally with a variant: configs/default.py[:variant]. Override fields "
     "with --config.section.field=value.", lock_config=True)
 _WORKDIR = flags.DEFINE_string(
@@ -36,6 +38,12 @@ _COORDINATOR = flags.DEFINE_string(
     "needed under SLURM, Open MPI or on TPU pods, where JAX detects the cluster.")
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Multi-host: number of processes.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "Multi-host: this process's index.")
+_JOIN_TIMEOUT = flags.DEFINE_integer(
+    "distributed_timeout", 120, "Multi-host: seconds to wait for every process to join before "
+    "giving up with a message naming the coordinator.")
+_HEARTBEAT_TIMEOUT = flags.DEFINE_integer(
+    "heartbeat_timeout", 45, "Multi-host: seconds without a heartbeat after which a process "
+    "counts as dead and every other process stops.")
 _BENCH_STEPS = flags.DEFINE_integer("bench_steps", 10, "bench: timed steps after warm-up.")
 
 
@@ -49,11 +57,16 @@ def _in_cluster() -> bool:
 
 def initialize_distributed(coordinator_address: str | None = None,
                            num_processes: int | None = None,
-                           process_id: int | None = None) -> bool:
+                           process_id: int | None = None, *,
+                           join_timeout: int = 120, heartbeat_timeout: int = 45) -> bool:
   """Starts JAX's distributed runtime when flags or the environment ask for more than one
   process; must run before anything touches a device. Returns whether it did.
 
-  On CPU the cross-process collectives go through gloo.
+  Joining is bounded: if not every process has joined within `join_timeout` seconds, this
+  process prints what to check (naming the coordinator address) and exits with status 3.
+  Once running, a process that dies (killed, or failed: see `exit_at_once_on_failure`) is noticed
+  by the others within `heartbeat_timeout` seconds, and they stop too instead of waiting in a
+  collective. On CPU the cross-process collectives go through gloo.
   """
   import jax  # noqa: PLC0415 -- after flag parsing, before any device is used
   given = [v is not None for v in (coordinator_address, num_processes, process_id)]
@@ -63,15 +76,83 @@ def initialize_distributed(coordinator_address: str | None = None,
   if not all(given) and not _in_cluster():
     return False
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  timeouts = dict(heartbeat_timeout_seconds=heartbeat_timeout,
+                  # JAX aborts the process (a C++ stack trace) at its own timeout: let ours,
+                  # with a message, come first.
+                  initialization_timeout=join_timeout + 60)
   if all(given):
     if not 0 <= process_id < num_processes:
       raise ConfigError(f"--process_id={process_id} must be in [0, --num_processes="
                         f"{num_processes}).")
-    jax.distributed.initialize(coordinator_address=coordinator_address,
-                               num_processes=num_processes, process_id=process_id)
+    with _join_deadline(coordinator_address, process_id, num_processes, join_timeout):
+      jax.distributed.initialize(coordinator_address=coordinator_address,
+                                 num_processes=num_processes, process_id=process_id, **timeouts)
   else:
-    jax.distributed.initialize()
+    with _join_deadline(os.environ.get("JAX_COORDINATOR_ADDRESS", "(detected from the cluster)"),
+                        None, None, join_timeout):
+      jax.distributed.initialize(**timeouts)
   return True
+
+
+@contextlib.contextmanager
+def _join_deadline(address: str, process_id, num_processes, seconds: int):
+  """Exits the process with a message if the block has not finished within `seconds`."""
+  def give_up():
+    who = (f"process {process_id} of {num_processes}" if process_id is not None
+           else "this process")
+    reachable = _tcp_reachable(address)
+    check = ("the coordinator answers, so some process has not started or cannot reach it: "
+             "check that all --num_processes processes were launched, with the same "
+             "--coordinator_address and distinct --process_id values"
+             if reachable else
+             "nothing answers at that address: check that process 0 runs on that host and "
+             "port, that the port is open between the hosts, and that the address is right")
+    print(f"Error: {who} could not join the distributed run at --coordinator_address="
+          f"{address} within {seconds}s (--distributed_timeout): {check}.",
+          file=sys.stderr, flush=True)
+    os._exit(3)  # noqa: SLF001 -- the main thread is blocked inside JAX's C++ client
+  timer = threading.Timer(seconds, give_up)
+  timer.daemon = True
+  timer.start()
+  try:
+    yield
+  finally:
+    timer.cancel()
+
+
+def _tcp_reachable(address: str) -> bool:
+  host, _, port = address.rpartition(":")
+  try:
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=3):
+      return True
+  except (OSError, ValueError):
+    return False
+
+
+@contextlib.contextmanager
+def exit_at_once_on_failure():
+  """In a multi-process run, turns an exception into an immediate exit (status 1).
+
+  A Python exit would wait in JAX's distributed shutdown for the other processes, which are
+  themselves waiting for this one in the next collective: both would hang. Exiting at once
+  stops this process's heartbeats, so the others stop within the heartbeat timeout.
+  """
+  try:
+    yield
+  except BaseException as e:  # noqa: BLE001
+    import jax  # noqa: PLC0415
+    if jax.process_count() == 1 or (isinstance(e, SystemExit) and not e.code):
+      raise
+    if not isinstance(e, SystemExit):
+      traceback.print_exc()
+    text = str(e).lower()
+    lost_peer = any(m in text for m in ("closed by peer", "gloo", "unavailable", "heartbeat"))
+    why = (" A collective lost contact with another process: that process is gone (its own "
+           "log says why)." if lost_peer else "")
+    print(f"Process {jax.process_index()} of {jax.process_count()} failed; exiting now so "
+          f"that the other processes stop too.{why}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(1)  # noqa: SLF001
 
 
 def default_workdir(config_arg: str, argv: list[str]) -> str:
@@ -87,15 +168,6 @@ def default_workdir(config_arg: str, argv: list[str]) -> str:
   return os.path.join("runs", name)
 
 
-def _config_arg(argv: list[str]) -> str:
-  for i, a in enumerate(argv):
-    if a.startswith("--config="):
-      return a.split("=", 1)[1]
-    if a == "--config" and i + 1 < len(argv):
-      return argv[i + 1]
-  return "configs/default.py"
-
-
 def main(argv: list[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
@@ -104,9 +176,11 @@ def main(argv: list[str]) -> None:
     config = from_config_dict(_CONFIG.value)
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
-  workdir = _WORKDIR.value or default_workdir(_config_arg(sys.argv), sys.argv)
+  workdir = _WORKDIR.value or default_workdir(config_arg(sys.argv[1:], 'configs/default.py'), sys.argv)
   try:
-    initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+    initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
+                           join_timeout=_JOIN_TIMEOUT.value,
+                           heartbeat_timeout=_HEARTBEAT_TIMEOUT.value)
     import jax  # noqa: PLC0415
     from transformer.train.parallel import mesh_shape  # noqa: PLC0415
     if config.parallel.strategy == "jit":  # the mesh must fit the devices: say so before data
@@ -147,4 +221,9 @@ def _sample(workdir: str) -> None:
 
 
 def run() -> None:
-  app.run(main)
+  app.run(_main_guarded, flags_parser=parse_flags)
+
+
+def _main_guarded(argv: list[str]) -> None:
+  with exit_at_once_on_failure():
+    main(argv)

@@ -1,0 +1,95 @@
+"""Every module imports, and every distribution the code imports is declared in pyproject.toml.
+
+A package present only on the machine that ran the tests (tensorboard once was one) must make
+this fail there, not on a user's fresh install.
+"""
+
+import ast
+import importlib
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+import tomllib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOCAL = {"transformer", "configs", "experiments", "tests"}
+CODE_DIRS = ("transformer", "experiments", "configs", "tests")
+
+
+def _python_files():
+  yield os.path.join(ROOT, "launch.py")
+  for top in CODE_DIRS:
+    for folder, _, files in os.walk(os.path.join(ROOT, top)):
+      yield from (os.path.join(folder, f) for f in sorted(files) if f.endswith(".py"))
+
+
+def _module_name(path: str) -> str:
+  return os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".").removesuffix(".__init__")
+
+
+def _imported_top_levels(path: str) -> set[str]:
+  with open(path) as f:
+    tree = ast.parse(f.read(), path)
+  names = set()
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      names.update(a.name.split(".")[0] for a in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+      names.add(node.module.split(".")[0])
+  return names
+
+
+def _declared() -> set[str]:
+  with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+    project = tomllib.load(f)["project"]
+  reqs = list(project["dependencies"]) + list(project["optional-dependencies"]["test"])
+  return {_normalize(re.match(r"[A-Za-z0-9_.-]+", r).group(0)) for r in reqs}
+
+
+def _normalize(name: str) -> str:
+  return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_every_imported_distribution_is_declared():
+  top_to_dists = importlib.metadata.packages_distributions()
+  declared = _declared()
+  missing = {}
+  for path in _python_files():
+    for name in _imported_top_levels(path) - LOCAL:
+      if name in sys.stdlib_module_names or name == "__future__":
+        continue
+      dists = {_normalize(d) for d in top_to_dists.get(name, [])}
+      assert dists, f"{name} (imported by {path}) is not installed in this environment"
+      if not dists & declared:
+        missing.setdefault(name, set()).add(os.path.relpath(path, ROOT))
+  assert not missing, ("Imported but not declared in pyproject.toml's dependencies (or the "
+                       f"[test] extra): {missing}")
+
+
+def test_every_module_imports():
+  """In a fresh interpreter, so one module's side effects cannot hide another's missing import."""
+  modules = [_module_name(p) for p in _python_files()
+             if os.path.basename(p) != "conftest.py"]
+  code = ("import importlib, sys, traceback\n"
+          "bad = []\n"
+          f"for m in {modules!r}:\n"
+          "  try:\n"
+          "    importlib.import_module(m)\n"
+          "  except Exception:\n"
+          "    bad.append(m + ': ' + traceback.format_exc(limit=1).strip().splitlines()[-1])\n"
+          "print('\\n'.join(bad))\n"
+          "sys.exit(1 if bad else 0)\n")
+  env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu")
+  done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                        text=True, timeout=240)
+  assert done.returncode == 0, f"modules that fail to import:\n{done.stdout}{done.stderr[-2000:]}"
+
+
+def test_every_config_validates():
+  from transformer.config import from_config_dict
+  for name in sorted(os.listdir(os.path.join(ROOT, "configs"))):
+    if name.endswith(".py") and name != "__init__.py":
+      module = importlib.import_module(f"configs.{name[:-3]}")
+      from_config_dict(module.get_config())  # raises ConfigError naming the field
