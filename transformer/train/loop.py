@@ -35,6 +35,10 @@ RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.eval_every",
                      "parallel.fsdp", "parallel.tensor", "parallel.rules")
 
 
+# Multi-process runs agree on stopping (after a signal) every this many steps.
+STOP_CHECK_EVERY = 10
+
+
 def _flatten(d: dict, prefix: str = "") -> dict:
   out = {}
   for k, v in d.items():
@@ -287,7 +291,10 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
         log(f"eval at step {step}: {format_eval(final_eval)} ({time.time() - t0:.1f}s)")
         interval_start += time.time() - t0  # keep eval time out of tokens/s
 
-      stopping = (_on_any_process(stop.signal_name is not None)
+      # Agreeing on a stop is a collective that waits for every process: in a multi-process
+      # run, ask every STOP_CHECK_EVERY steps only (all processes ask at the same steps).
+      ask = jax.process_count() == 1 or step % STOP_CHECK_EVERY == 0 or last
+      stopping = ((ask and _on_any_process(stop.signal_name is not None))
                   or (stop_after is not None and step >= stop_after))
       if step % config.checkpoint.every_steps == 0 or last or stopping:
         checkpointer.save(step, par.to_checkpoint(state), task.data.train_iterator,
