@@ -42,13 +42,17 @@ def _launch(workdir, corpus, signal_at=None, sig=None):
   proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, env=dict(os.environ))
   lines = []
-  for line in proc.stdout:
-    lines.append(line)
-    m = re.match(r"step\s+(\d+)/", line)
-    if sig is not None and m and int(m.group(1)) >= signal_at:
-      proc.send_signal(sig)
-      sig = None
-  proc.wait(timeout=600)
+  try:
+    for line in proc.stdout:
+      lines.append(line)
+      m = re.match(r"step\s+(\d+)/", line)
+      if sig is not None and m and int(m.group(1)) >= signal_at:
+        proc.send_signal(sig)
+        sig = None
+    proc.wait(timeout=600)
+  finally:  # a failed or timed-out test leaves no run behind
+    proc.kill()
+    proc.wait()
   return proc.returncode, "".join(lines)
 
 
