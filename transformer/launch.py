@@ -10,6 +10,7 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from transformer import sweep_cli  # noqa: F401 -- defines the sweep / report flags
 from transformer.config import ConfigError, from_config_dict
 
 _DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -21,9 +22,12 @@ _CONFIG = config_flags.DEFINE_config_file(
     "with --config.section.field=value.", lock_config=True)
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory. Default: runs/<config name>[:variant][+overrides].")
-_MODE = flags.DEFINE_enum("mode", "train", ["train", "sample", "bench"],
+_MODE = flags.DEFINE_enum("mode", "train", ["train", "sample", "bench", "sweep", "report",
+                                           "data_bench"],
                           "train: train and evaluate (resuming); sample: continue --prompt "
-                          "with the LM in --workdir; bench: time train steps.")
+                          "with the LM in --workdir; bench: time train steps; sweep: run "
+                          "--sweep's points (transformer/sweep_cli.py); report: the report of "
+                          "--sweep_dir; data_bench: input pipeline vs train step tokens/s.")
 _PROMPT = flags.DEFINE_string("prompt", "", "sample: the text to continue.")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 200, "sample: tokens to generate.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.8, "sample: softmax temperature; 0 = greedy.")
@@ -105,6 +109,8 @@ def main(argv: list[str]) -> None:
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
   workdir = _WORKDIR.value or default_workdir(_config_arg(sys.argv), sys.argv)
+  if _MODE.value in ("sweep", "report"):  # before anything touches a device
+    sys.exit(sweep_cli.main(_MODE.value, _CONFIG.value, _config_arg(sys.argv), sys.argv))
   try:
     initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
     import jax  # noqa: PLC0415
