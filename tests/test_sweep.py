@@ -265,3 +265,44 @@ def test_sweep_cli_rejects_a_bad_point_before_starting_anything(tmp_path):
   assert r.returncode == 2
   assert "Sweep point 1 {'model.norm_plaecment': 'post'}" in r.stderr
   assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.slow
+def test_sweep_cli_end_to_end_slurm_then_local_rerun_and_report(tiny_corpus, tmp_path):
+  """Real `launch.py` training: two points through a fake sbatch, then the local runner finds
+  both finished, skips them and writes the report (about 1-2 minutes on 2 cores)."""
+  f = tmp_path / "two.py"
+  f.write_text("from transformer.sweep import product\n"
+               "def get_sweep():\n"
+               "  return product({'model.norm_placement': ['pre', 'post']})\n")
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  (bin_dir / "sbatch").write_text(
+      "#!/bin/bash\nfor i in 0 1; do SLURM_ARRAY_TASK_ID=$i bash \"$1\" > /dev/null 2>&1 "
+      "|| exit 1; done\necho 'Submitted batch job 7'\n")
+  (bin_dir / "sbatch").chmod(0o755)
+  out = tmp_path / "out"
+  common = [sys.executable, "launch.py", "--mode=sweep", f"--sweep={f}",
+            "--config=configs/default.py:smoke", f"--sweep_dir={out}",
+            f"--config.data.source_dir={tiny_corpus['source_dir']}",
+            f"--config.data.data_dir={tiny_corpus['data_dir']}",
+            "--config.data.validation_percent=20", "--config.data.seq_len=32",
+            "--config.data.shuffle_buffer=64", "--config.train.num_steps=6",
+            "--config.train.log_every=2", "--config.train.eval_every=3",
+            "--config.checkpoint.every_steps=3"]
+  env = dict(os.environ, PYTHONPATH=ROOT, PATH=f"{bin_dir}:{os.environ['PATH']}")
+  r = subprocess.run(common + ["--launcher=slurm", "--slurm_time=00:10:00"], cwd=ROOT,
+                     env=env, capture_output=True, text=True, timeout=600)
+  assert r.returncode == 0, r.stdout + r.stderr
+  assert "Submitted batch job 7" in r.stdout
+  r = subprocess.run(common + ["--parallel=2"], cwd=ROOT, env=env, capture_output=True,
+                     text=True, timeout=600)
+  assert r.returncode == 0, r.stdout + r.stderr
+  assert "2 of 2 points already finished" in r.stdout and "[sweep] start" not in r.stdout
+  text = open(out / "report.md").read()
+  assert "2 points: " in text
+  assert not any(s in text for s in ("incomplete", "missing", "diverged")), text
+  with open(out / "norm_placement=post" / "config.json") as cfg:
+    assert json.load(cfg)["model"]["norm_placement"] == "post"
+  with open(out / "results.csv") as f:
+    assert len(f.read().splitlines()) == 3

@@ -40,7 +40,12 @@ _COORDINATOR = flags.DEFINE_string(
     "needed under SLURM, Open MPI or on TPU pods, where JAX detects the cluster.")
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Multi-host: number of processes.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "Multi-host: this process's index.")
-_BENCH_STEPS = flags.DEFINE_integer("bench_steps", 10, "bench: timed steps after warm-up.")
+_BENCH_STEPS = flags.DEFINE_integer("bench_steps", 10, "bench, data_bench: timed steps after "
+                                     "warm-up.")
+_DATA_BENCH_BATCHES = flags.DEFINE_integer("data_bench_batches", 200,
+                                           "data_bench: pipeline batches to time.")
+_DATA_BENCH_SKIP_MODEL = flags.DEFINE_bool("data_bench_skip_model", False,
+                                           "data_bench: time the pipeline only.")
 
 
 def _in_cluster() -> bool:
@@ -126,6 +131,14 @@ def main(argv: list[str]) -> None:
     from transformer.train.bench import run_benchmark  # noqa: PLC0415
     try:
       run_benchmark(config, steps=_BENCH_STEPS.value)
+    except ConfigError as e:
+      sys.exit(f"Config error: {e}")
+    return
+  if _MODE.value == "data_bench":
+    from transformer.train.data_bench import run_data_benchmark  # noqa: PLC0415
+    try:
+      run_data_benchmark(config, _DATA_BENCH_BATCHES.value, _BENCH_STEPS.value,
+                         _DATA_BENCH_SKIP_MODEL.value)
     except ConfigError as e:
       sys.exit(f"Config error: {e}")
     return

@@ -44,6 +44,8 @@ def array_script(names: Sequence[str], commands: Sequence[Sequence[str]], sweep_
                       ("account", res.account)):
     if value:
       opts.append(f"--{flag}={value}")
+  if res.time:  # SIGTERM two minutes before the limit: the run saves and the task can requeue
+    opts.append("--signal=B:TERM@120")
   opts += [e if e.startswith("-") else f"--{e}" for e in res.extra]
   lines = ["#!/bin/bash", f"# Sweep {os.path.abspath(sweep_dir)}: {len(commands)} points, "
            "one array task each. Written by launch.py --mode=sweep --launcher=slurm."]
