@@ -112,12 +112,12 @@ def run_jobs(jobs: Sequence[Job], parallel: int, gpus: Sequence[str] = (),
     if not force and now - last_progress < progress_every_s:
       return
     last_progress = now
-    left = len(todo)
+    left = len(todo) + len(outcome["not_started"])
     eta = ""
-    if durations and (left or running):
+    if durations and (todo or running) and stop_deadline is None:  # no ETA once stopping
       mean = sum(durations) / len(durations)
-      remaining = sum(max(mean - (now - j.started), 0) for j in running) + left * mean
-      eta = f" | ETA {format_duration(remaining / min(parallel, max(left + len(running), 1)))}"
+      remaining = sum(max(mean - (now - j.started), 0) for j in running) + len(todo) * mean
+      eta = f" | ETA {format_duration(remaining / min(parallel, len(todo) + len(running)))}"
     print_fn(f"[sweep] done {len(outcome['finished'])} | running {len(running)} | failed "
              f"{len(outcome['failed'])} | left {left}{eta}")
 
