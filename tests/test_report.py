@@ -70,6 +70,7 @@ def sweep_dir(tmp_path, monkeypatch):
     _write_run(w, train, [(20, 3.0, 4.0), (40, final, final * 1.4427)], diag)
   with open(d / MANIFEST, "w") as f:
     json.dump({"sweep_file": "s.py", "config": "configs/default.py:smoke", "overrides": [],
+               "claim": "post-norm needs warm-up",
                "points": [{"name": n, "overrides": p, "num_steps": 40}
                           for n, p in zip(names, points)]}, f)
   monkeypatch.setattr(report, "unigram_entropy", lambda workdir, cache: 3.5)
@@ -89,13 +90,19 @@ def test_report_marks_runs_and_averages_only_healthy_ones(sweep_dir):
   assert f"| pre | 0.001 | 3 / 3 | 2.1000 ± {half:.4f} |" in text
   # post at 0.01: no healthy run, no number.
   assert "| post | 0.01 | 0 / 3 | - | - | - |" in text
+  assert "**Claim under test:** post-norm needs warm-up" in text
   for line in ("| norm_placement=post,learning_rate=0.01,seed=0 | diverged | non-finite train "
                "metrics at step 20 |",
                "| norm_placement=post,learning_rate=0.01,seed=2 | incomplete | at step 20 of 40 |"):
     assert line in text
   assert "collapsed | final eval loss 3.5000 vs unigram entropy 3.5000" in text
+  # LR table (no config.json here, so the initial loss is the first train loss, 4.0). post:
+  # 0.001 -> 2.6; 0.01 -> mean(4.0 diverged, 3.5 collapsed) = 3.75 (the incomplete run is left
+  # out); sensitivity = mean(0, 3.75 - 2.6) = 0.575.
+  assert "| pre | 0.001 | 2.1000 | 0.01 | 0.0000 | 2 |" in text
+  assert "| post | 0.001 | 2.6000 | 0.001 | 0.5750 | 2 |" in text
   for png in ("curves.png", "final_vs_model_norm_placement.png",
-              "final_vs_optim_learning_rate.png", "diagnostics.png"):
+              "final_vs_optim_learning_rate.png", "diagnostics.png", "diagnostics_steps.png"):
     assert os.path.getsize(os.path.join(sweep_dir, png)) > 5_000 and f"({png})" in text
   with open(os.path.join(sweep_dir, "results.csv")) as f:
     rows = list(csv.DictReader(f))

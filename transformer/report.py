@@ -240,11 +240,12 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
 
   counts = {s: sum(r.status == s for r in runs)
             for s in ("finished", "diverged", "collapsed", "incomplete", "missing")}
-  command = ("python launch.py --mode=sweep --sweep=" + manifest["sweep_file"] +
-             f" --config={manifest['config']} " + " ".join(manifest["overrides"]) +
-             f" --sweep_dir={sweep_dir}")
+  command = " ".join(["python launch.py --mode=sweep", f"--sweep={manifest['sweep_file']}",
+                      f"--config={manifest['config']}", *manifest["overrides"],
+                      f"--sweep_dir={manifest.get('sweep_dir', sweep_dir)}"])
   lines = [f"# {title or 'Sweep report: ' + os.path.basename(os.path.abspath(sweep_dir))}", "",
-           f"Command: `{command.strip()}`", "",
+           f"Command: `{command}`", "",
+           *([f"**Claim under test:** {manifest['claim']}", ""] if manifest.get("claim") else []),
            f"{len(runs)} points: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
            ""]
   group_cols = [k for k in fields]
@@ -267,6 +268,10 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
     for r in marked:
       lines.append(f"| {r.name} | {r.status} | {r.detail} | {os.path.join(r.workdir, 'log.txt')} |")
 
+  lr_field = next((f for f in fields if f.rsplit(".", 1)[-1] == "learning_rate"), None)
+  if lr_field:
+    lines += ["", *lr_sensitivity_table(runs, lr_field, fields)]
+
   figures = []
   if _plot_curves(runs, metric, os.path.join(sweep_dir, "curves.png")):
     figures.append(("Learning curves (mean over healthy seeds, min..max shaded)", "curves.png"))
@@ -276,6 +281,9 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
       figures.append((f"Final {metric} against {field}", path))
   if _plot_diagnostics(runs, os.path.join(sweep_dir, "diagnostics.png")):
     figures.append(("Per-layer diagnostics (first and last diagnostics step)", "diagnostics.png"))
+  if _plot_diagnostics_over_steps(runs, os.path.join(sweep_dir, "diagnostics_steps.png")):
+    figures.append(("Diagnostics over training (per-layer metrics: the largest layer's value; "
+                    "mean over seeds)", "diagnostics_steps.png"))
   lines += ["", "## Figures", ""]
   for caption, path in figures:
     lines += [f"{caption}:", "", f"![{caption}]({path})", ""]
@@ -285,6 +293,61 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   with open(out, "w") as f:
     f.write("\n".join(lines) + "\n")
   return out
+
+
+def initial_loss(run: Run) -> float:
+  """The loss at initialization, ln(vocab size) (a model whose outputs are near uniform), from
+  the run's config.json; the first logged train loss if there is no config."""
+  path = os.path.join(run.workdir, "config.json")
+  if os.path.exists(path):
+    with open(path) as f:
+      return math.log(json.load(f)["model"]["vocab_size"])
+  train = run.metrics.get("train", [])
+  return train[0]["loss"] if train else float("nan")
+
+
+def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[str]) -> list[str]:
+  """Markdown lines: per value of the other swept fields, the best learning rate, the largest
+  one at which every seed trained healthily, and the LR sensitivity of Wortsman et al. (2023):
+  the mean over the grid of (final eval loss, clipped at the initial loss; a diverged run
+  counts as the initial loss) minus the best grid point's, each grid point a mean over seeds.
+  Incomplete or missing runs are left out."""
+  others = [f for f in fields if f != lr_field]
+  lines = ["## Learning-rate sweep", "",
+           "LR sensitivity (Wortsman et al. 2023): mean over the LR grid of min(final eval loss, "
+           "initial loss ln V) minus the best LR's; diverged runs count as the initial loss. "
+           "Largest stable LR: the largest with every seed finished (neither diverged nor "
+           "collapsed).", "",
+           "| " + " | ".join(others + ["best LR", "best eval loss", "largest stable LR",
+                                       "LR sensitivity", "grid points"]) + " |",
+           "|" + "---|" * (len(others) + 5)]
+  by_other: dict[tuple, list[Run]] = {}
+  for r in runs:
+    by_other.setdefault(tuple(r.overrides.get(f) for f in others), []).append(r)
+  for key, members in by_other.items():
+    per_lr: dict[float, list[float]] = {}
+    stable = []
+    for lr in sorted({r.overrides[lr_field] for r in members}):
+      at = [r for r in members if r.overrides[lr_field] == lr]
+      done = [r for r in at if r.status in ("finished", "collapsed", "diverged")]
+      if not done:
+        continue
+      clipped = [initial_loss(r) if r.status == "diverged" or not math.isfinite(
+          r.final.get("loss", float("nan"))) else min(r.final["loss"], initial_loss(r))
+                 for r in done]
+      per_lr[lr] = clipped
+      if all(r.status == "finished" for r in at):
+        stable.append(lr)
+    if not per_lr:
+      continue
+    means = {lr: float(np.mean(v)) for lr, v in per_lr.items()}
+    best_lr = min(means, key=means.get)
+    sensitivity = float(np.mean([m - means[best_lr] for m in means.values()]))
+    cells = [str(v) for v in key] + [f"{best_lr:g}", f"{means[best_lr]:.4f}",
+                                     f"{max(stable):g}" if stable else "none",
+                                     f"{sensitivity:.4f}", str(len(means))]
+    lines.append("| " + " | ".join(cells) + " |")
+  return lines
 
 
 def _write_csv(runs: Sequence[Run], names: Sequence[str], path: str) -> None:
@@ -418,6 +481,40 @@ def layer_profiles(row: dict) -> dict[str, dict[int, float]]:
       name = (m["pre"] + "*" + m["post"]).strip("/._")
       out.setdefault(name, {})[int(m["index"])] = float(v)
   return out
+
+
+def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
+  series: dict[str, dict[tuple, dict[int, list[float]]]] = {}  # metric -> group -> step -> [v]
+  for r in runs:
+    rows = r.metrics.get("diagnostics", [])
+    if len(rows) < 2:
+      continue
+    for row in rows:
+      values = {name: max(prof.values()) for name, prof in layer_profiles(row).items()}
+      values.update({k: float(v) for k, v in row.items() if k not in _NOT_METRICS
+                     and _is_number(v) and not _LAYER.match(k)})
+      for name, v in values.items():
+        series.setdefault(name, {}).setdefault(r.group, {}).setdefault(row["step"], []).append(v)
+  if not series:
+    return False
+  plt = _pyplot()
+  names = sorted(series)
+  cols = min(3, len(names))
+  nrows = math.ceil(len(names) / cols)
+  fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.6 * nrows), squeeze=False)
+  for ax, name in zip(axes.ravel(), names):
+    for group, by_step in series[name].items():
+      steps = sorted(by_step)
+      ax.plot(steps, [np.mean(by_step[t]) for t in steps], label=_label(group))
+    ax.set(xlabel="step", title=name)
+    ax.grid(alpha=0.3)
+  for ax in axes.ravel()[len(names):]:
+    ax.axis("off")
+  axes.ravel()[0].legend(fontsize=6)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return True
 
 
 def _plot_diagnostics(runs: Sequence[Run], path: str) -> bool:

@@ -75,6 +75,29 @@ def _as_points(axis) -> list[Point]:
   return [dict(p) for p in axis]
 
 
+def preset(presets: Mapping[str, Point], name: str) -> list[Point]:
+  """`presets[name]` as a one-point axis for `product`, e.g. the fixed fields of a study's
+  `cpu` or `gpu` size; an unknown name is a ConfigError listing the known ones."""
+  if name not in presets:
+    raise ConfigError(f"Unknown sweep preset {name!r}; known: {sorted(presets)} "
+                      "(--sweep=FILE.py:PRESET).")
+  return [dict(presets[name])]
+
+
+def sweep_claim(spec_arg: str) -> str:
+  """The sweep file's `CLAIM` (the published claim a study tests), or ""."""
+  path = spec_arg.split(".py:", 1)[0] + ".py" if ".py:" in spec_arg else spec_arg
+  return str(getattr(_import(path), "CLAIM", ""))
+
+
+def _import(path: str):
+  spec = importlib.util.spec_from_file_location(
+      "sweep_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0]), path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
 def load_sweep(spec_arg: str) -> list[Point]:
   """Imports the sweep file `FILE[:ARG]` and returns its `get_sweep([ARG])` points (checked
   shape). ARG, as in `configs/x.py:variant`, lets one file hold several sweeps (presets)."""
@@ -84,10 +107,7 @@ def load_sweep(spec_arg: str) -> list[Point]:
     path += ".py"
   if not os.path.isfile(path):
     raise ConfigError(f"--sweep={path} is not a file; give a Python file with get_sweep().")
-  spec = importlib.util.spec_from_file_location(
-      "sweep_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0]), path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
+  module = _import(path)
   if not hasattr(module, "get_sweep"):
     raise ConfigError(f"{path} has no get_sweep() function returning the sweep's points.")
   points = list(module.get_sweep() if arg is None else module.get_sweep(arg))
@@ -150,9 +170,17 @@ def override_args(point: Point) -> list[str]:
 
 
 def point_name(point: Point, all_points: Sequence[Point] = ()) -> str:
-  """A readable workdir name: `norm_placement=post,seed=1`. Fields go by their last path part
-  unless two swept fields share it; long names are cut and made unique by a hash."""
-  keys = {k for p in (all_points or [point]) for k in p}
+  """A readable workdir name: `norm_placement=post,seed=1`. Fields that every point of
+  `all_points` sets to the same value (a preset's) are left out; fields go by their last path
+  part unless two swept fields share it; long names are cut and made unique by a hash."""
+  all_points = list(all_points) or [point]
+  keys = {k for p in all_points for k in p}
+  if len(all_points) > 1:
+    varying = {k for k in keys
+               if len({json.dumps(p.get(k, "<unset>"), default=str) for p in all_points}) > 1}
+    if any(k in varying for k in point):
+      point = {k: v for k, v in point.items() if k in varying}
+      keys = varying
   short = {}
   for k in keys:
     leaf = k.rsplit(".", 1)[-1]
@@ -197,12 +225,14 @@ def is_finished(workdir: str, num_steps: int) -> bool:
 
 
 def write_manifest(sweep_dir: str, sweep_file: str, config_arg: str, overrides: Sequence[str],
-                   points: Sequence[Point], configs: Sequence[ExperimentConfig]) -> str:
-  """Writes `<sweep_dir>/sweep.json`: what the report needs to know about each point."""
+                   points: Sequence[Point], configs: Sequence[ExperimentConfig],
+                   given_dir: str = "") -> str:
+  """Writes `<sweep_dir>/sweep.json`: the command's arguments as given (for the report's
+  command line) and each point's name, overrides and length."""
   os.makedirs(sweep_dir, exist_ok=True)
   manifest = {
-      "sweep_file": os.path.abspath(sweep_file), "config": config_arg,
-      "overrides": list(overrides),
+      "sweep_file": sweep_file, "config": config_arg, "claim": sweep_claim(sweep_file),
+      "overrides": list(overrides), "sweep_dir": given_dir or sweep_dir,
       "points": [{"name": point_name(p, points), "overrides": p,
                   "num_steps": c.train.num_steps} for p, c in zip(points, configs)]}
   path = os.path.join(sweep_dir, MANIFEST)

@@ -44,7 +44,10 @@ _LAUNCH_PY = os.path.join(_REPO_ROOT, "launch.py")
 
 
 def default_sweep_dir(sweep_file: str) -> str:
-  return os.path.join("runs", "sweeps", os.path.splitext(os.path.basename(sweep_file))[0])
+  """`runs/sweeps/<file stem>[-<preset>]`."""
+  path, _, arg = sweep_file.partition(".py:")
+  stem = os.path.splitext(os.path.basename(path))[0]
+  return os.path.join("runs", "sweeps", stem + (f"-{arg}" if arg else ""))
 
 
 def main(mode: str, config_dict, config_arg: str, argv: Sequence[str]) -> int:
@@ -69,7 +72,9 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
                       "(see experiments/).")
   points = sweep_lib.load_sweep(_SWEEP.value)
   configs = sweep_lib.validate_points(config_dict, points)
-  sweep_dir = os.path.abspath(_SWEEP_DIR.value or default_sweep_dir(_SWEEP.value))
+  given_dir = _SWEEP_DIR.value or default_sweep_dir(_SWEEP.value)
+  sweep_dir = os.path.abspath(given_dir)
+  given_config = config_arg
   path, colon, variant = config_arg.partition(":")  # children may run in another directory
   config_arg = os.path.abspath(path) + colon + variant
   overrides = sweep_lib.user_overrides(argv)
@@ -77,7 +82,8 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
   commands = [sweep_lib.point_command(_LAUNCH_PY, config_arg, overrides, p,
                                       os.path.join(sweep_dir, n), sys.executable)
               for p, n in zip(points, names)]
-  sweep_lib.write_manifest(sweep_dir, _SWEEP.value, config_arg, overrides, points, configs)
+  sweep_lib.write_manifest(sweep_dir, _SWEEP.value, given_config, overrides, points, configs,
+                           given_dir=given_dir)
   print(f"[sweep] {len(points)} points from {_SWEEP.value} in {sweep_dir}")
 
   if _LAUNCHER.value == "slurm":
