@@ -70,7 +70,7 @@ def sweep_dir(tmp_path, monkeypatch):
     _write_run(w, train, [(20, 3.0, 4.0), (40, final, final * 1.4427)], diag)
   with open(d / MANIFEST, "w") as f:
     json.dump({"sweep_file": "s.py", "config": "configs/default.py:smoke", "overrides": [],
-               "claim": "post-norm needs warm-up",
+               "claim": "post-norm needs warm-up", "report_diagnostics": ["grad_norm"],
                "points": [{"name": n, "overrides": p, "num_steps": 40}
                           for n, p in zip(names, points)]}, f)
   monkeypatch.setattr(report, "unigram_entropy", lambda workdir, cache: 3.5)
@@ -102,7 +102,8 @@ def test_report_marks_runs_and_averages_only_healthy_ones(sweep_dir):
   assert "| pre | 0.001 | 2.1000 | 0.01 | 0.0000 | 2 |" in text
   assert "| post | 0.001 | 2.6000 | 0.001 | 0.5750 | 2 |" in text
   for png in ("curves.png", "final_vs_model_norm_placement.png",
-              "final_vs_optim_learning_rate.png", "diagnostics.png", "diagnostics_steps.png"):
+              "final_vs_optim_learning_rate.png", "diagnostics.png", "diagnostics_steps.png",
+              "grad_norm_vs_optim_learning_rate.png"):
     assert os.path.getsize(os.path.join(sweep_dir, png)) > 5_000 and f"({png})" in text
   with open(os.path.join(sweep_dir, "results.csv")) as f:
     rows = list(csv.DictReader(f))

@@ -53,14 +53,30 @@ def test_load_sweep_with_argument(tmp_path):
     sw.load_sweep(str(tmp_path / "missing.py"))
 
 
-def test_every_study_file_imports_and_lists_points():
-  """The study sweep files load; keys another branch adds are not validated here."""
-  exp = os.path.join(ROOT, "experiments")
-  files = [f for f in sorted(os.listdir(exp)) if f.endswith(".py") and f != "__init__.py"]
-  assert "norm_placement.py" in files
-  for f in files:
-    points = sw.load_sweep(os.path.join(exp, f))
-    assert points and all(isinstance(p, dict) for p in points), f
+STUDIES = ("grad_scale_depth", "grad_profile", "residual_growth", "warmup_stability",
+           "lr_sensitivity", "qk_norm_logits")
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_study_files_list_cpu_and_gpu_presets_with_three_seeds(study):
+  """The study sweep files load; the keys another branch adds (placements beyond pre/post,
+  qk_norm, diagnostics_every) are not validated here."""
+  path = os.path.join(ROOT, "experiments", f"{study}.py")
+  cpu, gpu = sw.load_sweep(f"{path}:cpu"), sw.load_sweep(f"{path}:gpu")
+  for points in (cpu, gpu):
+    assert {p["seed"] for p in points} == {0, 1, 2}
+    assert len({sw.point_name(p, points) for p in points}) == len(points)
+  assert cpu[0]["model.d_model"] < gpu[0]["model.d_model"]
+  assert sw.sweep_report_settings(path)["claim"]
+  with pytest.raises(ConfigError, match="Unknown sweep preset 'tpu'"):
+    sw.load_sweep(f"{path}:tpu")
+
+
+def test_norm_placement_sweep_validates_on_the_smoke_config():
+  points = sw.load_sweep(os.path.join(ROOT, "experiments", "norm_placement.py:pre,post"))
+  configs = sw.validate_points(get_config("smoke"), points)
+  assert [(c.model.norm_placement, c.seed) for c in configs] == [
+      ("pre", 0), ("pre", 1), ("pre", 2), ("post", 0), ("post", 1), ("post", 2)]
 
 
 def test_validate_points_names_the_bad_point():

@@ -281,6 +281,12 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
       figures.append((f"Final {metric} against {field}", path))
   if _plot_diagnostics(runs, os.path.join(sweep_dir, "diagnostics.png")):
     figures.append(("Per-layer diagnostics (first and last diagnostics step)", "diagnostics.png"))
+  for prefix in manifest.get("report_diagnostics", []):
+    for field in fields:
+      path = f"{prefix.replace('/', '_')}_vs_{field.replace('.', '_')}.png"
+      if _plot_last_layer_vs(runs, prefix, field, fields, os.path.join(sweep_dir, path)):
+        figures.append((f"{prefix} diagnostics of the last layer at the first diagnostics step "
+                        f"against {field} (95% CI over seeds)", path))
   if _plot_diagnostics_over_steps(runs, os.path.join(sweep_dir, "diagnostics_steps.png")):
     figures.append(("Diagnostics over training (per-layer metrics: the largest layer's value; "
                     "mean over seeds)", "diagnostics_steps.png"))
@@ -481,6 +487,44 @@ def layer_profiles(row: dict) -> dict[str, dict[int, float]]:
       name = (m["pre"] + "*" + m["post"]).strip("/._")
       out.setdefault(name, {})[int(m["index"])] = float(v)
   return out
+
+
+def _plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Sequence[str],
+                        path: str) -> bool:
+  """Per-layer metrics named `prefix...`: the last layer's value at the first diagnostics
+  step against `field` (numeric), one line per metric and value of the other swept fields."""
+  if not all(_is_number(r.overrides.get(field)) for r in runs):
+    return False
+  others = [f for f in fields if f != field]
+  points: dict[tuple, dict[float, list[float]]] = {}
+  for r in runs:
+    rows = r.metrics.get("diagnostics", [])
+    if not rows or r.status == "diverged":
+      continue
+    for name, prof in layer_profiles(rows[0]).items():
+      if name.startswith(prefix):
+        key = (name,) + tuple((f, r.overrides.get(f)) for f in others)
+        points.setdefault(key, {}).setdefault(r.overrides[field], []).append(prof[max(prof)])
+  if not points:
+    return False
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(7, 4.8))
+  for key, by_x in points.items():
+    xs = sorted(by_x)
+    stats = [mean_ci(by_x[x]) for x in xs]
+    ax.errorbar(xs, [m for m, _ in stats], yerr=[0 if math.isnan(h) else h for _, h in stats],
+                marker="o", capsize=3, label=f"{key[0]} {_label(key[1:])}")
+  values = [v for by_x in points.values() for x in by_x for v in by_x[x]]
+  if min(values) > 0 and min(r.overrides[field] for r in runs) > 0:
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+  ax.set(xlabel=field, ylabel="last layer", title=f"{prefix} (last layer) vs {field}")
+  ax.grid(alpha=0.3, which="both")
+  ax.legend(fontsize=6)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return True
 
 
 def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:

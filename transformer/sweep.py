@@ -84,10 +84,14 @@ def preset(presets: Mapping[str, Point], name: str) -> list[Point]:
   return [dict(presets[name])]
 
 
-def sweep_claim(spec_arg: str) -> str:
-  """The sweep file's `CLAIM` (the published claim a study tests), or ""."""
+def sweep_report_settings(spec_arg: str) -> dict:
+  """What the sweep file tells the report: `CLAIM` (the published claim a study tests) and
+  `REPORT_DIAGNOSTICS` (per-layer diagnostics whose last layer to plot against the swept
+  fields, by name prefix)."""
   path = spec_arg.split(".py:", 1)[0] + ".py" if ".py:" in spec_arg else spec_arg
-  return str(getattr(_import(path), "CLAIM", ""))
+  module = _import(path)
+  return {"claim": str(getattr(module, "CLAIM", "")),
+          "report_diagnostics": list(getattr(module, "REPORT_DIAGNOSTICS", ()))}
 
 
 def _import(path: str):
@@ -231,7 +235,7 @@ def write_manifest(sweep_dir: str, sweep_file: str, config_arg: str, overrides: 
   command line) and each point's name, overrides and length."""
   os.makedirs(sweep_dir, exist_ok=True)
   manifest = {
-      "sweep_file": sweep_file, "config": config_arg, "claim": sweep_claim(sweep_file),
+      "sweep_file": sweep_file, "config": config_arg, **sweep_report_settings(sweep_file),
       "overrides": list(overrides), "sweep_dir": given_dir or sweep_dir,
       "points": [{"name": point_name(p, points), "overrides": p,
                   "num_steps": c.train.num_steps} for p, c in zip(points, configs)]}
