@@ -40,7 +40,8 @@ def _write_run(workdir, train_losses, eval_rows, diagnostics=()):
                           "bits_per_byte": bpb, "accuracy": 0.5}) + "\n")
     for step, values in diagnostics:
       f.write(json.dumps({"step": step, "split": "diagnostics", "time": 0.0,
-                          **{f"grad_norm/layer_{i}": v for i, v in enumerate(values)}}) + "\n")
+                          **{f"decoder/layer_{i}/feed_forward/grad_norm": v
+                             for i, v in enumerate(values)}}) + "\n")
 
 
 @pytest.fixture
@@ -70,7 +71,7 @@ def sweep_dir(tmp_path, monkeypatch):
     _write_run(w, train, [(20, 3.0, 4.0), (40, final, final * 1.4427)], diag)
   with open(d / MANIFEST, "w") as f:
     json.dump({"sweep_file": "s.py", "config": "configs/default.py:smoke", "overrides": [],
-               "claim": "post-norm needs warm-up", "report_diagnostics": ["grad_norm"],
+               "claim": "post-norm needs warm-up", "report_diagnostics": ["feed_forward/grad_norm"],
                "points": [{"name": n, "overrides": p, "num_steps": 40}
                           for n, p in zip(names, points)]}, f)
   monkeypatch.setattr(report, "unigram_entropy", lambda workdir, cache: 3.5)
@@ -103,7 +104,7 @@ def test_report_marks_runs_and_averages_only_healthy_ones(sweep_dir):
   assert "| post | 0.001 | 2.6000 | 0.001 | 0.5750 | 2 |" in text
   for png in ("curves.png", "final_vs_model_norm_placement.png",
               "final_vs_optim_learning_rate.png", "diagnostics.png", "diagnostics_steps.png",
-              "grad_norm_vs_optim_learning_rate.png"):
+              "feed_forward_grad_norm_vs_optim_learning_rate.png"):
     assert os.path.getsize(os.path.join(sweep_dir, png)) > 5_000 and f"({png})" in text
   with open(os.path.join(sweep_dir, "results.csv")) as f:
     rows = list(csv.DictReader(f))

@@ -491,8 +491,10 @@ def layer_profiles(row: dict) -> dict[str, dict[int, float]]:
 
 def _plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Sequence[str],
                         path: str) -> bool:
-  """Per-layer metrics named `prefix...`: the last layer's value at the first diagnostics
-  step against `field` (numeric), one line per metric and value of the other swept fields."""
+  """Per-layer metrics whose name (layer index replaced by `*`, e.g.
+  `decoder/*/feed_forward/grad_norm`) contains `prefix`: the last layer's value at the first
+  diagnostics step against `field` (numeric), one line per metric and value of the other
+  swept fields."""
   if not all(_is_number(r.overrides.get(field)) for r in runs):
     return False
   others = [f for f in fields if f != field]
@@ -502,7 +504,7 @@ def _plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Se
     if not rows or r.status == "diverged":
       continue
     for name, prof in layer_profiles(rows[0]).items():
-      if name.startswith(prefix):
+      if prefix in name:
         key = (name,) + tuple((f, r.overrides.get(f)) for f in others)
         points.setdefault(key, {}).setdefault(r.overrides[field], []).append(prof[max(prof)])
   if not points:

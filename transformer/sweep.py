@@ -87,7 +87,7 @@ def preset(presets: Mapping[str, Point], name: str) -> list[Point]:
 def sweep_report_settings(spec_arg: str) -> dict:
   """What the sweep file tells the report: `CLAIM` (the published claim a study tests) and
   `REPORT_DIAGNOSTICS` (per-layer diagnostics whose last layer to plot against the swept
-  fields, by name prefix)."""
+  fields, by a part of their name such as "feed_forward/grad_norm")."""
   path = spec_arg.split(".py:", 1)[0] + ".py" if ".py:" in spec_arg else spec_arg
   module = _import(path)
   return {"claim": str(getattr(module, "CLAIM", "")),
