@@ -5,6 +5,9 @@ Modes (--mode):
   train   train and evaluate, resuming from the workdir's latest checkpoint (the default)
   sample  continue --prompt with the language model in --workdir
   bench   compile and time train steps on random inputs; print tokens/s and MFU
+  sweep   run every point of --sweep=FILE as its own training run (locally or on SLURM)
+  report  the report (markdown, CSV, plots) of the runs in --sweep_dir
+  data_bench  the input pipeline's tokens/s against the train step's
 
 Every config field can be overridden with --config.<section>.<field>=<value>; the fields and
 their meaning are in configs/default.py. All logic lives in `transformer.launch`.
@@ -20,9 +23,10 @@ from absl import flags  # noqa: E402
 from transformer.cli import check_config_args  # noqa: E402
 
 check_config_args(sys.argv)  # before the config flag is defined, which applies the overrides
-from transformer import launch  # noqa: E402
+from transformer import launch, sweep_cli  # noqa: E402
 
-flags.adopt_module_key_flags(launch)  # --help lists the flags defined there
+for _module in (launch, sweep_cli):
+  flags.adopt_module_key_flags(_module)  # --help lists the flags defined there
 
 if __name__ == "__main__":
   launch.run()

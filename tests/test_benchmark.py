@@ -3,7 +3,7 @@
 import numpy as np
 
 from transformer.config import DataConfig
-from transformer.data.benchmark import batch_tokens, time_pipeline
+from transformer.train.data_bench import batch_tokens, time_pipeline
 from transformer.data.pipeline import lm_data
 
 

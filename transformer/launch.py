@@ -14,6 +14,7 @@ import traceback
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from transformer import sweep_cli  # noqa: F401 -- defines the sweep / report flags
 from transformer.cli import DEFAULT_CONFIG, config_arg, parse_flags
 from transformer.config import ConfigError, from_config_dict
 
@@ -23,9 +24,12 @@ _CONFIG = config_flags.DEFINE_config_file(
     "with --config.section.field=value.", lock_config=True)
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory. Default: runs/<config name>[:variant][+overrides].")
-_MODE = flags.DEFINE_enum("mode", "train", ["train", "sample", "bench"],
+_MODE = flags.DEFINE_enum("mode", "train", ["train", "sample", "bench", "sweep", "report",
+                                           "data_bench"],
                           "train: train and evaluate (resuming); sample: continue --prompt "
-                          "with the LM in --workdir; bench: time train steps.")
+                          "with the LM in --workdir; bench: time train steps; sweep: run "
+                          "--sweep's points (transformer/sweep_cli.py); report: the report of "
+                          "--sweep_dir; data_bench: input pipeline vs train step tokens/s.")
 _PROMPT = flags.DEFINE_string("prompt", "", "sample: the text to continue.")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 200, "sample: tokens to generate.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.8, "sample: softmax temperature; 0 = greedy.")
@@ -44,7 +48,12 @@ _JOIN_TIMEOUT = flags.DEFINE_integer(
 _HEARTBEAT_TIMEOUT = flags.DEFINE_integer(
     "heartbeat_timeout", 45, "Multi-host: seconds without a heartbeat after which a process "
     "counts as dead and every other process stops.")
-_BENCH_STEPS = flags.DEFINE_integer("bench_steps", 10, "bench: timed steps after warm-up.")
+_BENCH_STEPS = flags.DEFINE_integer("bench_steps", 10, "bench, data_bench: timed steps after "
+                                     "warm-up.")
+_DATA_BENCH_BATCHES = flags.DEFINE_integer("data_bench_batches", 200,
+                                           "data_bench: pipeline batches to time.")
+_DATA_BENCH_SKIP_MODEL = flags.DEFINE_bool("data_bench_skip_model", False,
+                                           "data_bench: time the pipeline only.")
 
 
 def _in_cluster() -> bool:
@@ -176,7 +185,11 @@ def main(argv: list[str]) -> None:
     config = from_config_dict(_CONFIG.value)
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
-  workdir = _WORKDIR.value or default_workdir(config_arg(sys.argv[1:], 'configs/default.py'), sys.argv)
+  workdir = _WORKDIR.value or default_workdir(config_arg(sys.argv[1:], "configs/default.py"),
+                                              sys.argv)
+  if _MODE.value in ("sweep", "report"):  # before anything touches a device
+    sys.exit(sweep_cli.main(_MODE.value, _CONFIG.value,
+                            config_arg(sys.argv[1:], "configs/default.py"), sys.argv))
   try:
     initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
                            join_timeout=_JOIN_TIMEOUT.value,
@@ -194,6 +207,14 @@ def main(argv: list[str]) -> None:
     from transformer.train.bench import run_benchmark  # noqa: PLC0415
     try:
       run_benchmark(config, steps=_BENCH_STEPS.value)
+    except ConfigError as e:
+      sys.exit(f"Config error: {e}")
+    return
+  if _MODE.value == "data_bench":
+    from transformer.train.data_bench import run_data_benchmark  # noqa: PLC0415
+    try:
+      run_data_benchmark(config, _DATA_BENCH_BATCHES.value, _BENCH_STEPS.value,
+                         _DATA_BENCH_SKIP_MODEL.value)
     except ConfigError as e:
       sys.exit(f"Config error: {e}")
     return

@@ -1,39 +1,24 @@
-"""Data benchmark: how fast the input pipeline delivers tokens, against what training eats.
+"""`python launch.py --mode=data_bench`: how fast the input pipeline delivers tokens, against
+what training eats.
 
-  python -m transformer.data.benchmark [--config=configs/default.py[:variant]]
-      [--config.data.packing=pack ...] [--batches=200] [--steps=20]
+  python launch.py --mode=data_bench [--config=configs/default.py[:variant]]
+      [--config.data.packing=pack ...] [--data_bench_batches=200] [--bench_steps=20]
+      [--data_bench_skip_model]
 
 Prints (1) the training pipeline alone: tokens/s delivered by `next_train_batch()` (row
 positions, and real tokens: those with weight > 0), after a warm-up batch; and (2) the train
 step of the config's model on this machine: tokens/s it consumes (jit-compiled, compilation
 excluded, synchronised each step), on a batch from the same pipeline. The pipeline must
-deliver at least 10x what the step consumes; the last line gives the ratio.
+deliver at least 10x what the step consumes; the last line gives the ratio. (It lives with
+the training code because it builds the task and its train step; `transformer/data` knows
+nothing of models.)
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 import time
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from absl import app, flags, logging  # noqa: E402
-from ml_collections import config_flags  # noqa: E402
-
-_DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "configs", "default.py")
-_FLAGS = {}
-
-
-def _define_flags() -> None:
-  """Flags exist only when this module is the program (importing it defines none)."""
-  _FLAGS["config"] = config_flags.DEFINE_config_file(
-      "config", _DEFAULT_CONFIG, "Config file[:variant].", lock_config=True)
-  _FLAGS["batches"] = flags.DEFINE_integer("batches", 200, "Pipeline batches to time.")
-  _FLAGS["steps"] = flags.DEFINE_integer("steps", 20, "Train steps to time.")
-  _FLAGS["skip_model"] = flags.DEFINE_bool("skip_model", False, "Time the pipeline only.")
 
 
 def batch_tokens(batch: dict, seq2seq: bool) -> tuple[int, int]:
@@ -83,13 +68,10 @@ def time_train_step(task, num_steps: int, seq2seq: bool = False) -> dict[str, fl
           "device": str(jax.devices()[0].device_kind)}
 
 
-def main(argv) -> None:
-  del argv
-  logging.set_verbosity(logging.WARNING)
-  from transformer.config import from_config_dict
-  from transformer.tasks import build_task
+def run_data_benchmark(config, num_batches: int, num_steps: int, skip_model: bool) -> None:
+  """Prints the pipeline's and the train step's tokens/s for `config` (an ExperimentConfig)."""
+  from transformer.tasks import build_task  # noqa: PLC0415
 
-  config = from_config_dict(_FLAGS["config"].value)
   with tempfile.TemporaryDirectory() as workdir:
     task = build_task(config, workdir)
     d = config.data
@@ -97,12 +79,11 @@ def main(argv) -> None:
     shape = f"src {d.src_len} / tgt {d.tgt_len}" if seq2seq else f"seq_len {d.seq_len}"
     print(f"data: {d.name}, tokenizer {d.tokenizer} ({task.data.tokenizer.vocab_size} ids), "
           f"packing {d.packing}, batch {task.data.batch_size} per process, {shape}")
-    num_batches, num_steps = _FLAGS["batches"].value, _FLAGS["steps"].value
     pipe = time_pipeline(task.data, num_batches, seq2seq)
     print(f"pipeline alone: {pipe['positions_per_sec']:,.0f} tokens/s "
           f"({pipe['real_tokens_per_sec']:,.0f} non-padding), "
           f"{pipe['batches_per_sec']:,.1f} batches/s over {num_batches} batches")
-    if _FLAGS["skip_model"].value:
+    if skip_model:
       return
     model = time_train_step(task, num_steps, seq2seq)
     print(f"train step ({config.model.kind}, {model['device']}): "
@@ -112,11 +93,3 @@ def main(argv) -> None:
     verdict = "OK" if ratio >= 10 else "TOO SLOW (needs >= 10x)"
     print(f"pipeline / train step = {ratio:.1f}x  {verdict}")
     sys.stdout.flush()
-
-
-if __name__ == "__main__":
-  root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  if root not in sys.path:
-    sys.path.insert(0, root)
-  _define_flags()
-  app.run(main)

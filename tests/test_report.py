@@ -1,0 +1,118 @@
+"""The sweep report on hand-written workdirs: statistics, marks, table, CSV and plots."""
+
+import csv
+import json
+import math
+import os
+
+import pytest
+
+from transformer import report
+from transformer.sweep import MANIFEST, point_name
+
+
+def test_mean_ci_uses_the_t_distribution():
+  # Reference: t_{0.975, 2} = 4.302652729911275 (tables); sd of [1, 2, 3] is 1.
+  mean, half = report.mean_ci([1.0, 2.0, 3.0])
+  assert mean == 2.0 and half == pytest.approx(4.302652729911275 / math.sqrt(3), rel=1e-9)
+  # t_{0.975, 1} = 12.706204736174705; sd of [1, 3] is sqrt(2).
+  assert report.mean_ci([1.0, 3.0])[1] == pytest.approx(12.706204736174705 * math.sqrt(2) /
+                                                         math.sqrt(2), rel=1e-9)
+  mean, half = report.mean_ci([5.0])
+  assert mean == 5.0 and math.isnan(half)
+
+
+def test_layer_profiles_reads_layer_indices_from_names():
+  row = {"step": 0, "split": "diagnostics", "time": 1.0, "grad_norm/layer_0/ffn": 1.0,
+         "grad_norm/layer_1/ffn": 2.0, "residual_rms/layers_1": 3.0, "loss": 4.0}
+  assert report.layer_profiles(row) == {"grad_norm/*/ffn": {0: 1.0, 1: 2.0},
+                                        "residual_rms/*": {1: 3.0}}
+
+
+def _write_run(workdir, train_losses, eval_rows, diagnostics=()):
+  os.makedirs(workdir)
+  with open(os.path.join(workdir, "metrics.jsonl"), "w") as f:
+    for step, loss in train_losses:
+      f.write(json.dumps({"step": step, "split": "train", "time": float(step), "loss": loss,
+                          "grad_norm": 1.0}) + "\n")
+    for step, loss, bpb in eval_rows:
+      f.write(json.dumps({"step": step, "split": "eval", "time": float(step), "loss": loss,
+                          "bits_per_byte": bpb, "accuracy": 0.5}) + "\n")
+    for step, values in diagnostics:
+      f.write(json.dumps({"step": step, "split": "diagnostics", "time": 0.0,
+                          **{f"decoder/layer_{i}/feed_forward/grad_norm": v
+                             for i, v in enumerate(values)}}) + "\n")
+
+
+@pytest.fixture
+def sweep_dir(tmp_path, monkeypatch):
+  """lr x placement x 3 seeds; post at lr 0.01 diverges once and collapses once."""
+  points, d = [], tmp_path / "sweep"
+  for placement in ("pre", "post"):
+    for lr in (0.001, 0.01):
+      for seed in range(3):
+        points.append({"model.norm_placement": placement, "optim.learning_rate": lr,
+                       "seed": seed})
+  names = [point_name(p, points) for p in points]
+  for p, name in zip(points, names):
+    w = str(d / name)
+    final = 2.0 + p["seed"] * 0.1 + (0.5 if p["model.norm_placement"] == "post" else 0)
+    train = [(10, 4.0), (20, 3.0), (30, final), (40, final)]
+    diag = [(0, [1.0, 2.0, 3.0]), (40, [1.0, 1.0, 1.0])]
+    if p["model.norm_placement"] == "post" and p["optim.learning_rate"] == 0.01:
+      if p["seed"] == 0:
+        train = [(10, 4.0), (20, float("nan")), (30, float("nan")), (40, float("nan"))]
+        final = float("nan")
+      elif p["seed"] == 1:  # flat at the unigram entropy (3.5 here) for the second half
+        train, final = [(10, 4.0), (20, 3.51), (30, 3.5), (40, 3.5)], 3.5
+    if name == names[-1]:  # the last point has not finished
+      _write_run(w, train[:2], [(20, 3.0, 4.0)])
+      continue
+    _write_run(w, train, [(20, 3.0, 4.0), (40, final, final * 1.4427)], diag)
+  with open(d / MANIFEST, "w") as f:
+    json.dump({"sweep_file": "s.py", "config": "configs/default.py:smoke", "overrides": [],
+               "claim": "post-norm needs warm-up", "report_diagnostics": ["feed_forward/grad_norm"],
+               "points": [{"name": n, "overrides": p, "num_steps": 40}
+                          for n, p in zip(names, points)]}, f)
+  monkeypatch.setattr(report, "unigram_entropy", lambda workdir, cache: 3.5)
+  return str(d)
+
+
+def test_report_marks_runs_and_averages_only_healthy_ones(sweep_dir):
+  path = report.write_report(sweep_dir)
+  text = open(path).read()
+  status = {r.name: r.status for r in report.load_runs(sweep_dir)}
+  assert sorted(status.values()).count("finished") == 9
+  assert status["norm_placement=post,learning_rate=0.01,seed=0"] == "diverged"
+  assert status["norm_placement=post,learning_rate=0.01,seed=1"] == "collapsed"
+  assert status["norm_placement=post,learning_rate=0.01,seed=2"] == "incomplete"
+  # pre at 0.001: final losses 2.0, 2.1, 2.2 -> 2.1 ± t(0.975, 2) * 0.1 / sqrt(3).
+  half = 4.302652729911275 * 0.1 / math.sqrt(3)
+  assert f"| pre | 0.001 | 3 / 3 | 2.1000 ± {half:.4f} |" in text
+  # post at 0.01: no healthy run, no number.
+  assert "| post | 0.01 | 0 / 3 | - | - | - |" in text
+  assert "**Claim under test:** post-norm needs warm-up" in text
+  for line in ("| norm_placement=post,learning_rate=0.01,seed=0 | diverged | non-finite train "
+               "metrics at step 20 |",
+               "| norm_placement=post,learning_rate=0.01,seed=2 | incomplete | at step 20 of 40 |"):
+    assert line in text
+  assert "collapsed | final eval loss 3.5000 vs unigram entropy 3.5000" in text
+  # LR table (no config.json here, so the initial loss is the first train loss, 4.0). post:
+  # 0.001 -> 2.6; 0.01 -> mean(4.0 diverged, 3.5 collapsed) = 3.75 (the incomplete run is left
+  # out); sensitivity = mean(0, 3.75 - 2.6) = 0.575.
+  assert "| pre | 0.001 | 2.1000 | 0.01 | 0.0000 | 2 |" in text
+  assert "| post | 0.001 | 2.6000 | 0.001 | 0.5750 | 2 |" in text
+  for png in ("curves.png", "final_vs_model_norm_placement.png",
+              "final_vs_optim_learning_rate.png", "diagnostics.png", "diagnostics_steps.png",
+              "feed_forward_grad_norm_vs_optim_learning_rate.png"):
+    assert os.path.getsize(os.path.join(sweep_dir, png)) > 5_000 and f"({png})" in text
+  with open(os.path.join(sweep_dir, "results.csv")) as f:
+    rows = list(csv.DictReader(f))
+  assert len(rows) == 12 and set(rows[0]) >= {"point", "model.norm_placement", "seed", "status",
+                                               "loss", "bits_per_byte", "accuracy", "wall_s"}
+  assert rows[0]["loss"] == "2.0" and rows[0]["status"] == "finished"
+
+
+def test_report_metric_can_be_any_eval_metric(sweep_dir):
+  text = open(report.write_report(sweep_dir, metric="accuracy")).read()
+  assert "accuracy * |" in text

@@ -1,0 +1,326 @@
+"""Sweep files, point validation and naming, the local runner (with stand-in child processes)
+and the SLURM array script (run by a fake `sbatch`)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from configs.default import get_config
+from transformer import sweep as sw
+from transformer.config import ConfigError
+from transformer.sweep_local import Job, run_jobs, visible_gpus
+from transformer.sweep_slurm import SlurmResources, array_script, submit, write_script
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_product_and_zip_axes():
+  points = sw.product({"model.norm_placement": ["pre", "post"]},
+                      sw.zip_axes({"optim.learning_rate": [1e-3, 3e-3],
+                                   "optim.warmup_steps": [0, 50]}),
+                      {"seed": [0, 1, 2]})
+  assert len(points) == 2 * 2 * 3
+  assert points[0] == {"model.norm_placement": "pre", "optim.learning_rate": 1e-3,
+                       "optim.warmup_steps": 0, "seed": 0}
+  assert points[3] == {"model.norm_placement": "pre", "optim.learning_rate": 3e-3,
+                       "optim.warmup_steps": 50, "seed": 0}  # the last axis varies fastest
+  assert points[-1]["model.norm_placement"] == "post"
+  with pytest.raises(ConfigError, match="one length"):
+    sw.zip_axes({"a": [1, 2], "b": [1]})
+  with pytest.raises(ConfigError, match="twice"):
+    sw.product({"seed": [0]}, {"seed": [1]})
+  with pytest.raises(ConfigError, match="list of values"):
+    sw.product({"model.norm_placement": "pre"})
+
+
+def test_load_sweep_with_argument(tmp_path):
+  f = tmp_path / "s.py"
+  f.write_text("from transformer.sweep import product\n"
+               "def get_sweep(arg='a,b'):\n"
+               "  return product({'model.norm_placement': arg.split(',')}, {'seed': [0, 1]})\n")
+  assert len(sw.load_sweep(str(f))) == 4
+  assert [p["model.norm_placement"] for p in sw.load_sweep(f"{f}:post")] == ["post", "post"]
+  (tmp_path / "none.py").write_text("x = 1\n")
+  with pytest.raises(ConfigError, match="no get_sweep"):
+    sw.load_sweep(str(tmp_path / "none.py"))
+  with pytest.raises(ConfigError, match="not a file"):
+    sw.load_sweep(str(tmp_path / "missing.py"))
+
+
+STUDIES = ("grad_scale_depth", "grad_profile", "residual_growth", "warmup_stability",
+           "lr_sensitivity", "qk_norm_logits")
+
+
+@pytest.mark.parametrize("study", STUDIES)
+def test_study_files_list_cpu_and_gpu_presets_with_three_seeds(study):
+  """The study sweep files load; the keys another branch adds (placements beyond pre/post,
+  qk_norm, diagnostics_every) are not validated here."""
+  path = os.path.join(ROOT, "experiments", f"{study}.py")
+  cpu, gpu = sw.load_sweep(f"{path}:cpu"), sw.load_sweep(f"{path}:gpu")
+  for points in (cpu, gpu):
+    assert {p["seed"] for p in points} == {0, 1, 2}
+    assert len({sw.point_name(p, points) for p in points}) == len(points)
+  assert cpu[0]["model.d_model"] < gpu[0]["model.d_model"]
+  assert sw.sweep_report_settings(path)["claim"]
+  with pytest.raises(ConfigError, match="Unknown sweep preset 'tpu'"):
+    sw.load_sweep(f"{path}:tpu")
+
+
+def test_norm_placement_sweep_validates_on_the_smoke_config():
+  points = sw.load_sweep(os.path.join(ROOT, "experiments", "norm_placement.py:pre,post"))
+  configs = sw.validate_points(get_config("smoke"), points)
+  assert [(c.model.norm_placement, c.seed) for c in configs] == [
+      ("pre", 0), ("pre", 1), ("pre", 2), ("post", 0), ("post", 1), ("post", 2)]
+
+
+def test_validate_points_names_the_bad_point():
+  c = get_config("smoke")
+  good = [{"model.norm_placement": "post", "seed": 1}, {"optim.learning_rate": 1e-3}]
+  configs = sw.validate_points(c, good)
+  assert configs[0].model.norm_placement == "post" and configs[0].seed == 1
+  assert configs[1].optim.learning_rate == 1e-3 and configs[1].seed == 0
+  assert c.model.norm_placement == "pre"  # the base config is left alone
+  cases = [({"model.norm_plaecment": "post"}, "'model.norm_plaecment': no such field"),
+           ({"modle.d_model": 8}, "no such field"),
+           ({"model.norm_placement": "middle"}, "norm_placement='middle' is not supported"),
+           ({"train.num_steps": "ten"}, "train.num_steps")]
+  for bad, message in cases:
+    with pytest.raises(ConfigError) as e:
+      sw.validate_points(c, good + [bad])
+    assert str(e.value).startswith(f"Sweep point 2 {bad}") and message in str(e.value)
+  with pytest.raises(ConfigError, match="repeated points"):
+    sw.validate_points(c, [{"seed": 1}, {"seed": 1}])
+
+
+def test_point_names_are_readable_and_distinct():
+  points = [{"model.norm_placement": "post", "optim.learning_rate": 0.003, "seed": 1},
+            {"model.norm_placement": "pre", "optim.learning_rate": 0.001, "seed": 1}]
+  # seed is 1 in every point (a preset's field): it is left out of the names.
+  assert sw.point_name(points[0], points) == "norm_placement=post,learning_rate=0.003"
+  assert sw.point_name(points[0]) == "norm_placement=post,learning_rate=0.003,seed=1"
+  clash = [{"model.dropout_rate": 0.1, "data.dropout_rate": 0.0}]
+  assert sw.point_name(clash[0], clash) == "model.dropout_rate=0.1,data.dropout_rate=0.0"
+  long_a = {"data.source_dir": "/a/" + "x" * 200}
+  long_b = {"data.source_dir": "/b/" + "x" * 200}
+  name_a, name_b = sw.point_name(long_a), sw.point_name(long_b)
+  assert len(name_a) <= 100 and name_a != name_b and "/" not in name_a
+
+
+def test_point_command_overrides_win_and_round_trip_through_flags():
+  cmd = sw.point_command("launch.py", "configs/default.py:smoke",
+                         ["--config.seed=5", "--config.train.num_steps=7"],
+                         {"seed": 1, "optim.learning_rate": 3e-4, "model.scan_layers": True},
+                         "/tmp/w", "python")
+  assert cmd == ["python", "launch.py", "--mode=train", "--config=configs/default.py:smoke",
+                 "--config.train.num_steps=7", "--config.seed=1",
+                 "--config.optim.learning_rate=0.0003", "--config.model.scan_layers=True",
+                 "--workdir=/tmp/w"]
+
+
+def test_is_finished_reads_the_final_eval(tmp_path):
+  w = tmp_path / "run"
+  assert not sw.is_finished(str(w), 10)
+  w.mkdir()
+  rows = [{"step": 5, "split": "eval", "loss": 1.0}, {"step": 10, "split": "train", "loss": 1}]
+  (w / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 1')
+  assert not sw.is_finished(str(w), 10)
+  with open(w / "metrics.jsonl", "a") as f:
+    f.write("\n" + json.dumps({"step": 10, "split": "eval", "loss": 0.5}) + "\n")
+  assert sw.is_finished(str(w), 10)
+
+
+# A stand-in for `launch.py --mode=train`: `fake_train.py WORKDIR BEHAVIOUR`.
+_FAKE_TRAIN = textwrap.dedent("""
+    import json, os, signal, sys, time
+    workdir, behaviour = sys.argv[1], sys.argv[2]
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(workdir, "pid"), "w") as f:
+      f.write(str(os.getpid()))
+    def finish():
+      with open(os.path.join(workdir, "metrics.jsonl"), "a") as f:
+        f.write(json.dumps({"step": 3, "split": "eval", "loss": 1.0}) + "\\n")
+    if behaviour == "fail":
+      sys.exit("boom")
+    if behaviour == "wait":  # like the train loop: on SIGINT save and exit 0 (unfinished)
+      def stop(signum, frame):
+        with open(os.path.join(workdir, "signals"), "a") as f:
+          f.write(signal.Signals(signum).name + "\\n")
+        sys.exit(0)
+      signal.signal(signal.SIGINT, stop)
+      signal.signal(signal.SIGTERM, stop)
+      for _ in range(600):
+        time.sleep(0.05)
+      sys.exit("never signalled")
+    finish()
+""")
+
+
+def _jobs(tmp_path, behaviours):
+  script = tmp_path / "fake_train.py"
+  script.write_text(_FAKE_TRAIN)
+  jobs = []
+  for i, b in enumerate(behaviours):
+    w = str(tmp_path / "sweep" / f"p{i}")
+    jobs.append(Job(f"p{i}", w, [sys.executable, str(script), w, b],
+                    finished=lambda w=w: sw.is_finished(w, 3)))
+  return jobs
+
+
+def test_runner_isolates_failures_and_skips_finished_points_on_rerun(tmp_path):
+  lines = []
+  jobs = _jobs(tmp_path, ["ok", "fail", "ok", "ok"])
+  out = run_jobs(jobs, parallel=2, poll_s=0.05, print_fn=lines.append)
+  assert sorted(j.name for j in out["finished"]) == ["p0", "p2", "p3"]
+  assert [j.name for j in out["failed"]] == ["p1"] and out["failed"][0].returncode == 1
+  assert "boom" in open(out["failed"][0].log_path).read()
+  assert any("FAILED p1" in line and "log.txt" in line for line in lines)
+  assert "[sweep] done 3 | running 0 | failed 1 | left 0" in lines
+  # Rerun: the three finished points are skipped (their pid files are not rewritten).
+  pids = {j.name: open(os.path.join(j.workdir, "pid")).read() for j in jobs}
+  for j in jobs:
+    os.remove(os.path.join(j.workdir, "pid"))
+  out = run_jobs(_jobs(tmp_path, ["ok", "ok", "ok", "ok"]), parallel=2, poll_s=0.05,
+                 print_fn=lines.append)
+  assert len(out["finished"]) == 4 and not out["failed"]
+  assert [j for j in pids if os.path.exists(os.path.join(tmp_path, "sweep", j, "pid"))] == ["p1"]
+
+
+def test_runner_gives_each_parallel_point_its_own_gpu(tmp_path, monkeypatch):
+  assert visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3"}) == ["2", "3"]
+  script = tmp_path / "env.py"
+  script.write_text("import os, sys\nopen(sys.argv[1], 'w').write("
+                    "os.environ['CUDA_VISIBLE_DEVICES'])\n")
+  jobs = [Job(f"p{i}", str(tmp_path / f"p{i}"), [sys.executable, str(script),
+                                                   str(tmp_path / f"gpu{i}")],
+              finished=lambda i=i: os.path.exists(tmp_path / f"gpu{i}"))
+          for i in range(2)]
+  out = run_jobs(jobs, parallel=2, gpus=["2", "3"], poll_s=0.05, print_fn=lambda s: None)
+  assert len(out["finished"]) == 2
+  assert sorted(open(tmp_path / f"gpu{i}").read() for i in range(2)) == ["2", "3"]
+
+
+def test_sigint_reaches_every_child_once_and_leaves_no_process(tmp_path):
+  """SIGINT to the runner: each running child gets one SIGINT (it saves and exits), points not
+  started stay so, the runner exits; no child outlives it."""
+  jobs = _jobs(tmp_path, ["wait", "wait", "ok"])
+  runner = tmp_path / "runner.py"
+  runner.write_text(textwrap.dedent(f"""
+      import sys
+      from transformer.sweep_local import Job, run_jobs
+      from transformer.sweep import is_finished
+      jobs = [Job(n, w, c, finished=lambda w=w: is_finished(w, 3)) for n, w, c in {
+          [(j.name, j.workdir, j.command) for j in jobs]!r}]
+      out = run_jobs(jobs, parallel=2, poll_s=0.05)
+      print("OUTCOME", {{k: [j.name for j in v] for k, v in out.items()}}, flush=True)
+  """))
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  proc = subprocess.Popen([sys.executable, str(runner)], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, env=env)
+  pid_files = [os.path.join(j.workdir, "pid") for j in jobs[:2]]
+  deadline = time.time() + 60
+  while not all(os.path.exists(p) for p in pid_files):
+    assert time.time() < deadline, "children did not start"
+    time.sleep(0.05)
+  time.sleep(0.3)  # the children's handlers are installed right after the pid file
+  proc.send_signal(signal.SIGINT)
+  output, _ = proc.communicate(timeout=60)
+  assert proc.returncode == 0, output
+  assert "OUTCOME {'finished': [], 'failed': [], 'stopped': ['p0', 'p1'], " \
+         "'not_started': ['p2']}" in output, output
+  for j in jobs[:2]:
+    assert open(os.path.join(j.workdir, "signals")).read() == "SIGINT\n"
+    pid = int(open(os.path.join(j.workdir, "pid")).read())
+    with pytest.raises(ProcessLookupError):
+      os.kill(pid, 0)
+  assert not os.path.exists(jobs[2].workdir)
+
+
+def test_slurm_script_runs_each_point_under_a_fake_sbatch(tmp_path, monkeypatch):
+  jobs = _jobs(tmp_path, ["ok", "ok", "ok"])
+  res = SlurmResources(gpus_per_task=2, time="01:00:00", partition="gpu", max_parallel=2,
+                       extra=("qos=high",))
+  text = array_script([j.name for j in jobs], [j.command for j in jobs], str(tmp_path / "sweep"),
+                      ROOT, res, job_name="sweep-test")
+  for line in ("#SBATCH --array=0-2%2", "#SBATCH --gpus-per-task=2", "#SBATCH --time=01:00:00",
+               "#SBATCH --partition=gpu", "#SBATCH --qos=high", "#SBATCH --ntasks=1"):
+    assert line in text.splitlines()
+  path = write_script(text, str(tmp_path / "sweep"))
+  assert subprocess.run(["bash", "-n", path]).returncode == 0  # valid bash
+  # The fake sbatch runs every array task locally, one after another, then reports a job id.
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  (bin_dir / "sbatch").write_text(textwrap.dedent("""\
+      #!/bin/bash
+      range=$(grep -o '^#SBATCH --array=[0-9]*-[0-9]*' "$1" | sed 's/.*=//')
+      for i in $(seq ${range%-*} ${range#*-}); do
+        SLURM_ARRAY_TASK_ID=$i bash "$1" || exit 1
+      done
+      echo "Submitted batch job 4242"
+      """))
+  (bin_dir / "sbatch").chmod(0o755)
+  monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+  assert submit(path) == "Submitted batch job 4242"
+  assert all(sw.is_finished(j.workdir, 3) for j in jobs)
+  # A task id outside the array is an error, not a silent success.
+  r = subprocess.run(["bash", path], env=dict(os.environ, SLURM_ARRAY_TASK_ID="7"),
+                     capture_output=True, text=True)
+  assert r.returncode == 2 and "no sweep point for array task 7" in r.stderr
+
+
+def test_sweep_cli_rejects_a_bad_point_before_starting_anything(tmp_path):
+  f = tmp_path / "bad.py"
+  f.write_text("def get_sweep():\n  return [{'seed': 0}, {'model.norm_plaecment': 'post'}]\n")
+  r = subprocess.run([sys.executable, "launch.py", "--mode=sweep", f"--sweep={f}",
+                      "--config=configs/default.py:smoke", f"--sweep_dir={tmp_path / 'out'}"],
+                     cwd=ROOT, capture_output=True, text=True, timeout=120,
+                     env=dict(os.environ, PYTHONPATH=ROOT))
+  assert r.returncode == 2
+  assert "Sweep point 1 {'model.norm_plaecment': 'post'}" in r.stderr
+  assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.slow
+def test_sweep_cli_end_to_end_slurm_then_local_rerun_and_report(tiny_corpus, tmp_path):
+  """Real `launch.py` training: two points through a fake sbatch, then the local runner finds
+  both finished, skips them and writes the report (about 1-2 minutes on 2 cores)."""
+  f = tmp_path / "two.py"
+  f.write_text("from transformer.sweep import product\n"
+               "def get_sweep():\n"
+               "  return product({'model.norm_placement': ['pre', 'post']})\n")
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  (bin_dir / "sbatch").write_text(
+      "#!/bin/bash\nfor i in 0 1; do SLURM_ARRAY_TASK_ID=$i bash \"$1\" > /dev/null 2>&1 "
+      "|| exit 1; done\necho 'Submitted batch job 7'\n")
+  (bin_dir / "sbatch").chmod(0o755)
+  out = tmp_path / "out"
+  common = [sys.executable, "launch.py", "--mode=sweep", f"--sweep={f}",
+            "--config=configs/default.py:smoke", f"--sweep_dir={out}",
+            f"--config.data.source_dir={tiny_corpus['source_dir']}",
+            f"--config.data.data_dir={tiny_corpus['data_dir']}",
+            "--config.data.validation_percent=20", "--config.data.seq_len=32",
+            "--config.data.shuffle_buffer=64", "--config.train.num_steps=6",
+            "--config.train.log_every=2", "--config.train.eval_every=3",
+            "--config.checkpoint.every_steps=3"]
+  env = dict(os.environ, PYTHONPATH=ROOT, PATH=f"{bin_dir}:{os.environ['PATH']}")
+  r = subprocess.run(common + ["--launcher=slurm", "--slurm_time=00:10:00"], cwd=ROOT,
+                     env=env, capture_output=True, text=True, timeout=600)
+  assert r.returncode == 0, r.stdout + r.stderr
+  assert "Submitted batch job 7" in r.stdout
+  r = subprocess.run(common + ["--parallel=2"], cwd=ROOT, env=env, capture_output=True,
+                     text=True, timeout=600)
+  assert r.returncode == 0, r.stdout + r.stderr
+  assert "2 of 2 points already finished" in r.stdout and "[sweep] start" not in r.stdout
+  text = open(out / "report.md").read()
+  assert "2 points: " in text
+  assert not any(s in text for s in ("incomplete", "missing", "diverged")), text
+  with open(out / "norm_placement=post" / "config.json") as cfg:
+    assert json.load(cfg)["model"]["norm_placement"] == "post"
+  with open(out / "results.csv") as f:
+    assert len(f.read().splitlines()) == 3

@@ -1,0 +1,601 @@
+"""The report of a sweep: read every point's workdir, write a table, a CSV and plots.
+
+`python launch.py --mode=report --sweep_dir=DIR` (also run at the end of `--mode=sweep`) reads
+`DIR/sweep.json` (the points) and each point's `metrics.jsonl`, and writes into DIR:
+
+- `results.csv`: one row per point (swept fields, status, final eval metrics, wall time);
+- `report.md`: per group of points that differ only in `seed`, the mean and 95% confidence
+  interval (Student's t over seeds) of every final eval metric, over healthy runs only;
+- `curves.png`: train loss and the eval metric against step, mean over seeds with the
+  min..max spread shaded;
+- `final_vs_<field>.png` for every swept field with several values: the final metric against
+  it, one line per value of the other swept fields;
+- `diagnostics.png` when runs log rows with `"split": "diagnostics"`: per-layer profiles of
+  every metric whose name carries a layer index (`.../layer_3/...`), at the first and last
+  diagnostics step.
+
+A run is marked, and left out of the means, when it *diverged* (a non-finite loss or gradient
+norm) or *collapsed* (its final eval loss is within `COLLAPSE_TOLERANCE` of the unigram
+entropy of the eval data, or above it, and its train loss has stopped falling: it learned no
+more than token frequencies, the way post-norm fails without warm-up).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import re
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from transformer import sweep as sweep_lib
+
+COLLAPSE_TOLERANCE = 0.02  # relative: eval loss >= (1 - this) * unigram entropy = collapsed
+_NOT_METRICS = ("step", "split", "time", "tokens", "examples")
+_LAYER = re.compile(r"^(?P<pre>.*?)layers?[_/.]?(?P<index>\d+)(?P<post>.*)$")
+
+
+def read_metrics(workdir: str) -> dict[str, list[dict]]:
+  """`{"train": [rows], "eval": [rows], ...}` from `<workdir>/metrics.jsonl`, in step order.
+
+  A resumed run may log a step twice; the last line for a step wins. A line cut short by a
+  kill is skipped.
+  """
+  path = os.path.join(workdir, "metrics.jsonl")
+  by_split: dict[str, dict[int, dict]] = {}
+  if not os.path.exists(path):
+    return {}
+  with open(path) as f:
+    for line in f:
+      try:
+        row = json.loads(line)
+      except json.JSONDecodeError:
+        continue
+      by_split.setdefault(row["split"], {})[row["step"]] = row
+  return {split: [rows[s] for s in sorted(rows)] for split, rows in by_split.items()}
+
+
+@dataclasses.dataclass
+class Run:
+  """One point of the sweep and what its workdir holds."""
+  name: str
+  overrides: dict
+  num_steps: int
+  workdir: str
+  metrics: dict
+  status: str = "missing"  # finished | diverged | collapsed | incomplete | missing
+  detail: str = ""
+
+  @property
+  def seed(self):
+    return self.overrides.get("seed")
+
+  @property
+  def group(self) -> tuple:
+    return tuple((k, v) for k, v in self.overrides.items() if k != "seed")
+
+  @property
+  def final(self) -> dict:
+    evals = self.metrics.get("eval", [])
+    return evals[-1] if evals else {}
+
+  @property
+  def healthy(self) -> bool:
+    return self.status == "finished"
+
+
+def _finite(row: dict, keys=("loss", "grad_norm")) -> bool:
+  return all(math.isfinite(row[k]) for k in keys if isinstance(row.get(k), (int, float)))
+
+
+def classify(run: Run, unigram_entropy: Optional[float]) -> None:
+  """Sets `run.status` and `run.detail` from its metrics."""
+  rows = run.metrics.get("train", []) + run.metrics.get("eval", [])
+  if not rows:
+    run.status, run.detail = "missing", "no metrics yet"
+    return
+  bad = next((r for r in rows if not _finite(r)), None)
+  if bad is not None:
+    run.status, run.detail = "diverged", f"non-finite {bad['split']} metrics at step {bad['step']}"
+    return
+  final = run.final
+  if not final or final["step"] < run.num_steps:
+    last = max(r["step"] for r in rows)
+    run.status, run.detail = "incomplete", f"at step {last} of {run.num_steps}"
+    return
+  if unigram_entropy and _stuck_at(run, unigram_entropy):
+    run.status = "collapsed"
+    run.detail = (f"final eval loss {final['loss']:.4f} vs unigram entropy "
+                  f"{unigram_entropy:.4f} nats/token, train loss flat over the second half")
+    return
+  run.status, run.detail = "finished", ""
+
+
+def _stuck_at(run: Run, entropy: float) -> bool:
+  """The final eval loss is at (or above) `entropy` and the train loss no longer falls: over
+  the second half of training it moved by less than COLLAPSE_TOLERANCE * entropy. (A short run
+  still on its way down is not collapsed, only unfinished in spirit.)"""
+  if run.final["loss"] < (1 - COLLAPSE_TOLERANCE) * entropy:
+    return False
+  train = run.metrics.get("train", [])
+  half = [r["loss"] for r in train if r["step"] >= run.final["step"] / 2]
+  return len(half) >= 2 and abs(half[0] - half[-1]) < COLLAPSE_TOLERANCE * entropy
+
+
+def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
+  """Entropy (nats/token) of the token frequencies of the eval split of the run in `workdir`,
+  for decoder LMs; None for other kinds. Cached per data config in `cache_dir`."""
+  path = os.path.join(workdir, "config.json")
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    saved = json.load(f)
+  if saved["model"]["kind"] != "decoder_lm":
+    return None
+  key = hashlib.sha1(json.dumps(saved["data"], sort_keys=True).encode()).hexdigest()[:16]
+  cache_path = os.path.join(cache_dir, "unigram_entropy.json")
+  cache = {}
+  if os.path.exists(cache_path):
+    with open(cache_path) as f:
+      cache = json.load(f)
+  if key not in cache:
+    from transformer.config import DataConfig  # noqa: PLC0415
+    from transformer.data.pipeline import lm_data  # noqa: PLC0415 -- TensorFlow
+    data_cfg = DataConfig(**{k: tuple(v) if isinstance(v, list) else v
+                             for k, v in saved["data"].items()})
+    data = lm_data(data_cfg, saved["train"]["batch_size"], seed=0, workdir=workdir)
+    counts = np.zeros(data.tokenizer.vocab_size, np.int64)
+    for batch in data.eval_batches():
+      counts += np.bincount(batch["targets"][batch["weights"] > 0].ravel(),
+                            minlength=counts.size)[:counts.size]
+    p = counts[counts > 0] / counts.sum()
+    cache[key] = float(-(p * np.log(p)).sum())
+    with open(cache_path, "w") as f:
+      json.dump(cache, f, indent=1)
+  return cache[key]
+
+
+def load_runs(sweep_dir: str, entropy: bool = True) -> list[Run]:
+  manifest = sweep_lib.read_manifest(sweep_dir)
+  runs = []
+  for p in manifest["points"]:
+    workdir = os.path.join(sweep_dir, p["name"])
+    run = Run(p["name"], p["overrides"], p["num_steps"], workdir, read_metrics(workdir))
+    h = None
+    if entropy and run.metrics.get("eval"):
+      try:
+        h = unigram_entropy(workdir, sweep_dir)
+      except Exception as e:  # noqa: BLE001 -- the report goes on without collapse marks
+        print(f"[report] unigram entropy of {workdir}'s data not computed ({e}); "
+              "collapse is not checked.")
+    classify(run, h)
+    runs.append(run)
+  return runs
+
+
+def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+  """Mean and the half-width of its `confidence` interval (Student's t, n - 1 degrees of
+  freedom); the half-width is nan for fewer than 2 values."""
+  x = np.asarray(values, np.float64)
+  if x.size == 0:
+    return float("nan"), float("nan")
+  if x.size < 2:
+    return float(x[0]), float("nan")
+  from scipy import stats  # noqa: PLC0415
+  half = stats.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+  return float(x.mean()), float(half)
+
+
+def _fmt(mean: float, half: float) -> str:
+  if math.isnan(mean):
+    return "-"
+  return f"{mean:.4f}" if math.isnan(half) else f"{mean:.4f} ± {half:.4f}"
+
+
+def eval_metric_names(runs: Sequence[Run]) -> list[str]:
+  names = []
+  for r in runs:
+    for k, v in r.final.items():
+      if k not in _NOT_METRICS and isinstance(v, (int, float)) and k not in names:
+        names.append(k)
+  return names
+
+
+def groups(runs: Sequence[Run]) -> dict[tuple, list[Run]]:
+  out: dict[tuple, list[Run]] = {}
+  for r in runs:
+    out.setdefault(r.group, []).append(r)
+  return out
+
+
+def swept_fields(runs: Sequence[Run]) -> list[str]:
+  """Fields (other than seed) that take more than one value across the points."""
+  fields = []
+  for r in runs:
+    for k in r.overrides:
+      if k != "seed" and k not in fields:
+        fields.append(k)
+  return [f for f in fields if len({json.dumps(r.overrides.get(f), default=str)
+                                    for r in runs}) > 1]
+
+
+def _label(group: tuple) -> str:
+  return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in group) or "all"
+
+
+def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
+  """Writes report.md, results.csv and the plots into `sweep_dir`; returns report.md's path."""
+  runs = load_runs(sweep_dir)
+  manifest = sweep_lib.read_manifest(sweep_dir)
+  names = eval_metric_names(runs)
+  if not metric:
+    metric = "bits_per_byte" if "bits_per_byte" in names else "loss"
+  fields = swept_fields(runs)
+  _write_csv(runs, names, os.path.join(sweep_dir, "results.csv"))
+
+  counts = {s: sum(r.status == s for r in runs)
+            for s in ("finished", "diverged", "collapsed", "incomplete", "missing")}
+  command = " ".join(["python launch.py --mode=sweep", f"--sweep={manifest['sweep_file']}",
+                      f"--config={manifest['config']}", *manifest["overrides"],
+                      f"--sweep_dir={manifest.get('sweep_dir', sweep_dir)}"])
+  lines = [f"# {title or 'Sweep report: ' + os.path.basename(os.path.abspath(sweep_dir))}", "",
+           f"Command: `{command}`", "",
+           *([f"**Claim under test:** {manifest['claim']}", ""] if manifest.get("claim") else []),
+           f"{len(runs)} points: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
+           ""]
+  group_cols = [k for k in fields]
+  header = group_cols + ["healthy / runs"] + [m + (" *" if m == metric else "") for m in names]
+  lines += ["## Final eval", "",
+            "Mean ± half-width of the 95% confidence interval over seeds (Student's t), over "
+            "healthy runs only; `*` marks the metric of the plots.", "",
+            "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  for group, members in groups(runs).items():
+    values = dict(group)
+    ok = [r for r in members if r.healthy]
+    cells = [str(values.get(k, "")) for k in group_cols]
+    cells.append(f"{len(ok)} / {len(members)}")
+    cells += [_fmt(*mean_ci([r.final[m] for r in ok if m in r.final])) for m in names]
+    lines.append("| " + " | ".join(cells) + " |")
+  marked = [r for r in runs if not r.healthy]
+  if marked:
+    lines += ["", "## Runs not averaged in", "", "| point | status | detail | log |",
+              "|---|---|---|---|"]
+    for r in marked:
+      lines.append(f"| {r.name} | {r.status} | {r.detail} | {os.path.join(r.workdir, 'log.txt')} |")
+
+  lr_field = next((f for f in fields if f.rsplit(".", 1)[-1] == "learning_rate"), None)
+  if lr_field:
+    lines += ["", *lr_sensitivity_table(runs, lr_field, fields)]
+
+  figures = []
+  if _plot_curves(runs, metric, os.path.join(sweep_dir, "curves.png")):
+    figures.append(("Learning curves (mean over healthy seeds, min..max shaded)", "curves.png"))
+  for field in fields:
+    path = f"final_vs_{field.replace('.', '_')}.png"
+    if _plot_final_vs(runs, field, fields, metric, os.path.join(sweep_dir, path)):
+      figures.append((f"Final {metric} against {field}", path))
+  if _plot_diagnostics(runs, os.path.join(sweep_dir, "diagnostics.png")):
+    figures.append(("Per-layer diagnostics (first and last diagnostics step)", "diagnostics.png"))
+  for prefix in manifest.get("report_diagnostics", []):
+    for field in fields:
+      path = f"{prefix.replace('/', '_')}_vs_{field.replace('.', '_')}.png"
+      if _plot_last_layer_vs(runs, prefix, field, fields, os.path.join(sweep_dir, path)):
+        figures.append((f"{prefix} diagnostics of the last layer at the first diagnostics step "
+                        f"against {field} (95% CI over seeds)", path))
+  if _plot_diagnostics_over_steps(runs, os.path.join(sweep_dir, "diagnostics_steps.png")):
+    figures.append(("Diagnostics over training (per-layer metrics: the largest layer's value; "
+                    "mean over seeds)", "diagnostics_steps.png"))
+  lines += ["", "## Figures", ""]
+  for caption, path in figures:
+    lines += [f"{caption}:", "", f"![{caption}]({path})", ""]
+  lines += ["Raw figures: `results.csv`; every run's metrics: `<point>/metrics.jsonl`; its "
+            "output: `<point>/log.txt`."]
+  out = os.path.join(sweep_dir, "report.md")
+  with open(out, "w") as f:
+    f.write("\n".join(lines) + "\n")
+  return out
+
+
+def initial_loss(run: Run) -> float:
+  """The loss at initialization, ln(vocab size) (a model whose outputs are near uniform), from
+  the run's config.json; the first logged train loss if there is no config."""
+  path = os.path.join(run.workdir, "config.json")
+  if os.path.exists(path):
+    with open(path) as f:
+      return math.log(json.load(f)["model"]["vocab_size"])
+  train = run.metrics.get("train", [])
+  return train[0]["loss"] if train else float("nan")
+
+
+def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[str]) -> list[str]:
+  """Markdown lines: per value of the other swept fields, the best learning rate, the largest
+  one at which every seed trained healthily, and the LR sensitivity of Wortsman et al. (2023):
+  the mean over the grid of (final eval loss, clipped at the initial loss; a diverged run
+  counts as the initial loss) minus the best grid point's, each grid point a mean over seeds.
+  Incomplete or missing runs are left out."""
+  others = [f for f in fields if f != lr_field]
+  lines = ["## Learning-rate sweep", "",
+           "LR sensitivity (Wortsman et al. 2023): mean over the LR grid of min(final eval loss, "
+           "initial loss ln V) minus the best LR's; diverged runs count as the initial loss. "
+           "Largest stable LR: the largest with every seed finished (neither diverged nor "
+           "collapsed).", "",
+           "| " + " | ".join(others + ["best LR", "best eval loss", "largest stable LR",
+                                       "LR sensitivity", "grid points"]) + " |",
+           "|" + "---|" * (len(others) + 5)]
+  by_other: dict[tuple, list[Run]] = {}
+  for r in runs:
+    by_other.setdefault(tuple(r.overrides.get(f) for f in others), []).append(r)
+  for key, members in by_other.items():
+    per_lr: dict[float, list[float]] = {}
+    stable = []
+    for lr in sorted({r.overrides[lr_field] for r in members}):
+      at = [r for r in members if r.overrides[lr_field] == lr]
+      done = [r for r in at if r.status in ("finished", "collapsed", "diverged")]
+      if not done:
+        continue
+      clipped = [initial_loss(r) if r.status == "diverged" or not math.isfinite(
+          r.final.get("loss", float("nan"))) else min(r.final["loss"], initial_loss(r))
+                 for r in done]
+      per_lr[lr] = clipped
+      if all(r.status == "finished" for r in at):
+        stable.append(lr)
+    if not per_lr:
+      continue
+    means = {lr: float(np.mean(v)) for lr, v in per_lr.items()}
+    best_lr = min(means, key=means.get)
+    sensitivity = float(np.mean([m - means[best_lr] for m in means.values()]))
+    cells = [str(v) for v in key] + [f"{best_lr:g}", f"{means[best_lr]:.4f}",
+                                     f"{max(stable):g}" if stable else "none",
+                                     f"{sensitivity:.4f}", str(len(means))]
+    lines.append("| " + " | ".join(cells) + " |")
+  return lines
+
+
+def _write_csv(runs: Sequence[Run], names: Sequence[str], path: str) -> None:
+  keys = []
+  for r in runs:
+    keys += [k for k in r.overrides if k not in keys]
+  with open(path, "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["point", *keys, "status", "detail", "step", *names, "wall_s", "workdir"])
+    for r in runs:
+      times = [row["time"] for rows in r.metrics.values() for row in rows if "time" in row]
+      wall = f"{max(times) - min(times):.1f}" if times else ""
+      w.writerow([r.name, *[r.overrides.get(k, "") for k in keys], r.status, r.detail,
+                  r.final.get("step", ""), *[r.final.get(m, "") for m in names], wall,
+                  r.workdir])
+
+
+def _pyplot():
+  import matplotlib  # noqa: PLC0415
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # noqa: PLC0415
+  return plt
+
+
+def _mean_curve(runs: Sequence[Run], split: str, key: str):
+  """Steps every run logged, and the mean / min / max of `key` there."""
+  series = [{row["step"]: row[key] for row in r.metrics.get(split, []) if key in row}
+            for r in runs]
+  series = [s for s in series if s]
+  if not series:
+    return None
+  steps = sorted(set.intersection(*(set(s) for s in series)))
+  if not steps:
+    return None
+  y = np.array([[s[t] for t in steps] for s in series])
+  return np.array(steps), y.mean(0), y.min(0), y.max(0)
+
+
+def _plot_curves(runs: Sequence[Run], metric: str, path: str) -> bool:
+  plt = _pyplot()
+  fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+  colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+  drawn = False
+  for i, (group, members) in enumerate(groups(runs).items()):
+    color = colors[i % len(colors)]
+    ok = [r for r in members if r.healthy]
+    for ax, split, key in ((axes[0], "train", "loss"), (axes[1], "eval", metric)):
+      curve = _mean_curve(ok, split, key)
+      if curve is not None:
+        steps, mean, lo, hi = curve
+        ax.plot(steps, mean, color=color, label=f"{_label(group)} (n={len(ok)})",
+                marker="o" if split == "eval" else None, ms=3)
+        ax.fill_between(steps, lo, hi, color=color, alpha=0.2)
+        drawn = True
+      for r in members:  # marked runs are drawn thin, each alone, so they are seen
+        if not r.healthy and r.metrics.get(split):
+          rows = [row for row in r.metrics[split] if key in row]
+          ax.plot([row["step"] for row in rows], [row[key] for row in rows], color=color,
+                  ls=":", lw=1)
+  if not drawn:
+    plt.close(fig)
+    return False
+  axes[0].set(xlabel="step", ylabel="train loss", title="Training loss")
+  axes[1].set(xlabel="step", ylabel=f"eval {metric}", title=f"Eval {metric}")
+  for ax in axes:
+    ax.grid(alpha=0.3)
+  axes[1].legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return True
+
+
+def _is_number(v: Any) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _plot_final_vs(runs: Sequence[Run], field: str, fields: Sequence[str], metric: str,
+                   path: str) -> bool:
+  values = []
+  for r in runs:
+    if field in r.overrides and r.overrides[field] not in values:
+      values.append(r.overrides[field])
+  numeric = all(_is_number(v) for v in values)
+  if numeric:
+    values = sorted(values)
+  others = [f for f in fields if f != field]
+  lines: dict[tuple, list[Run]] = {}
+  for r in runs:
+    lines.setdefault(tuple((f, r.overrides.get(f)) for f in others), []).append(r)
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(6.5, 4.5))
+  drawn = False
+  for key, members in lines.items():
+    xs, ys, errs = [], [], []
+    for i, v in enumerate(values):
+      ok = [r.final[metric] for r in members
+            if r.overrides.get(field) == v and r.healthy and metric in r.final]
+      if ok:
+        mean, half = mean_ci(ok)
+        xs.append(v if numeric else i)
+        ys.append(mean)
+        errs.append(0.0 if math.isnan(half) else half)
+    if xs:
+      ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=_label(key))
+      drawn = True
+  if not drawn:
+    plt.close(fig)
+    return False
+  if numeric and min(values) > 0 and max(values) / min(values) >= 10:
+    ax.set_xscale("log")
+  if not numeric:
+    ax.set_xticks(range(len(values)), [str(v) for v in values])
+  ax.set(xlabel=field, ylabel=f"final eval {metric}",
+         title=f"{metric} vs {field} (95% CI over seeds)")
+  ax.grid(alpha=0.3)
+  if others:
+    ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return True
+
+
+def layer_profiles(row: dict) -> dict[str, dict[int, float]]:
+  """`{metric: {layer: value}}` from a diagnostics row's keys that carry a layer index."""
+  out: dict[str, dict[int, float]] = {}
+  for k, v in row.items():
+    m = _LAYER.match(k)
+    if m and k not in _NOT_METRICS and _is_number(v):
+      name = (m["pre"] + "*" + m["post"]).strip("/._")
+      out.setdefault(name, {})[int(m["index"])] = float(v)
+  return out
+
+
+def _plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Sequence[str],
+                        path: str) -> bool:
+  """Per-layer metrics whose name (layer index replaced by `*`, e.g.
+  `decoder/*/feed_forward/grad_norm`) contains `prefix`: the last layer's value at the first
+  diagnostics step against `field` (numeric), one line per metric and value of the other
+  swept fields."""
+  if not all(_is_number(r.overrides.get(field)) for r in runs):
+    return False
+  others = [f for f in fields if f != field]
+  points: dict[tuple, dict[float, list[float]]] = {}
+  for r in runs:
+    rows = r.metrics.get("diagnostics", [])
+    if not rows or r.status == "diverged":
+      continue
+    for name, prof in layer_profiles(rows[0]).items():
+      if prefix in name:
+        key = (name,) + tuple((f, r.overrides.get(f)) for f in others)
+        points.setdefault(key, {}).setdefault(r.overrides[field], []).append(prof[max(prof)])
+  if not points:
+    return False
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(7, 4.8))
+  for key, by_x in points.items():
+    xs = sorted(by_x)
+    stats = [mean_ci(by_x[x]) for x in xs]
+    ax.errorbar(xs, [m for m, _ in stats], yerr=[0 if math.isnan(h) else h for _, h in stats],
+                marker="o", capsize=3, label=f"{key[0]} {_label(key[1:])}")
+  values = [v for by_x in points.values() for x in by_x for v in by_x[x]]
+  if min(values) > 0 and min(r.overrides[field] for r in runs) > 0:
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+  ax.set(xlabel=field, ylabel="last layer", title=f"{prefix} (last layer) vs {field}")
+  ax.grid(alpha=0.3, which="both")
+  ax.legend(fontsize=6)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return True
+
+
+def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
+  series: dict[str, dict[tuple, dict[int, list[float]]]] = {}  # metric -> group -> step -> [v]
+  for r in runs:
+    rows = r.metrics.get("diagnostics", [])
+    if len(rows) < 2:
+      continue
+    for row in rows:
+      values = {name: max(prof.values()) for name, prof in layer_profiles(row).items()}
+      values.update({k: float(v) for k, v in row.items() if k not in _NOT_METRICS
+                     and _is_number(v) and not _LAYER.match(k)})
+      for name, v in values.items():
+        series.setdefault(name, {}).setdefault(r.group, {}).setdefault(row["step"], []).append(v)
+  if not series:
+    return False
+  plt = _pyplot()
+  names = sorted(series)
+  cols = min(3, len(names))
+  nrows = math.ceil(len(names) / cols)
+  fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.6 * nrows), squeeze=False)
+  for ax, name in zip(axes.ravel(), names):
+    for group, by_step in series[name].items():
+      steps = sorted(by_step)
+      ax.plot(steps, [np.mean(by_step[t]) for t in steps], label=_label(group))
+    ax.set(xlabel="step", title=name)
+    ax.grid(alpha=0.3)
+  for ax in axes.ravel()[len(names):]:
+    ax.axis("off")
+  axes.ravel()[0].legend(fontsize=6)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return True
+
+
+def _plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
+  profiles: dict[str, dict[tuple, list]] = {}  # metric -> (group, first/last) -> [{layer: v}]
+  for r in runs:
+    rows = r.metrics.get("diagnostics", [])
+    if not rows or r.status == "diverged":
+      continue
+    for which, row in (("first", rows[0]), ("last", rows[-1])):
+      if which == "last" and len(rows) == 1:
+        continue
+      for name, prof in layer_profiles(row).items():
+        profiles.setdefault(name, {}).setdefault((r.group, which, row["step"]), []).append(prof)
+  if not profiles:
+    return False
+  plt = _pyplot()
+  names = sorted(profiles)
+  cols = min(3, len(names))
+  nrows = math.ceil(len(names) / cols)
+  fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.6 * nrows), squeeze=False)
+  colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+  group_index = {g: i for i, g in enumerate(groups(runs))}
+  for ax, name in zip(axes.ravel(), names):
+    for (group, which, step), profs in profiles[name].items():
+      layers = sorted(set.intersection(*(set(p) for p in profs)))
+      mean = [np.mean([p[l] for p in profs]) for l in layers]
+      ax.plot(layers, mean, marker="o", ms=3, ls="-" if which == "last" else "--",
+              color=colors[group_index[group] % len(colors)],
+              label=f"{_label(group)} @ {step}")
+    ax.set(xlabel="layer", title=name)
+    ax.grid(alpha=0.3)
+  for ax in axes.ravel()[len(names):]:
+    ax.axis("off")
+  axes.ravel()[0].legend(fontsize=6)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return True

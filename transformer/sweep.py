@@ -1,0 +1,254 @@
+"""Sweeps: a Python file whose `get_sweep()` returns points, each a dict of config overrides.
+
+A sweep file (see `experiments/`) declares its grid with `product` and `zip_axes`::
+
+    from transformer.sweep import product, zip_axes
+
+    def get_sweep():
+      return product(
+          {"model.norm_placement": ["pre", "post"]},
+          zip_axes({"optim.learning_rate": [1e-3, 3e-3], "optim.warmup_steps": [0, 50]}),
+          {"seed": [0, 1, 2]})
+
+Each point is a dict from a config field path (`"model.norm_placement"`, `"seed"`) to a value,
+applied on top of `--config` and its command-line overrides. `validate_points` checks every
+point against the config before anything runs; `point_name` gives each point a readable,
+unique workdir name. Running the points is `sweep_local.py` / `sweep_slurm.py`; reading their
+workdirs is `report.py`.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import itertools
+import json
+import os
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+from transformer.config import ConfigError, ExperimentConfig, from_config_dict
+
+Point = dict[str, Any]
+MANIFEST = "sweep.json"  # written into the sweep dir: the points, their names and commands
+
+
+def product(*axes: Mapping[str, Sequence[Any]] | Sequence[Point]) -> list[Point]:
+  """The Cartesian product of axes, the first varying slowest.
+
+  Each axis is either `{field: [values]}` (one field) or a list of points (e.g. `zip_axes`'s
+  result, or hand-written dicts), so `product({"a": [1, 2]}, {"b": [3, 4]})` has 4 points.
+  """
+  lists = [_as_points(a) for a in axes]
+  points = []
+  for combo in itertools.product(*lists):
+    merged: Point = {}
+    for part in combo:
+      clash = set(merged) & set(part)
+      if clash:
+        raise ConfigError(f"Sweep axes set the same field(s) {sorted(clash)} twice.")
+      merged.update(part)
+    points.append(merged)
+  return points
+
+
+def zip_axes(axes: Mapping[str, Sequence[Any]]) -> list[Point]:
+  """Fields that vary together: `zip_axes({"a": [1, 2], "b": [3, 4]})` is 2 points,
+  `{"a": 1, "b": 3}` and `{"a": 2, "b": 4}`. All value lists must have the same length."""
+  lengths = {k: len(v) for k, v in axes.items()}
+  if len(set(lengths.values())) > 1:
+    raise ConfigError(f"zip_axes needs value lists of one length; got {lengths}.")
+  keys = list(axes)
+  return [dict(zip(keys, values)) for values in zip(*(axes[k] for k in keys))]
+
+
+def _as_points(axis) -> list[Point]:
+  if isinstance(axis, Mapping):
+    if len(axis) != 1:
+      raise ConfigError(f"A product axis given as a dict has one field; got {list(axis)}. "
+                        "Use zip_axes for fields that vary together, or one dict per axis.")
+    (key, values), = axis.items()
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+      raise ConfigError(f"Axis {key!r} needs a list of values; got {values!r}.")
+    return [{key: v} for v in values]
+  return [dict(p) for p in axis]
+
+
+def preset(presets: Mapping[str, Point], name: str) -> list[Point]:
+  """`presets[name]` as a one-point axis for `product`, e.g. the fixed fields of a study's
+  `cpu` or `gpu` size; an unknown name is a ConfigError listing the known ones."""
+  if name not in presets:
+    raise ConfigError(f"Unknown sweep preset {name!r}; known: {sorted(presets)} "
+                      "(--sweep=FILE.py:PRESET).")
+  return [dict(presets[name])]
+
+
+def sweep_report_settings(spec_arg: str) -> dict:
+  """What the sweep file tells the report: `CLAIM` (the published claim a study tests) and
+  `REPORT_DIAGNOSTICS` (per-layer diagnostics whose last layer to plot against the swept
+  fields, by a part of their name such as "feed_forward/grad_norm")."""
+  path = spec_arg.split(".py:", 1)[0] + ".py" if ".py:" in spec_arg else spec_arg
+  module = _import(path)
+  return {"claim": str(getattr(module, "CLAIM", "")),
+          "report_diagnostics": list(getattr(module, "REPORT_DIAGNOSTICS", ()))}
+
+
+def _import(path: str):
+  spec = importlib.util.spec_from_file_location(
+      "sweep_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0]), path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+def load_sweep(spec_arg: str) -> list[Point]:
+  """Imports the sweep file `FILE[:ARG]` and returns its `get_sweep([ARG])` points (checked
+  shape). ARG, as in `configs/x.py:variant`, lets one file hold several sweeps (presets)."""
+  path, arg = spec_arg, None
+  if ".py:" in spec_arg:
+    path, arg = spec_arg.split(".py:", 1)
+    path += ".py"
+  if not os.path.isfile(path):
+    raise ConfigError(f"--sweep={path} is not a file; give a Python file with get_sweep().")
+  module = _import(path)
+  if not hasattr(module, "get_sweep"):
+    raise ConfigError(f"{path} has no get_sweep() function returning the sweep's points.")
+  points = list(module.get_sweep() if arg is None else module.get_sweep(arg))
+  if not points:
+    raise ConfigError(f"{spec_arg}: get_sweep() returned no points.")
+  for i, p in enumerate(points):
+    if not isinstance(p, Mapping) or not all(isinstance(k, str) for k in p):
+      raise ConfigError(f"{path}: point {i} is {p!r}; each point is a dict of "
+                        "'section.field' -> value.")
+  return [dict(p) for p in points]
+
+
+def apply_point(config_dict, point: Point, index: int = 0):
+  """A copy of the ConfigDict `config_dict` with `point`'s values set; an unknown field or a
+  value of the wrong type is a ConfigError naming the point."""
+  c = copy.deepcopy(config_dict)
+  for key, value in point.items():
+    *parents, leaf = key.split(".")
+    node = c
+    try:
+      for p in parents:
+        node = node[p]
+      if leaf not in node:
+        raise KeyError(leaf)
+      node[leaf] = value
+    except (KeyError, AttributeError, TypeError) as e:
+      kind = "no such field" if isinstance(e, (KeyError, AttributeError)) else str(e)
+      raise ConfigError(f"Sweep point {index} {point}: {key!r}: {kind}. Fields are "
+                        "'section.field' paths of the config, e.g. 'model.norm_placement' "
+                        "or 'seed'.") from None
+  return c
+
+
+def validate_points(config_dict, points: Sequence[Point]) -> list[ExperimentConfig]:
+  """Every point's full config, validated; raises ConfigError naming the first bad point."""
+  configs = []
+  for i, point in enumerate(points):
+    try:
+      configs.append(from_config_dict(apply_point(config_dict, point, i)))
+    except ConfigError as e:
+      if str(e).startswith("Sweep point"):
+        raise
+      raise ConfigError(f"Sweep point {i} {point}: {e}") from None
+  names = [point_name(p, points) for p in points]
+  dupes = sorted({n for n in names if names.count(n) > 1})
+  if dupes:
+    raise ConfigError(f"The sweep has repeated points: {dupes}.")
+  return configs
+
+
+def format_value(value: Any) -> str:
+  """A value as an absl `--config.x=value` flag reads it back."""
+  if isinstance(value, float):
+    return repr(value)
+  return str(value)
+
+
+def override_args(point: Point) -> list[str]:
+  return [f"--config.{k}={format_value(v)}" for k, v in point.items()]
+
+
+def point_name(point: Point, all_points: Sequence[Point] = ()) -> str:
+  """A readable workdir name: `norm_placement=post,seed=1`. Fields that every point of
+  `all_points` sets to the same value (a preset's) are left out; fields go by their last path
+  part unless two swept fields share it; long names are cut and made unique by a hash."""
+  all_points = list(all_points) or [point]
+  keys = {k for p in all_points for k in p}
+  if len(all_points) > 1:
+    varying = {k for k in keys
+               if len({json.dumps(p.get(k, "<unset>"), default=str) for p in all_points}) > 1}
+    if any(k in varying for k in point):
+      point = {k: v for k, v in point.items() if k in varying}
+      keys = varying
+  short = {}
+  for k in keys:
+    leaf = k.rsplit(".", 1)[-1]
+    same_leaf = [o for o in keys if o.rsplit(".", 1)[-1] == leaf]
+    short[k] = leaf if len(same_leaf) == 1 else k
+  parts = [f"{short[k]}={format_value(v)}" for k, v in point.items()]
+  name = re.sub(r"[^A-Za-z0-9._=,+-]", "_", ",".join(parts)) or "default"
+  if len(name) > 100:
+    digest = hashlib.sha1(json.dumps(point, sort_keys=True, default=str).encode()).hexdigest()
+    name = name[:80] + "-" + digest[:10]
+  return name
+
+
+def user_overrides(argv: Sequence[str]) -> list[str]:
+  """The `--config.x=value` arguments of the sweep command (they apply to every point)."""
+  return [a for a in argv if a.startswith("--config.") and "=" in a]
+
+
+def point_command(launch_py: str, config_arg: str, overrides: Sequence[str], point: Point,
+                  workdir: str, python: str) -> list[str]:
+  """The `launch.py --mode=train` command of one point; its values win over `overrides`."""
+  mine = {f"--config.{k}" for k in point}
+  shared = [o for o in overrides if o.split("=", 1)[0] not in mine]
+  return [python, launch_py, "--mode=train", f"--config={config_arg}", *shared,
+          *override_args(point), f"--workdir={workdir}"]
+
+
+def is_finished(workdir: str, num_steps: int) -> bool:
+  """The run in `workdir` has its final eval (an eval row at step >= num_steps)."""
+  path = os.path.join(workdir, "metrics.jsonl")
+  if not os.path.exists(path):
+    return False
+  with open(path) as f:
+    for line in f:
+      try:
+        row = json.loads(line)
+      except json.JSONDecodeError:  # a line cut by a kill
+        continue
+      if row.get("split") == "eval" and row.get("step", -1) >= num_steps:
+        return True
+  return False
+
+
+def write_manifest(sweep_dir: str, sweep_file: str, config_arg: str, overrides: Sequence[str],
+                   points: Sequence[Point], configs: Sequence[ExperimentConfig],
+                   given_dir: str = "") -> str:
+  """Writes `<sweep_dir>/sweep.json`: the command's arguments as given (for the report's
+  command line) and each point's name, overrides and length."""
+  os.makedirs(sweep_dir, exist_ok=True)
+  manifest = {
+      "sweep_file": sweep_file, "config": config_arg, **sweep_report_settings(sweep_file),
+      "overrides": list(overrides), "sweep_dir": given_dir or sweep_dir,
+      "points": [{"name": point_name(p, points), "overrides": p,
+                  "num_steps": c.train.num_steps} for p, c in zip(points, configs)]}
+  path = os.path.join(sweep_dir, MANIFEST)
+  with open(path, "w") as f:
+    json.dump(manifest, f, indent=1, default=str)
+  return path
+
+
+def read_manifest(sweep_dir: str) -> dict:
+  path = os.path.join(sweep_dir, MANIFEST)
+  if not os.path.exists(path):
+    raise ConfigError(f"{path} does not exist: is {sweep_dir} a sweep dir "
+                      "(made by --mode=sweep)?")
+  with open(path) as f:
+    return json.load(f)

@@ -1,0 +1,147 @@
+"""`launch.py --mode=sweep` and `--mode=report`: their flags and what they do.
+
+  python launch.py --mode=sweep --sweep=experiments/norm_placement.py \
+      [--config=configs/default.py:smoke] [--config.x.y=...] [--sweep_dir=DIR] [--parallel=N]
+      [--launcher=slurm [--dry_run] [--slurm_time=04:00:00] [--slurm_partition=gpu] ...]
+  python launch.py --mode=report --sweep_dir=DIR [--report_metric=loss]
+
+Nothing here imports JAX: the runner must leave the accelerators to its children.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Sequence
+
+from absl import flags
+
+from transformer import sweep as sweep_lib
+from transformer.config import ConfigError
+
+_SWEEP = flags.DEFINE_string("sweep", None, "sweep: a Python file whose get_sweep() returns "
+                             "the points (dicts of config field path -> value).")
+_SWEEP_DIR = flags.DEFINE_string("sweep_dir", None, "sweep / report: the sweep's directory "
+                                 "(one workdir per point). Default: runs/sweeps/<sweep file>.")
+_PARALLEL = flags.DEFINE_integer("parallel", 1, "sweep: points run at once (local launcher); "
+                                 "with several GPUs each point gets its own.")
+_LAUNCHER = flags.DEFINE_enum("launcher", "local", ["local", "slurm"],
+                              "sweep: local processes, or one SLURM sbatch array job.")
+_DRY_RUN = flags.DEFINE_bool("dry_run", False, "sweep: write and print the sbatch script "
+                             "without submitting it (--launcher=slurm), or list the points.")
+_REPORT_METRIC = flags.DEFINE_string("report_metric", "", "report: the eval metric of the "
+                                     "plots; default bits_per_byte if logged, else loss.")
+_SLURM_GPUS = flags.DEFINE_integer("slurm_gpus_per_task", 1, "slurm: GPUs per point (0: none).")
+_SLURM_CPUS = flags.DEFINE_integer("slurm_cpus_per_task", 0, "slurm: CPUs per point (0: default).")
+_SLURM_MEM = flags.DEFINE_string("slurm_mem", "", "slurm: memory per point, e.g. 32G.")
+_SLURM_TIME = flags.DEFINE_string("slurm_time", "", "slurm: time limit per point, e.g. 04:00:00.")
+_SLURM_PARTITION = flags.DEFINE_string("slurm_partition", "", "slurm: partition.")
+_SLURM_ACCOUNT = flags.DEFINE_string("slurm_account", "", "slurm: account.")
+_SLURM_EXTRA = flags.DEFINE_list("slurm_extra", [], "slurm: more sbatch options, e.g. qos=high.")
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_LAUNCH_PY = os.path.join(_REPO_ROOT, "launch.py")
+
+
+def default_sweep_dir(sweep_file: str) -> str:
+  """`runs/sweeps/<file stem>[-<preset>]`."""
+  path, _, arg = sweep_file.partition(".py:")
+  stem = os.path.splitext(os.path.basename(path))[0]
+  return os.path.join("runs", "sweeps", stem + (f"-{arg}" if arg else ""))
+
+
+def main(mode: str, config_dict, config_arg: str, argv: Sequence[str]) -> int:
+  """Runs `mode` ("sweep" or "report"); returns the process exit code."""
+  try:
+    if mode == "report":
+      if not _SWEEP_DIR.value:
+        raise ConfigError("--mode=report needs --sweep_dir=DIR (a directory made by "
+                          "--mode=sweep).")
+      from transformer.report import write_report  # noqa: PLC0415
+      print(f"Report: {write_report(_SWEEP_DIR.value, _REPORT_METRIC.value)}")
+      return 0
+    return _sweep(config_dict, config_arg, argv)
+  except ConfigError as e:
+    print(f"Config error: {e}", file=sys.stderr)
+    return 2
+
+
+def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
+  if not _SWEEP.value:
+    raise ConfigError("--mode=sweep needs --sweep=FILE, a Python file with get_sweep() "
+                      "(see experiments/).")
+  points = sweep_lib.load_sweep(_SWEEP.value)
+  configs = sweep_lib.validate_points(config_dict, points)
+  given_dir = _SWEEP_DIR.value or default_sweep_dir(_SWEEP.value)
+  sweep_dir = os.path.abspath(given_dir)
+  given_config = config_arg
+  path, colon, variant = config_arg.partition(":")  # children may run in another directory
+  config_arg = os.path.abspath(path) + colon + variant
+  overrides = sweep_lib.user_overrides(argv)
+  names = [sweep_lib.point_name(p, points) for p in points]
+  commands = [sweep_lib.point_command(_LAUNCH_PY, config_arg, overrides, p,
+                                      os.path.join(sweep_dir, n), sys.executable)
+              for p, n in zip(points, names)]
+  sweep_lib.write_manifest(sweep_dir, _SWEEP.value, given_config, overrides, points, configs,
+                           given_dir=given_dir)
+  print(f"[sweep] {len(points)} points from {_SWEEP.value} in {sweep_dir}")
+
+  if _LAUNCHER.value == "slurm":
+    return _slurm(sweep_dir, points, configs, names, commands)
+  if _DRY_RUN.value:
+    for n, c in zip(names, commands):
+      print(f"{n}: {' '.join(c)}")
+    return 0
+
+  from transformer.sweep_local import Job, run_jobs, visible_gpus  # noqa: PLC0415
+  jobs = [Job(n, os.path.join(sweep_dir, n), c,
+              finished=lambda w=os.path.join(sweep_dir, n), s=cfg.train.num_steps:
+              sweep_lib.is_finished(w, s))
+          for n, c, cfg in zip(names, commands, configs)]
+  outcome = run_jobs(jobs, _PARALLEL.value, gpus=visible_gpus())
+  stopped = outcome["stopped"] or outcome["not_started"]
+  print(f"[sweep] finished {len(outcome['finished'])} of {len(jobs)}; failed "
+        f"{len(outcome['failed'])}; stopped {len(outcome['stopped'])}; not started "
+        f"{len(outcome['not_started'])}.")
+  for job in outcome["failed"]:
+    print(f"[sweep] FAILED {job.name} (exit {job.returncode}): {job.log_path}")
+  if stopped:
+    print("[sweep] Interrupted: run the same command again to resume.")
+    return 130
+  try:
+    from transformer.report import write_report  # noqa: PLC0415
+    print(f"[sweep] Report: {write_report(sweep_dir, _REPORT_METRIC.value)}")
+  except Exception as e:  # noqa: BLE001 -- the runs are safe; say why the report is missing
+    print(f"[sweep] The report failed ({type(e).__name__}: {e}); rerun it with "
+          f"python launch.py --mode=report --sweep_dir={sweep_dir}")
+    return 1
+  return 1 if outcome["failed"] else 0
+
+
+def _slurm(sweep_dir, points, configs, names, commands) -> int:
+  from transformer.sweep_slurm import SlurmResources, array_script, submit, write_script  # noqa
+  todo = [i for i, (n, c) in enumerate(zip(names, configs))
+          if not sweep_lib.is_finished(os.path.join(sweep_dir, n), c.train.num_steps)]
+  if not todo:
+    print("[sweep] Every point has finished; nothing to submit. Report: python launch.py "
+          f"--mode=report --sweep_dir={sweep_dir}")
+    return 0
+  res = SlurmResources(gpus_per_task=_SLURM_GPUS.value, cpus_per_task=_SLURM_CPUS.value,
+                       mem=_SLURM_MEM.value, time=_SLURM_TIME.value,
+                       partition=_SLURM_PARTITION.value, account=_SLURM_ACCOUNT.value,
+                       max_parallel=_PARALLEL.value if _PARALLEL.value > 1 else 0,
+                       extra=tuple(_SLURM_EXTRA.value))
+  text = array_script([names[i] for i in todo], [commands[i] for i in todo], sweep_dir,
+                      _REPO_ROOT, res, job_name="sweep-" + os.path.basename(sweep_dir))
+  path = write_script(text, sweep_dir)
+  print(f"[sweep] {len(todo)} of {len(points)} points to run; sbatch script: {path}")
+  if _DRY_RUN.value:
+    print(text)
+    return 0
+  try:
+    print(f"[sweep] {submit(path)}")
+  except RuntimeError as e:
+    print(f"[sweep] {e}", file=sys.stderr)
+    return 1
+  print(f"[sweep] When the tasks end: python launch.py --mode=report --sweep_dir={sweep_dir}")
+  return 0

@@ -1,0 +1,195 @@
+"""Run a sweep's points on this machine: one `launch.py` process per point, N at a time.
+
+Each point trains in its own workdir (`<sweep_dir>/<point name>`), logging to `log.txt` there,
+so a rerun skips finished points and resumes the others exactly. A failing point does not stop
+the rest. SIGINT / SIGTERM to the runner is passed on once to every running child (each saves a
+checkpoint and exits) and the runner waits for them; a second one is passed on too (children
+then stop at once). Children die with the runner (PR_SET_PDEATHSIG), so none is orphaned.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import Callable, Optional, Sequence
+
+from transformer.train.writers import format_duration
+
+STOP_GRACE_S = 300  # after a stop request, children get this long to save before a SIGKILL
+
+
+@dataclasses.dataclass
+class Job:
+  """One point to run: its name, workdir and command."""
+  name: str
+  workdir: str
+  command: list[str]
+  finished: Callable[[], bool]
+  process: Optional[subprocess.Popen] = None
+  started: float = 0.0
+  log_path: str = ""
+  returncode: Optional[int] = None
+
+
+def visible_gpus(env: Optional[dict] = None) -> list[str]:
+  """GPU ids this machine offers: CUDA_VISIBLE_DEVICES if set, else `nvidia-smi -L`'s count.
+  (The runner must not import JAX: that would take the accelerator from its children.)"""
+  env = os.environ if env is None else env
+  if env.get("CUDA_VISIBLE_DEVICES", "").strip():
+    return [d.strip() for d in env["CUDA_VISIBLE_DEVICES"].split(",") if d.strip()]
+  if shutil.which("nvidia-smi") is None:
+    return []
+  try:
+    out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30)
+  except (OSError, subprocess.TimeoutExpired):
+    return []
+  return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]
+
+
+def _die_with_parent() -> None:
+  """In the child, before exec: get SIGTERM (save and exit) if the runner dies."""
+  try:
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+  except OSError:
+    pass
+
+
+class _Stop:
+  """Counts SIGINT / SIGTERM received by the runner while it runs."""
+
+  def __init__(self):
+    self.count = 0
+    self.new = False
+
+  def __enter__(self):
+    self._previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    return self
+
+  def _handle(self, signum, frame):
+    self.count += 1
+    self.new = True
+    print(f"\n[sweep] {signal.Signals(signum).name}: stopping every running point (each saves "
+          "a checkpoint); run the same command again to resume.", flush=True)
+
+  def __exit__(self, *exc):
+    for s, h in self._previous.items():
+      signal.signal(s, h)
+
+
+def run_jobs(jobs: Sequence[Job], parallel: int, gpus: Sequence[str] = (),
+             poll_s: float = 0.5, progress_every_s: float = 30.0,
+             print_fn=print) -> dict[str, list[Job]]:
+  """Runs the unfinished `jobs`, `parallel` at a time; returns them by outcome:
+  `finished` (this time or before), `failed` (non-zero exit, or exit 0 without the final
+  eval), `stopped` (interrupted by a signal) and `not_started`."""
+  if parallel < 1:
+    raise ValueError(f"--parallel={parallel} must be >= 1.")
+  outcome = {"finished": [], "failed": [], "stopped": [], "not_started": []}
+  todo = []
+  for job in jobs:
+    (outcome["finished"] if job.finished() else todo).append(job)
+  skipped = len(outcome["finished"])
+  if skipped:
+    print_fn(f"[sweep] {skipped} of {len(jobs)} points already finished; skipping them.")
+  if gpus and parallel > len(gpus):
+    print_fn(f"[sweep] {parallel} points at a time on {len(gpus)} GPU(s): points share GPUs.")
+  running: list[Job] = []
+  free_slots = list(range(parallel))
+  slot_of: dict[str, int] = {}
+  durations: list[float] = []
+  last_progress = 0.0
+  stop_deadline = None
+
+  def progress(force=False):
+    nonlocal last_progress
+    now = time.time()
+    if not force and now - last_progress < progress_every_s:
+      return
+    last_progress = now
+    left = len(todo) + len(outcome["not_started"])
+    eta = ""
+    if durations and (todo or running) and stop_deadline is None:  # no ETA once stopping
+      mean = sum(durations) / len(durations)
+      remaining = sum(max(mean - (now - j.started), 0) for j in running) + len(todo) * mean
+      eta = f" | ETA {format_duration(remaining / min(parallel, len(todo) + len(running)))}"
+    print_fn(f"[sweep] done {len(outcome['finished'])} | running {len(running)} | failed "
+             f"{len(outcome['failed'])} | left {left}{eta}")
+
+  with _Stop() as stop:
+    while todo or running:
+      if stop.new:  # pass each signal on once to every running child
+        stop.new = False
+        sig = signal.SIGINT if stop.count == 1 else signal.SIGTERM
+        for j in running:
+          _signal(j, sig)
+        stop_deadline = time.time() + STOP_GRACE_S
+        outcome["not_started"] += todo
+        todo = []
+      while todo and free_slots and not stop.count:
+        job = todo.pop(0)
+        slot = free_slots.pop(0)
+        env = dict(os.environ)
+        if gpus:
+          env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
+          if parallel > len(gpus):
+            env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        _start(job, env)
+        slot_of[job.name] = slot
+        running.append(job)
+        print_fn(f"[sweep] start {job.name}" + (f" (GPU {env['CUDA_VISIBLE_DEVICES']})"
+                                                 if gpus else "") + f"; log: {job.log_path}")
+        progress(force=True)
+      for job in list(running):
+        rc = job.process.poll()
+        if rc is None:
+          continue
+        job.returncode = rc
+        running.remove(job)
+        free_slots.append(slot_of.pop(job.name))
+        if job.finished():
+          outcome["finished"].append(job)
+          durations.append(time.time() - job.started)
+          print_fn(f"[sweep] finished {job.name} in {format_duration(time.time() - job.started)}")
+        elif stop.count:
+          outcome["stopped"].append(job)
+          print_fn(f"[sweep] stopped {job.name} (exit {rc}); it resumes on the next run")
+        else:
+          outcome["failed"].append(job)
+          print_fn(f"[sweep] FAILED {job.name} (exit {rc}); log: {job.log_path}")
+        progress(force=True)
+      if stop_deadline is not None and running and time.time() > stop_deadline:
+        for j in running:
+          print_fn(f"[sweep] {j.name} did not stop within {STOP_GRACE_S}s; killing it.")
+          j.process.kill()
+        stop_deadline = time.time() + 60
+      progress()
+      time.sleep(poll_s)
+  return outcome
+
+
+def _start(job: Job, env: dict) -> None:
+  os.makedirs(job.workdir, exist_ok=True)
+  job.log_path = os.path.join(job.workdir, "log.txt")
+  log = open(job.log_path, "a")
+  log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(job.command)}\n")
+  log.flush()
+  # A session of its own: a Ctrl-C in the terminal reaches only the runner, which passes it on
+  # exactly once (a second SIGINT would make the child stop without saving).
+  job.process = subprocess.Popen(job.command, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                 start_new_session=True,
+                                 preexec_fn=_die_with_parent if sys.platform == "linux" else None)
+  log.close()  # the child holds its own descriptor
+  job.started = time.time()
+
+
+def _signal(job: Job, sig) -> None:
+  try:
+    job.process.send_signal(sig)
+  except ProcessLookupError:
+    pass
