@@ -43,6 +43,7 @@ PACKINGS = ("concat", "pack", "pad")
 DECAYS = ("cosine", "linear", "constant")
 REMAT_POLICIES = ("none", "full", "minimal")
 STRATEGIES = ("jit", "pmap")
+NONFINITE_MODES = ("stop", "skip")  # train.nonfinite: what a non-finite loss/gradient does
 MESH_AXES = ("data", "fsdp", "tensor")
 # Logical axis names that parameters carry (`nn.with_logical_partitioning` in transformer/model)
 # and the mesh axis each is sharded over by default ("" = replicated).
@@ -239,8 +240,10 @@ class TrainConfig:
   eval_every: int = 400
   micro_batches: int = 1
   peak_flops_per_device: float = 0.0
+  nonfinite: str = "stop"  # stop: end the run at the first non-finite step; skip: skip its update
 
   def __post_init__(self):
+    _choice("train", "nonfinite", self.nonfinite, NONFINITE_MODES)
     for f in ("batch_size", "num_steps", "log_every", "eval_every", "micro_batches"):
       _positive("train", f, getattr(self, f))
     _positive("train", "peak_flops_per_device", self.peak_flops_per_device, allow_zero=True)
