@@ -123,6 +123,9 @@ class ModelConfig:
           f"--config.model.num_heads={self.num_heads} is not a multiple of "
           f"--config.model.num_kv_heads={self.num_kv_heads}; each key/value head serves "
           "num_heads / num_kv_heads query heads.")
+    if self.positions == "sinusoidal" and self.d_model % 2:
+      raise ConfigError(f"--config.model.positions=sinusoidal needs an even d_model, got "
+                        f"{self.d_model}; change d_model or use positions=rope/learned.")
     if self.positions == "rope" and self.head_dim % 2:
       raise ConfigError(
           f"--config.model.positions=rope needs an even head_dim, got d_model / num_heads = "

@@ -89,12 +89,14 @@ def default_workdir(config_arg: str, argv: list[str]) -> str:
 
 
 def _config_arg(argv: list[str]) -> str:
+  """The `--config` value (the last one, as absl takes it)."""
+  found = "configs/default.py"
   for i, a in enumerate(argv):
     if a.startswith("--config="):
-      return a.split("=", 1)[1]
-    if a == "--config" and i + 1 < len(argv):
-      return argv[i + 1]
-  return "configs/default.py"
+      found = a.split("=", 1)[1]
+    elif a == "--config" and i + 1 < len(argv):
+      found = argv[i + 1]
+  return found
 
 
 def main(argv: list[str]) -> None:
@@ -159,4 +161,8 @@ def _sample(workdir: str) -> None:
 
 
 def run() -> None:
+  config_file = _config_arg(sys.argv).partition(":")[0]
+  if not os.path.isfile(config_file):  # absl would answer with two tracebacks
+    sys.exit(f"Config error: --config={config_file!r}: no such file. Pass a config file such as "
+             f"configs/default.py (variants: configs/default.py:smoke).")
   app.run(main)

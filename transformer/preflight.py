@@ -25,6 +25,11 @@ def check_workdir(workdir: str) -> None:
 
 
 def check_files(config: ExperimentConfig) -> None:
+  """Files and folders the config names exist."""
+  src = config.data.source_dir
+  if config.data.name in ("local_text", "stdlib_package") and src and not os.path.isdir(src):
+    raise ConfigError(f"--config.data.source_dir={src!r} is not a folder; point it at a folder "
+                      "of text files, or set it to '' for this Python's standard library.")
   spm = config.data.spm_model
   if config.data.tokenizer == "sentencepiece" and spm and not os.path.isfile(spm):
     raise ConfigError(f"--config.data.spm_model={spm!r}: no such file. Point it at a "
