@@ -172,3 +172,30 @@ def test_disk_full_during_save_names_the_last_good_checkpoint(tmp_path, monkeypa
   step, state = Checkpointer(directory, keep=5).restore_latest(
       {"w": jax.ShapeDtypeStruct((1000,), np.float32)}, _iterator())
   assert step == 1 and (np.asarray(state["w"]) == 1.0).all()
+
+
+def test_orbax_unraisable_errors_go_to_the_log_file(tmp_path, monkeypatch):
+  """What orbax's abandoned reads print when collected ("Exception ignored in <coroutine>",
+  a tensorstore spec each) lands in the log file; other unraisables reach the previous hook."""
+  import sys
+  import types
+  reached = []
+  monkeypatch.setattr(sys, "unraisablehook", reached.append)
+  ckpt = Checkpointer(str(tmp_path / "ckpt"), keep=1)
+  namespace = {}
+  exec(compile("async def _read_array_index_and_device_put():\n  pass\n",
+               os.path.join(os.sep, "site-packages", "orbax", "serialization.py"), "exec"),
+       namespace)
+  coroutine = namespace["_read_array_index_and_device_put"]()
+  error = ValueError("OUT_OF_RANGE: tensorstore spec ...")
+  sys.unraisablehook(types.SimpleNamespace(object=coroutine, exc_type=ValueError,
+                                           exc_value=error, exc_traceback=None, err_msg=None))
+  coroutine.close()
+  other = types.SimpleNamespace(object=None, exc_type=ValueError,
+                                exc_value=ValueError("not from orbax"), exc_traceback=None,
+                                err_msg=None)
+  sys.unraisablehook(other)
+  assert reached == [other]
+  with open(ckpt.log_path) as f:
+    assert "OUT_OF_RANGE" in f.read()
+  ckpt.close()

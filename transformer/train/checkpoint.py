@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import gc
 import glob
 import logging
 import os
@@ -64,6 +65,39 @@ def _is_disk_full(e: BaseException) -> bool:
       return True
     e = e.__cause__ or e.__context__
   return False
+
+
+def _from_orbax(unraisable) -> bool:
+  code = getattr(unraisable.object, "cr_code", None) or getattr(unraisable.object, "gi_code", None)
+  tb = unraisable.exc_traceback
+  files = [code.co_filename] if code else []
+  while tb is not None:
+    files.append(tb.tb_frame.f_code.co_filename)
+    tb = tb.tb_next
+  return any(f"{os.sep}orbax{os.sep}" in f for f in files)
+
+
+def _route_orbax_unraisables(log_path: str) -> None:
+  """orbax's failed reads leave coroutines whose errors Python prints ("Exception ignored
+  in ...", a tensorstore spec each) whenever they are collected: send those to the log.
+  Installed once; a later Checkpointer only points it at its own log."""
+  if getattr(sys.unraisablehook, "orbax_log", None) is not None:
+    sys.unraisablehook.orbax_log[0] = log_path
+    return
+  previous = sys.unraisablehook
+
+  def hook(unraisable):
+    if not _from_orbax(unraisable):
+      return previous(unraisable)
+    try:
+      with open(hook.orbax_log[0], "a") as f:
+        f.write(f"--- unraisable in {unraisable.object!r}:\n" + "".join(
+            traceback.format_exception(unraisable.exc_type, unraisable.exc_value,
+                                       unraisable.exc_traceback)))
+    except OSError:
+      pass
+  hook.orbax_log = [log_path]
+  sys.unraisablehook = hook
 
 
 class _LibraryLogToFile(logging.Filter):
@@ -141,6 +175,7 @@ class Checkpointer:
       self.log_path += f".process_{jax.process_index()}"
     self._log_filter = _LibraryLogToFile(self.log_path)
     logging.getLogger("absl").addFilter(self._log_filter)
+    _route_orbax_unraisables(self.log_path)
     self._saving: Optional[int] = None  # the step of the last save started
     policies = [ocp.checkpoint_managers.LatestN(n=keep)]
     if keep_best:
@@ -226,6 +261,7 @@ class Checkpointer:
     try:
       yield
     finally:
+      gc.collect()  # the failed reads' coroutines: collected (and reported) while redirected
       sys.stderr.flush()
       os.dup2(saved, 2)
       os.close(saved)
