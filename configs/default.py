@@ -86,6 +86,7 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.train.eval_every = 200  # steps between evaluations (and one at the end)
   c.train.micro_batches = 1  # gradient accumulation: split each batch into this many pieces
   c.train.peak_flops_per_device = 0.0  # for MFU; 0 = look up the device kind (CPU: estimate)
+  c.train.nonfinite = "stop"  # non-finite loss/gradient: stop the run | skip the step's update
 
   c.checkpoint = ml_collections.ConfigDict()
   c.checkpoint.every_steps = 200  # steps between checkpoints (and one at the end)

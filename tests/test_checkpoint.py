@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from tests.test_parallel import _batches, _parallel
 from transformer.config import ParallelConfig
-from transformer.train.checkpoint import Checkpointer
+from transformer.train.checkpoint import CheckpointError, Checkpointer
 
 
 def _iterator():
@@ -104,14 +104,98 @@ def test_corrupt_latest_falls_back_to_previous(tmp_path, damage):
   ckpt.close()
 
 
-def test_every_checkpoint_unreadable_raises_and_moves_nothing(tmp_path):
+def test_every_checkpoint_unreadable_is_one_summary_and_moves_nothing(tmp_path, capfd):
   directory = str(tmp_path / "ckpt")
   ckpt = Checkpointer(directory, keep=5)
-  ckpt.save(1, {"w": np.ones(50_000, np.float32)}, _iterator(), {})
+  for step in (1, 2):
+    ckpt.save(step, {"w": np.ones(50_000, np.float32)}, _iterator(), {})
   ckpt.wait()
-  _truncate_largest_file(os.path.join(directory, "1", "state"))
-  with pytest.raises(Exception):
+  for step in (1, 2):
+    _truncate_largest_file(os.path.join(directory, str(step), "state"))
+  capfd.readouterr()
+  warnings = []
+  with pytest.raises(CheckpointError) as info:
     ckpt.restore_latest({"w": jax.ShapeDtypeStruct((50_000,), np.float32)}, _iterator(),
-                        warn=lambda m: None)
-  assert ckpt.all_steps() == [1] and not os.path.exists(directory + ".corrupt")
+                        warn=warnings.append)
+  assert len(warnings) == 2  # one line per checkpoint, newest first
+  assert "/2 could not be restored" in warnings[0] and "trying the previous one" in warnings[0]
+  assert "/1 could not be restored" in warnings[1] and "oldest" in warnings[1]
+  assert all("\n" not in w for w in warnings)
+  message = str(info.value)
+  assert "None of the 2 checkpoint(s)" in message and "nothing was moved" in message
+  assert ckpt.log_path in message
+  assert ckpt.all_steps() == [1, 2] and not os.path.exists(directory + ".corrupt")
+  with open(ckpt.log_path) as f:
+    assert f.read().count("Traceback") >= 2  # the full errors are kept, in the log file
+  assert "Traceback" not in "".join(capfd.readouterr())  # and not on the console
+  ckpt.close()
+
+
+def _disk_full(calls):
+  """A `tf.train.Checkpoint.write` that fails as TensorFlow does on a full disk (after leaving
+  a partial file behind); appends to `calls`."""
+
+  def write(checkpoint, prefix, *args, **kwargs):
+    calls.append(prefix)
+    os.makedirs(os.path.dirname(prefix), exist_ok=True)
+    with open(prefix + ".data-00000-of-00001.tempstate1", "wb") as f:
+      f.write(b"\0" * 1000)
+    raise tf.errors.ResourceExhaustedError(
+        None, None, f"{prefix}.data-00000-of-00001.tempstate1; No space left on device "
+        "[Op:SaveV2]")
+  return write
+
+
+@pytest.mark.parametrize("async_save", [True, False])
+def test_disk_full_during_save_names_the_last_good_checkpoint(tmp_path, monkeypatch, capfd,
+                                                               async_save):
+  directory = str(tmp_path / "ckpt")
+  ckpt = Checkpointer(directory, keep=5, async_save=async_save)
+  ckpt.save(1, {"w": np.full(1000, 1.0, np.float32)}, _iterator(), {})
+  ckpt.wait()
+  calls = []
+  monkeypatch.setattr(tf.train.Checkpoint, "write", _disk_full(calls))
+  capfd.readouterr()
+  with pytest.raises(CheckpointError) as info:
+    ckpt.save(2, {"w": np.full(1000, 2.0, np.float32)}, _iterator(), {})
+    ckpt.wait()
+  assert len(calls) == 1
+  message = str(info.value)
+  assert message.startswith("No space left on device while saving checkpoint 2")
+  assert f"the last good checkpoint is {directory}/1" in message and "resume from step 1" in message
+  assert "Removed the partial 2.orbax-checkpoint-tmp" in message
+  assert [p for p in os.listdir(directory) if "tmp" in p] == []  # no partial folder left
+  assert "Traceback" not in "".join(capfd.readouterr())
+  monkeypatch.undo()
+  ckpt.close()
+  # The good checkpoint is intact and restores.
+  step, state = Checkpointer(directory, keep=5).restore_latest(
+      {"w": jax.ShapeDtypeStruct((1000,), np.float32)}, _iterator())
+  assert step == 1 and (np.asarray(state["w"]) == 1.0).all()
+
+
+def test_orbax_unraisable_errors_go_to_the_log_file(tmp_path, monkeypatch):
+  """What orbax's abandoned reads print when collected ("Exception ignored in <coroutine>",
+  a tensorstore spec each) lands in the log file; other unraisables reach the previous hook."""
+  import sys
+  import types
+  reached = []
+  monkeypatch.setattr(sys, "unraisablehook", reached.append)
+  ckpt = Checkpointer(str(tmp_path / "ckpt"), keep=1)
+  namespace = {}
+  exec(compile("async def _read_array_index_and_device_put():\n  pass\n",
+               os.path.join(os.sep, "site-packages", "orbax", "serialization.py"), "exec"),
+       namespace)
+  coroutine = namespace["_read_array_index_and_device_put"]()
+  error = ValueError("OUT_OF_RANGE: tensorstore spec ...")
+  sys.unraisablehook(types.SimpleNamespace(object=coroutine, exc_type=ValueError,
+                                           exc_value=error, exc_traceback=None, err_msg=None))
+  coroutine.close()
+  other = types.SimpleNamespace(object=None, exc_type=ValueError,
+                                exc_value=ValueError("not from orbax"), exc_traceback=None,
+                                err_msg=None)
+  sys.unraisablehook(other)
+  assert reached == [other]
+  with open(ckpt.log_path) as f:
+    assert "OUT_OF_RANGE" in f.read()
   ckpt.close()

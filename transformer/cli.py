@@ -27,13 +27,15 @@ class CommandLineError(Exception):
 
 
 def config_arg(argv: list[str], default: str = DEFAULT_CONFIG) -> str:
-  """The value of `--config` in argv (`path[:variant]`), or `default`."""
+  """The value of `--config` in argv (`path[:variant]`; the last one, as absl takes it), or
+  `default`."""
+  found = default
   for i, a in enumerate(argv):
     if a.startswith("--config="):
-      return a.split("=", 1)[1]
-    if a == "--config" and i + 1 < len(argv):
-      return argv[i + 1]
-  return default
+      found = a.split("=", 1)[1]
+    elif a == "--config" and i + 1 < len(argv):
+      found = argv[i + 1]
+  return found
 
 
 def load_config(arg: str):

@@ -43,6 +43,7 @@ PACKINGS = ("concat", "pack", "pad")
 DECAYS = ("cosine", "linear", "constant")
 REMAT_POLICIES = ("none", "full", "minimal")
 STRATEGIES = ("jit", "pmap")
+NONFINITE_MODES = ("stop", "skip")  # train.nonfinite: what a non-finite loss/gradient does
 MESH_AXES = ("data", "fsdp", "tensor")
 # Logical axis names that parameters carry (`nn.with_logical_partitioning` in transformer/model)
 # and the mesh axis each is sharded over by default ("" = replicated).
@@ -122,6 +123,9 @@ class ModelConfig:
           f"--config.model.num_heads={self.num_heads} is not a multiple of "
           f"--config.model.num_kv_heads={self.num_kv_heads}; each key/value head serves "
           "num_heads / num_kv_heads query heads.")
+    if self.positions == "sinusoidal" and self.d_model % 2:
+      raise ConfigError(f"--config.model.positions=sinusoidal needs an even d_model, got "
+                        f"{self.d_model}; change d_model or use positions=rope/learned.")
     if self.positions == "rope" and self.head_dim % 2:
       raise ConfigError(
           f"--config.model.positions=rope needs an even head_dim, got d_model / num_heads = "
@@ -239,8 +243,10 @@ class TrainConfig:
   eval_every: int = 400
   micro_batches: int = 1
   peak_flops_per_device: float = 0.0
+  nonfinite: str = "stop"  # stop: end the run at the first non-finite step; skip: skip its update
 
   def __post_init__(self):
+    _choice("train", "nonfinite", self.nonfinite, NONFINITE_MODES)
     for f in ("batch_size", "num_steps", "log_every", "eval_every", "micro_batches"):
       _positive("train", f, getattr(self, f))
     _positive("train", "peak_flops_per_device", self.peak_flops_per_device, allow_zero=True)

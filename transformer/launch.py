@@ -17,6 +17,7 @@ from ml_collections import config_flags
 from transformer import sweep_cli  # noqa: F401 -- defines the sweep / report flags
 from transformer.cli import DEFAULT_CONFIG, config_arg, parse_flags
 from transformer.config import ConfigError, from_config_dict
+from transformer.errors import RunError
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", DEFAULT_CONFIG,
@@ -200,6 +201,12 @@ def main(argv: list[str]) -> None:
       mesh_shape(config.parallel, jax.device_count())
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
+  if _MODE.value in ("train", "bench"):  # files, devices, workdir: before data or compiling
+    from transformer.preflight import check_before_run  # noqa: PLC0415
+    try:
+      check_before_run(config, workdir if _MODE.value == "train" else None)
+    except (ConfigError, RunError) as e:
+      _exit_with(e)
   if _MODE.value == "sample":
     _sample(workdir)
     return
@@ -207,8 +214,8 @@ def main(argv: list[str]) -> None:
     from transformer.train.bench import run_benchmark  # noqa: PLC0415
     try:
       run_benchmark(config, steps=_BENCH_STEPS.value)
-    except ConfigError as e:
-      sys.exit(f"Config error: {e}")
+    except (ConfigError, RunError) as e:
+      _exit_with(e)
     return
   if _MODE.value == "data_bench":
     from transformer.train.data_bench import run_data_benchmark  # noqa: PLC0415
@@ -222,8 +229,13 @@ def main(argv: list[str]) -> None:
     from transformer.train.loop import train_and_evaluate  # heavy imports after validation
     try:
       train_and_evaluate(config, workdir)
-    except ConfigError as e:
-      sys.exit(f"Config error: {e}")
+    except (ConfigError, RunError) as e:
+      _exit_with(e)
+
+
+def _exit_with(e: Exception) -> None:
+  """One paragraph on stderr, exit status 1, no traceback."""
+  sys.exit(f"Config error: {e}" if isinstance(e, ConfigError) else f"Error: {e}")
 
 
 def _sample(workdir: str) -> None:
@@ -233,8 +245,8 @@ def _sample(workdir: str) -> None:
         workdir, _PROMPT.value, max_new_tokens=_MAX_NEW.value, temperature=_TEMPERATURE.value,
         top_k=_TOP_K.value, top_p=_TOP_P.value, num_samples=_NUM_SAMPLES.value,
         seed=_SAMPLE_SEED.value)
-  except ConfigError as e:
-    sys.exit(f"Config error: {e}")
+  except (ConfigError, RunError) as e:
+    _exit_with(e)
   for i, text in enumerate(texts):
     print(f"--- sample {i} (temperature {_TEMPERATURE.value}, top_k {_TOP_K.value}, "
           f"top_p {_TOP_P.value}) ---\n{_PROMPT.value}{text}")

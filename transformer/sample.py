@@ -20,6 +20,7 @@ def sample_from_workdir(workdir: str, prompt: str, *, max_new_tokens: int = 200,
   `workdir`; returns the continuations (text after the prompt, up to the first EOS) and
   appends them to `<workdir>/samples.txt`."""
   from transformer.tasks import build_task, load_params  # TensorFlow only from here on
+  from transformer.train.checkpoint import checkpoint_steps
   path = os.path.join(workdir, "config.json")
   if not os.path.exists(path):
     raise ConfigError(f"--workdir={workdir!r} holds no config.json; point it at a trained run.")
@@ -28,6 +29,10 @@ def sample_from_workdir(workdir: str, prompt: str, *, max_new_tokens: int = 200,
   if config.model.kind != "decoder_lm":
     raise ConfigError(f"--mode=sample needs a decoder_lm run; {workdir} is a "
                       f"{config.model.kind!r} run.")
+  if not checkpoint_steps(os.path.join(workdir, "checkpoints")):
+    raise ConfigError(f"--workdir={workdir!r} holds a config.json but no checkpoint yet: train "
+                      "it first (--mode=train with this --workdir), or point --workdir at a "
+                      "trained run.")
   task = build_task(config, workdir)  # for the run's tokenizer (and model with its vocab)
   params, _ = load_params(workdir)
   tok = task.data.tokenizer

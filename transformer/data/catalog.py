@@ -49,7 +49,8 @@ def catalog_builder(cfg: DataConfig) -> tfds.core.DatasetBuilder:
     builder = tfds.builder(cfg.name, data_dir=cfg.data_dir or None)
   except Exception as e:  # DatasetNotFoundError, unknown config, ...
     raise ConfigError(
-        f"--config.data.name={cfg.name!r} is not a TFDS dataset we can build ({e}). Use a "
+        f"--config.data.name={cfg.name!r} is not a TFDS dataset we can build "
+        f"({_short_tfds_error(e)}). Use a "
         "catalog name such as 'lm1b', 'wmt14_translate/de-en', 'c4/en', 'imdb_reviews', "
         "'glue/sst2', or one of ours: 'local_text', 'synthetic_seq2seq/reverse', "
         "'stdlib_package'.") from e
@@ -72,6 +73,16 @@ def catalog_builder(cfg: DataConfig) -> tfds.core.DatasetBuilder:
         f"TFDS dataset {cfg.name!r} is not prepared in {data_dir} and could not be downloaded "
         f"here ({type(e).__name__}: {str(e)[:300]}). {_how_to_prepare(cfg, data_dir)}") from e
   return builder
+
+
+def _short_tfds_error(e: Exception) -> str:
+  """The first line of a TFDS error and its "Did you mean" hint, not its list of every
+  dataset in the catalog."""
+  text = str(e).strip()
+  first = text.splitlines()[0] if text else type(e).__name__
+  hint = next((line.strip() for line in text.splitlines() if line.startswith("Did you mean")),
+              "")
+  return f"{first} {hint}".strip()
 
 
 def _text_features(builder) -> list[str]:

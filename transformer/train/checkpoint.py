@@ -2,14 +2,24 @@
 
 Each step directory holds three items: `state` (the `TrainState` pytree), `data` (one
 tf.data iterator checkpoint per process, so input resumes exactly) and `config` (JSON).
+
+Faults are reported in one line each and raised as `CheckpointError` (a `RunError`: launch
+prints it without a traceback); the libraries' own tracebacks and logs go to a log file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
+import gc
+import glob
+import logging
 import os
 import shutil
+import sys
 import time
+import traceback
 import warnings
 from typing import Any, Callable, Optional
 
@@ -17,6 +27,97 @@ import jax
 import orbax.checkpoint as ocp
 import tensorflow as tf
 from etils import epath
+
+from transformer.errors import RunError
+
+
+class CheckpointError(RunError):
+  """No checkpoint could be read, or one could not be written."""
+
+
+def checkpoint_steps(directory: str) -> list[int]:
+  """The steps with a (finished) checkpoint folder in `directory`; [] if there is none."""
+  if not os.path.isdir(directory):
+    return []
+  return sorted(int(d) for d in os.listdir(directory) if d.isdigit())
+
+
+def _root_cause(e: BaseException) -> BaseException:
+  while e.__cause__ is not None:
+    e = e.__cause__
+  return e
+
+
+def _one_line(e: BaseException, limit: int = 200) -> str:
+  """`Type: first line of the message` of the innermost cause, at most `limit` characters."""
+  root = _root_cause(e)
+  text = f"{type(root).__name__}: {str(root).strip().splitlines()[0] if str(root).strip() else ''}"
+  return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _is_disk_full(e: BaseException) -> bool:
+  seen = set()
+  while e is not None and id(e) not in seen:
+    seen.add(id(e))
+    if ((isinstance(e, OSError) and e.errno == errno.ENOSPC)
+        or isinstance(e, tf.errors.ResourceExhaustedError)
+        or "No space left on device" in str(e)):
+      return True
+    e = e.__cause__ or e.__context__
+  return False
+
+
+def _from_orbax(unraisable) -> bool:
+  code = getattr(unraisable.object, "cr_code", None) or getattr(unraisable.object, "gi_code", None)
+  tb = unraisable.exc_traceback
+  files = [code.co_filename] if code else []
+  while tb is not None:
+    files.append(tb.tb_frame.f_code.co_filename)
+    tb = tb.tb_next
+  return any(f"{os.sep}orbax{os.sep}" in f for f in files)
+
+
+def _route_orbax_unraisables(log_path: str) -> None:
+  """orbax's failed reads leave coroutines whose errors Python prints ("Exception ignored
+  in ...", a tensorstore spec each) whenever they are collected: send those to the log.
+  Installed once; a later Checkpointer only points it at its own log."""
+  if getattr(sys.unraisablehook, "orbax_log", None) is not None:
+    sys.unraisablehook.orbax_log[0] = log_path
+    return
+  previous = sys.unraisablehook
+
+  def hook(unraisable):
+    if not _from_orbax(unraisable):
+      return previous(unraisable)
+    try:
+      with open(hook.orbax_log[0], "a") as f:
+        f.write(f"--- unraisable in {unraisable.object!r}:\n" + "".join(
+            traceback.format_exception(unraisable.exc_type, unraisable.exc_value,
+                                       unraisable.exc_traceback)))
+    except OSError:
+      pass
+  hook.orbax_log = [log_path]
+  sys.unraisablehook = hook
+
+
+class _LibraryLogToFile(logging.Filter):
+  """On the `absl` logger: orbax's records (errors with tracebacks from its save threads) go to
+  a file instead of the console."""
+
+  def __init__(self, path: str):
+    super().__init__()
+    self.path = path
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    if f"{os.sep}orbax{os.sep}" not in record.pathname:
+      return True
+    try:
+      with open(self.path, "a") as f:
+        f.write(logging.Formatter("%(asctime)s %(levelname)s %(pathname)s:%(lineno)d "
+                                  "%(message)s").format(record) + "\n")
+    except OSError:  # a full disk must not turn a log line into a crash
+      pass
+    return False
 
 
 class TfIteratorHandler(ocp.CheckpointHandler):
@@ -63,8 +164,19 @@ class Checkpointer:
   checkpoints when the newest cannot be read, and moves only the unreadable ones aside.
   """
 
-  def __init__(self, directory: str, keep: int, async_save: bool = True, keep_best: int = 0):
+  def __init__(self, directory: str, keep: int, async_save: bool = True, keep_best: int = 0,
+               log_path: Optional[str] = None):
+    """`log_path`: where library errors and full tracebacks go (default:
+    `<directory>/../checkpoint_errors.log`)."""
     self.directory = os.path.abspath(directory)
+    self.log_path = log_path or os.path.join(os.path.dirname(self.directory),
+                                             "checkpoint_errors.log")
+    if jax.process_count() > 1:
+      self.log_path += f".process_{jax.process_index()}"
+    self._log_filter = _LibraryLogToFile(self.log_path)
+    logging.getLogger("absl").addFilter(self._log_filter)
+    _route_orbax_unraisables(self.log_path)
+    self._saving: Optional[int] = None  # the step of the last save started
     policies = [ocp.checkpoint_managers.LatestN(n=keep)]
     if keep_best:
       policies.append(ocp.checkpoint_managers.BestN(
@@ -88,10 +200,71 @@ class Checkpointer:
            eval_loss: Optional[float] = None) -> None:
     """Starts saving `step`; `eval_loss` (if this step was evaluated) ranks it for keep_best."""
     metrics = None if eval_loss is None else {"eval_loss": float(eval_loss)}
-    self.manager.save(step, args=ocp.args.Composite(
-        state=ocp.args.StandardSave(state),
-        data=TfIteratorSave(data_iterator),
-        config=ocp.args.JsonSave(config)), metrics=metrics, force=True)
+    try:
+      self.manager.save(step, args=ocp.args.Composite(
+          state=ocp.args.StandardSave(state),
+          data=TfIteratorSave(data_iterator),
+          config=ocp.args.JsonSave(config)), metrics=metrics, force=True)
+    except Exception as e:  # noqa: BLE001 -- includes an earlier async save failing now
+      raise self._save_failed(step, e) from None
+    self._saving = step
+
+  def _save_failed(self, step: Optional[int], e: BaseException) -> CheckpointError:
+    """Logs `e`, removes partial checkpoint folders, and says what is left. `step`: the save
+    that failed, unless a partial folder names another (an earlier async save)."""
+    removed = []
+    for tmp in sorted(glob.glob(os.path.join(self.directory, "*.orbax-checkpoint-tmp*"))):
+      name = os.path.basename(tmp)
+      if name.split(".")[0].isdigit():
+        step = int(name.split(".")[0])
+      if jax.process_index() == 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        removed.append(name)
+    self._log_exception(f"saving checkpoint {step}", e)
+    # The failed save's coroutines are never awaited; Python would say so at exit.
+    warnings.filterwarnings("ignore", message="coroutine .* was never awaited")
+    good = [s for s in checkpoint_steps(self.directory) if s != step]
+    what = ("No space left on device" if _is_disk_full(e) else f"Error ({_one_line(e)})")
+    last = (f"the last good checkpoint is {self.directory}/{good[-1]}" if good else
+            "there is no earlier checkpoint")
+    fix = ("Free some space (or move the workdir to a larger disk)" if _is_disk_full(e) else
+           "Fix the cause")
+    resume = f"resume from step {good[-1]}" if good else "start over"
+    return CheckpointError(
+        f"{what} while saving checkpoint {step} to {self.directory}. "
+        + (f"Removed the partial {', '.join(removed)}; " if removed else "Nothing partial "
+           "was left behind; ")
+        + f"{last}. {fix}, then run the same command to {resume}. Full details: "
+        f"{self.log_path}.")
+
+  def _log_exception(self, what: str, e: BaseException) -> None:
+    try:
+      with open(self.log_path, "a") as f:
+        f.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} {what} failed:\n")
+        f.write("".join(traceback.format_exception(e)))
+    except OSError:
+      pass
+
+  @contextlib.contextmanager
+  def _stderr_to_log(self):
+    """Sends everything written to file descriptor 2 (C++ and Python alike) to the log."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+      log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:
+      os.close(saved)
+      yield
+      return
+    os.dup2(log, 2)
+    os.close(log)
+    try:
+      yield
+    finally:
+      gc.collect()  # the failed reads' coroutines: collected (and reported) while redirected
+      sys.stderr.flush()
+      os.dup2(saved, 2)
+      os.close(saved)
 
   def restore(self, step: int, abstract_state, data_iterator) -> Any:
     """Restores `data_iterator` in place and returns the train state for `step`.
@@ -110,24 +283,34 @@ class Checkpointer:
 
     A checkpoint that fails to restore while an older one succeeds is partial or corrupt
     (same code, same config): it is moved to `<directory>.corrupt/` (never deleted) so that
-    the run can save that step again. If every checkpoint fails, nothing is moved and the
-    newest one's error is raised: that is a problem with this run, not with the files.
+    the run can save that step again. If every checkpoint fails, nothing is moved and a
+    `CheckpointError` sums up. Each failure is one `warn` line; the libraries' output while
+    reading (tracebacks, tensorstore specs) and the full errors go to `log_path`.
     """
-    failed = []
-    for step in reversed(self.all_steps()):
-      try:
-        state = self.restore(step, abstract_state, data_iterator)
-      except Exception as e:  # noqa: BLE001 -- any read failure means "try the previous one"
-        warn(f"Checkpoint {self.directory}/{step} could not be restored "
-             f"({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}); "
-             "falling back to the previous checkpoint.")
-        failed.append((step, e))
-        continue
+    steps = list(reversed(self.all_steps()))
+    failed, found = [], (None, None)
+    with self._stderr_to_log():
+      for i, step in enumerate(steps):
+        try:
+          found = (step, self.restore(step, abstract_state, data_iterator))
+          break
+        except Exception as e:  # noqa: BLE001 -- any read failure means "try the previous one"
+          self._log_exception(f"restoring checkpoint {step}", e)
+          failed.append((step, e))
+          warn(f"Checkpoint {self.directory}/{step} could not be restored ({_one_line(e)}); "
+               + ("trying the previous one." if i + 1 < len(steps) else "it is the oldest."))
+    if found[0] is not None:
       if failed:
         self._quarantine([s for s, _ in failed], warn)
-      return step, state
+      return found
     if failed:
-      raise failed[0][1]
+      raise CheckpointError(
+          f"None of the {len(failed)} checkpoint(s) in {self.directory} (steps "
+          f"{', '.join(str(s) for s, _ in failed)}) could be restored; nothing was moved or "
+          f"deleted (newest error: {_one_line(failed[0][1])}). Every checkpoint failing usually "
+          "means the code or config differs from the run that wrote them (or the disk lost "
+          "them all); run with the ones that wrote them, or move the checkpoints folder "
+          f"aside to start over. Full details: {self.log_path}.")
     return None, None
 
   def _quarantine(self, bad_steps: list[int], warn: Callable[[str], None]) -> None:
@@ -144,8 +327,14 @@ class Checkpointer:
     self.manager.reload()
 
   def wait(self) -> None:
-    self.manager.wait_until_finished()
+    try:
+      self.manager.wait_until_finished()
+    except Exception as e:  # noqa: BLE001 -- a background save failed
+      raise self._save_failed(self._saving, e) from None
 
   def close(self) -> None:
-    self.manager.wait_until_finished()
-    self.manager.close()
+    try:
+      self.wait()
+      self.manager.close()
+    finally:
+      logging.getLogger("absl").removeFilter(self._log_filter)

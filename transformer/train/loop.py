@@ -21,7 +21,8 @@ import numpy as np
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.tasks import build_task
 from transformer.train import flops, optim
-from transformer.train.checkpoint import Checkpointer
+from transformer.train.checkpoint import Checkpointer, checkpoint_steps
+from transformer.train.health import HealthGuard, NonFiniteError
 from transformer.train.parallel import Parallel
 from transformer.train.state import TrainState, count_params
 from transformer.train.writers import MetricWriter, format_duration, log
@@ -32,7 +33,7 @@ RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.eval_every",
                      "checkpoint.every_steps", "checkpoint.keep", "data.eval_batches",
                      "checkpoint.keep_best", "checkpoint.async_save", "model.remat",
                      "train.peak_flops_per_device", "parallel.strategy", "parallel.data",
-                     "parallel.fsdp", "parallel.tensor", "parallel.rules")
+                     "parallel.fsdp", "parallel.tensor", "parallel.rules", "train.nonfinite")
 
 
 # Multi-process runs agree on stopping (after a signal) every this many steps.
@@ -51,9 +52,10 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 
 
 def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
-  """Refuses to resume a workdir whose saved config differs in a field that matters."""
+  """Refuses to resume a workdir whose saved config differs in a field that matters. A
+  workdir without a checkpoint holds no run yet: its config.json is simply replaced."""
   path = os.path.join(workdir, "config.json")
-  if not os.path.exists(path):
+  if not os.path.exists(path) or not checkpoint_steps(os.path.join(workdir, "checkpoints")):
     return
   with open(path) as f:
     saved = _flatten(json.load(f))
@@ -175,19 +177,20 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
 
   task = build_task(config, workdir) if task is None else task
   config = task.config  # now with the tokenizer's vocab_size
-  if jax.process_index() == 0:
-    with open(os.path.join(workdir, "config.json"), "w") as f:
-      f.write(config.to_json())
 
   num_steps = config.train.num_steps
   tx = optim.build_optimizer(config.optim, num_steps)
   schedule = optim.learning_rate_schedule(config.optim, num_steps)
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
   par = build_parallel(config, task, tx)
+  if jax.process_index() == 0:  # only once every check on the config has passed
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+      f.write(config.to_json())
 
   checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), config.checkpoint.keep,
                               async_save=config.checkpoint.async_save,
-                              keep_best=config.checkpoint.keep_best)
+                              keep_best=config.checkpoint.keep_best,
+                              log_path=os.path.join(workdir, "checkpoint_errors.log"))
   latest, state = checkpointer.restore_latest(par.checkpoint_target(), task.data.train_iterator,
                                               warn=lambda m: log(f"WARNING: {m}"))
   if latest is not None:
@@ -211,8 +214,15 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
       writer.write(step, "eval", final_eval)
     log(f"The run in {workdir} is already at step {step} of {num_steps}; nothing to train.")
   else:
-    final_eval = _run_steps(config, task, state, train_step, eval_step, schedule,
-                            dropout_rng, checkpointer, writer, stop_after, par)
+    try:
+      final_eval = _run_steps(config, task, state, train_step, eval_step, schedule,
+                              dropout_rng, checkpointer, writer, stop_after, par)
+    except NonFiniteError as e:  # the good checkpoints finish writing; then say where they are
+      checkpointer.close()
+      writer.close()
+      last = checkpointer.latest_step()
+      e.last_checkpoint = None if last is None else f"{checkpointer.directory}/{last}"
+      raise
 
   checkpointer.close()
   writer.close()
@@ -230,7 +240,8 @@ def build_parallel(config: ExperimentConfig, task, tx) -> Parallel:
                   loss_sums=task.loss_sums, eval_sums=task.eval_sums,
                   global_batch_size=config.train.batch_size,
                   micro_batches=config.train.micro_batches,
-                  init_boxed_params=getattr(task, "init_boxed_params", None))
+                  init_boxed_params=getattr(task, "init_boxed_params", None),
+                  skip_nonfinite=config.train.nonfinite == "skip")
 
 
 def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
@@ -245,12 +256,14 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
   pending, interval_start, interval_steps = [], time.time(), 0
   compiled = False
   final_eval = None
+  guard = HealthGuard(config.train.nonfinite, log=log)  # checks where the loop syncs anyway
   with _StopRequest() as stop:
     while step < num_steps:
       batch = task.data.next_train_batch()
       t0 = time.time()
       state, metrics = train_step(state, batch, dropout_rng)
       step += 1
+      guard.record(step, metrics)
       if not compiled:  # keep compilation out of the throughput figures
         jax.block_until_ready(state)
         log(f"First step (with compilation) took {time.time() - t0:.1f}s.")
@@ -261,28 +274,34 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
 
       last = step == num_steps
       if (step % config.train.log_every == 0 or last) and pending:
+        guard.check()
         fetched = jax.device_get(pending)
         elapsed = time.time() - interval_start
         tokens = float(sum(m["tokens"] for m in fetched))
         step_time = elapsed / max(interval_steps, 1)
-        row = {"loss": float(np.mean([m["loss"] for m in fetched])),
-               "grad_norm": float(np.mean([m["grad_norm"] for m in fetched])),
+        applied = [m for m in fetched if m["finite"]] or fetched  # skipped steps: not in means
+        row = {"loss": float(np.mean([m["loss"] for m in applied])),
+               "grad_norm": float(np.mean([m["grad_norm"] for m in applied])),
                "learning_rate": float(schedule(step - 1)),
                "tokens_per_sec": tokens / max(elapsed, 1e-9),
                "step_time": step_time}
         if peak:
           row["mfu"] = step_flops / max(step_time, 1e-9) / (peak * par.num_devices)
+        if guard.mode == "skip":
+          row["skipped_steps"] = guard.skipped
         writer.write(step, "train", row)
         eta = step_time * (num_steps - step)
         log(f"step {step:>6}/{num_steps} | loss {row['loss']:.4f} | lr {row['learning_rate']:.2e} "
             f"| grad_norm {row['grad_norm']:.3f} | {row['tokens_per_sec']:,.0f} tok/s "
             f"| {step_time * 1e3:,.0f} ms/step"
             + (f" | MFU {row['mfu']:.1%}" if peak else "")
+            + (f" | skipped {guard.skipped}" if guard.skipped else "")
             + f" | ETA {format_duration(eta)}")
         pending, interval_start, interval_steps = [], time.time(), 0
 
       eval_loss = None
       if step % config.train.eval_every == 0 or last:
+        guard.check()
         t0 = time.time()
         max_batches = 0 if last else config.data.eval_batches  # the final eval sees it all
         final_eval = dict(evaluate(task, eval_step, state, max_batches), step=step)
@@ -297,6 +316,7 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
       stopping = ((ask and _on_any_process(stop.signal_name is not None))
                   or (stop_after is not None and step >= stop_after))
       if step % config.checkpoint.every_steps == 0 or last or stopping:
+        guard.check()  # never save a state that followed a non-finite step
         checkpointer.save(step, par.to_checkpoint(state), task.data.train_iterator,
                           config.to_dict(), eval_loss=eval_loss)
       if stopping and not last:

@@ -56,6 +56,32 @@ def mesh_shape(cfg: ParallelConfig, num_devices: int) -> dict[str, int]:
   return sizes
 
 
+def check_batch_split(cfg: ParallelConfig, global_batch_size: int, micro_batches: int,
+                      num_devices: int, num_processes: int) -> None:
+  """Raises `ConfigError` unless the batch splits over the devices (and micro-batches) as
+  `cfg` asks; cheap, so launch calls it before any data is read or anything compiled."""
+  if cfg.strategy == "pmap":
+    n = num_devices // num_processes  # local devices
+    per_device = global_batch_size // num_processes
+    if per_device % n or (per_device // n) % micro_batches:
+      raise ConfigError(
+          f"--config.train.batch_size={global_batch_size} gives {per_device} rows per process, "
+          f"which must split evenly over {n} local devices and then into "
+          f"--config.train.micro_batches={micro_batches}.")
+    return
+  shape = mesh_shape(cfg, num_devices)
+  batch_ways = shape["data"] * shape["fsdp"]
+  if (global_batch_size // micro_batches) % batch_ways or global_batch_size % micro_batches:
+    raise ConfigError(
+        f"--config.train.batch_size={global_batch_size} / micro_batches={micro_batches} must "
+        f"be divisible by parallel.data x parallel.fsdp = {batch_ways} (the batch is split "
+        "over both).")
+  if batch_ways % num_processes:
+    raise ConfigError(
+        f"parallel.data x parallel.fsdp = {batch_ways} must be a multiple of the "
+        f"{num_processes} processes: each process feeds its own rows of the batch.")
+
+
 def make_mesh(cfg: ParallelConfig, devices: Optional[Sequence[jax.Device]] = None) -> Mesh:
   """The `(data, fsdp, tensor)` mesh over `devices` (default: all devices of all processes).
 
@@ -122,7 +148,7 @@ class Parallel:
                eval_sums: Callable[[Any, dict], dict], global_batch_size: int,
                micro_batches: int = 1,
                init_boxed_params: Optional[Callable[[jax.Array], Any]] = None,
-               devices: Optional[Sequence[jax.Device]] = None):
+               devices: Optional[Sequence[jax.Device]] = None, skip_nonfinite: bool = False):
     self.cfg = cfg
     self.strategy = cfg.strategy
     self.global_batch_size = global_batch_size
@@ -133,16 +159,13 @@ class Parallel:
       self.devices = list(jax.local_devices() if devices is None else devices)
       self.mesh = None
       n = len(self.devices)
-      per_device = global_batch_size // jax.process_count()
-      if per_device % n or (per_device // n) % micro_batches:
-        raise ConfigError(
-            f"--config.train.batch_size={global_batch_size} gives {per_device} rows per process, "
-            f"which must split evenly over {n} local devices and then into "
-            f"--config.train.micro_batches={micro_batches}.")
+      check_batch_split(cfg, global_batch_size, micro_batches, n * jax.process_count(),
+                        jax.process_count())
       self.num_devices = n * jax.process_count()
       self.abstract_state = jax.eval_shape(self._init_state_fn, rng)
       self._train = jax.pmap(
-          steps.make_train_step(loss_sums, tx, micro_batches=micro_batches, axis_name=PMAP_AXIS),
+          steps.make_train_step(loss_sums, tx, micro_batches=micro_batches, axis_name=PMAP_AXIS,
+                                skip_nonfinite=skip_nonfinite),
           axis_name=PMAP_AXIS, in_axes=(0, 0, None), donate_argnums=0, devices=self.devices)
       self._eval = jax.pmap(lambda p, b: jax.lax.psum(eval_sums(p, b), PMAP_AXIS),
                             axis_name=PMAP_AXIS, devices=self.devices)
@@ -152,16 +175,8 @@ class Parallel:
     self.devices = list(self.mesh.devices.flat)
     self.num_devices = self.mesh.size
     self.shape = dict(self.mesh.shape)
-    batch_ways = self.shape["data"] * self.shape["fsdp"]
-    if (global_batch_size // micro_batches) % batch_ways or global_batch_size % micro_batches:
-      raise ConfigError(
-          f"--config.train.batch_size={global_batch_size} / micro_batches={micro_batches} must "
-          f"be divisible by parallel.data x parallel.fsdp = {batch_ways} (the batch is split "
-          "over both).")
-    if batch_ways % jax.process_count():
-      raise ConfigError(
-          f"parallel.data x parallel.fsdp = {batch_ways} must be a multiple of the "
-          f"{jax.process_count()} processes: each process feeds its own rows of the batch.")
+    check_batch_split(cfg, global_batch_size, micro_batches, self.num_devices,
+                      jax.process_count())
     if init_boxed_params is None:
       if self.shape["fsdp"] > 1 or self.shape["tensor"] > 1:
         raise ConfigError(
@@ -176,7 +191,8 @@ class Parallel:
     self.batch_sharding = NamedSharding(self.mesh, P(BATCH_AXES))
     self.replicated = NamedSharding(self.mesh, P())
     self._train = jax.jit(
-        steps.make_train_step(loss_sums, tx, micro_batches=micro_batches),
+        steps.make_train_step(loss_sums, tx, micro_batches=micro_batches,
+                              skip_nonfinite=skip_nonfinite),
         in_shardings=(self.state_shardings, self.batch_sharding, self.replicated),
         out_shardings=(self.state_shardings, self.replicated), donate_argnums=0)
     self._eval = jax.jit(eval_sums,

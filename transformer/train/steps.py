@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from transformer.train import health
 from transformer.train.state import TrainState
 
 # loss_sums(params, batch, rng) -> (sum of per-token losses, sum of weights)
@@ -32,7 +33,8 @@ def split_micro_batches(batch: dict, micro_batches: int) -> dict:
 
 
 def make_train_step(loss_sums: LossSums, tx: optax.GradientTransformation, *,
-                    micro_batches: int = 1, axis_name: Optional[str] = None) -> Callable:
+                    micro_batches: int = 1, axis_name: Optional[str] = None,
+                    skip_nonfinite: bool = False) -> Callable:
   """One optimizer step on the mean loss over the batch's weighted tokens.
 
   The gradient of the loss *sum* is accumulated over `micro_batches` pieces of the batch (a
@@ -42,6 +44,9 @@ def make_train_step(loss_sums: LossSums, tx: optax.GradientTransformation, *,
 
   Dropout is keyed by `fold_in(rng, step)` (and the micro-batch index when accumulating), so a
   resumed run draws the same dropout masks as an uninterrupted one.
+
+  `metrics["finite"]` says whether the loss and gradients were finite; with `skip_nonfinite`
+  a step where they were not keeps the previous params and opt_state (see `health.py`).
   """
 
   def sums_and_grads(params, batch, rng):
@@ -73,6 +78,10 @@ def make_train_step(loss_sums: LossSums, tx: optax.GradientTransformation, *,
     params = optax.apply_updates(state.params, updates)
     metrics = {"loss": loss_sum / denom, "grad_norm": optax.global_norm(grads),
                "tokens": weight_sum}
-    return state.replace(step=state.step + 1, params=params, opt_state=opt_state), metrics
+    metrics["finite"] = health.all_finite(metrics["loss"], metrics["grad_norm"])
+    new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
+    if skip_nonfinite:
+      new_state = health.keep_previous_if_not_finite(metrics["finite"], new_state, state)
+    return new_state, metrics
 
   return train_step

@@ -1,0 +1,7 @@
+"""Errors a user can act on. `launch.py` prints their message and exits non-zero, without a
+traceback: the message itself says what went wrong and what to do."""
+
+
+class RunError(RuntimeError):
+  """A run stopped for a reason outside the config's values (training diverged, a checkpoint
+  could not be read or written, a directory is not writable)."""
