@@ -98,7 +98,8 @@ def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2) ->
   step_s = float(np.median(times))
   tokens_per_step = config.train.batch_size * config.data.seq_len
   step_flops = flops.experiment_flops_per_step(config)
-  peak, peak_source = flops.peak_flops_per_device(config.train.peak_flops_per_device)
+  peak, peak_source = flops.peak_flops_per_device(
+      config.train.peak_flops_per_device, config.model.dtype)
   result = {"params": n_params, "devices": par.num_devices, "compile_s": compile_s,
             "step_s": step_s, "tokens_per_s": tokens_per_step / step_s,
             "model_tflops_per_s": step_flops / step_s / 1e12,

@@ -233,7 +233,8 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
                dropout_rng, checkpointer, writer, stop_after, par) -> Optional[dict]:
   num_steps = config.train.num_steps
   step_flops = flops.experiment_flops_per_step(config)
-  peak, peak_source = flops.peak_flops_per_device(config.train.peak_flops_per_device)
+  peak, peak_source = flops.peak_flops_per_device(
+      config.train.peak_flops_per_device, config.model.dtype)
   if peak:
     log(f"MFU: {step_flops / 1e9:,.4g} GFLOPs per step (MaxText convention) against "
         f"{peak * par.num_devices / 1e12:,.3f} TFLOP/s peak ({peak_source}).")

@@ -7,7 +7,6 @@ import os
 import time
 
 import jax
-import tensorflow as tf
 
 
 class MetricWriter:
@@ -27,6 +26,7 @@ class MetricWriter:
     row.update({k: float(v) for k, v in metrics.items()})
     with open(self.path, "a") as f:
       f.write(json.dumps(row) + "\n")
+    import tensorflow as tf  # noqa: PLC0415 -- only where metrics are written (bench imports no TF)
     if split not in self._tb:
       self._tb[split] = tf.summary.create_file_writer(os.path.join(self._tb_dir, split))
     with self._tb[split].as_default():
