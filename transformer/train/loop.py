@@ -23,6 +23,8 @@ from transformer.tasks import build_task
 from transformer.train import flops, optim
 from transformer.train.checkpoint import Checkpointer
 from transformer.train.parallel import Parallel
+from transformer.train.prefetch import Prefetcher
+from transformer.train.profiler import StepProfiler
 from transformer.train.state import TrainState, count_params
 from transformer.train.writers import MetricWriter, format_duration, log
 
@@ -32,7 +34,9 @@ RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.eval_every",
                      "checkpoint.every_steps", "checkpoint.keep", "data.eval_batches",
                      "checkpoint.keep_best", "checkpoint.async_save", "model.remat",
                      "train.peak_flops_per_device", "parallel.strategy", "parallel.data",
-                     "parallel.fsdp", "parallel.tensor", "parallel.rules")
+                     "parallel.fsdp", "parallel.tensor", "parallel.rules",
+                     "train.prefetch", "train.profile_steps", "train.compilation_cache_dir",
+                     "train.xla_gpu_flags")
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -242,12 +246,17 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
   pending, interval_start, interval_steps = [], time.time(), 0
   compiled = False
   final_eval = None
-  with _StopRequest() as stop:
+  batches = Prefetcher(task.data.next_train_batch, par.place_batch, config.train.prefetch, step,
+                       lambda s: (s % config.checkpoint.every_steps == 0 or s >= num_steps
+                                  or (stop_after is not None and s >= stop_after)))
+  with _StopRequest() as stop, StepProfiler(config.train.profile_range, writer.workdir) as prof:
     while step < num_steps:
-      batch = task.data.next_train_batch()
+      batch = next(batches)
       t0 = time.time()
+      prof.before_step(step + 1)
       state, metrics = train_step(state, batch, dropout_rng)
       step += 1
+      prof.after_step(step, (state, metrics))
       if not compiled:  # keep compilation out of the throughput figures
         jax.block_until_ready(state)
         log(f"First step (with compilation) took {time.time() - t0:.1f}s.")
@@ -288,7 +297,9 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
         log(f"eval at step {step}: {format_eval(final_eval)} ({time.time() - t0:.1f}s)")
         interval_start += time.time() - t0  # keep eval time out of tokens/s
 
-      stopping = (_on_any_process(stop.signal_name is not None)
+      if _on_any_process(stop.signal_name is not None):
+        batches.drain()  # stop once the batches already fetched are used (exact resume)
+      stopping = ((batches.draining and batches.empty)
                   or (stop_after is not None and step >= stop_after))
       if step % config.checkpoint.every_steps == 0 or last or stopping:
         checkpointer.save(step, par.to_checkpoint(state), task.data.train_iterator,

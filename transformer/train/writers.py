@@ -15,6 +15,7 @@ class MetricWriter:
 
   def __init__(self, workdir: str):
     self.enabled = jax.process_index() == 0
+    self.workdir = workdir
     self.path = os.path.join(workdir, "metrics.jsonl")
     self._tb = {}
     self._tb_dir = os.path.join(workdir, "tensorboard")
