@@ -240,7 +240,7 @@ class TrainConfig:
   micro_batches: int = 1
   peak_flops_per_device: float = 0.0
   # Accelerator performance (issue 11).
-  prefetch: int = 2  # batches placed on the devices ahead of their step; 0 = off
+  prefetch: int = 0  # batches placed on the devices ahead of their step; 0 = off
   profile_steps: str = ""  # "a,b": jax.profiler trace of steps a..b into <workdir>/profile
   compilation_cache_dir: str = ""  # persistent XLA compilation cache; "" = off
   xla_gpu_flags: bool = True  # launcher adds XLA flags known to help on GPUs (GPU only)
