@@ -85,7 +85,11 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.train.log_every = 50  # steps between train-metric logs
   c.train.eval_every = 200  # steps between evaluations (and one at the end)
   c.train.micro_batches = 1  # gradient accumulation: split each batch into this many pieces
-  c.train.peak_flops_per_device = 0.0  # for MFU; 0 = look up the device kind (CPU: estimate)
+  c.train.peak_flops_per_device = 0.0  # for MFU; 0 = data sheet (GPU/TPU) or measured (CPU)
+  c.train.prefetch = 0  # batches copied to the devices ahead of their step (GPU/TPU: 2); 0 = off
+  c.train.profile_steps = ""  # "a,b": jax.profiler trace of steps a..b into <workdir>/profile
+  c.train.compilation_cache_dir = ""  # persistent XLA compilation cache directory; "" = off
+  c.train.xla_gpu_flags = True  # on GPUs, add XLA flags that help (never overrides XLA_FLAGS)
   c.train.nonfinite = "stop"  # non-finite loss/gradient: stop the run | skip the step's update
 
   c.checkpoint = ml_collections.ConfigDict()

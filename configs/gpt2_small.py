@@ -31,6 +31,7 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
     c.model.dtype = "bfloat16"
     c.model.attention_impl = "cudnn"
     c.train.batch_size = 16
+    c.train.prefetch = 2
   elif variant:
     raise ValueError(f"Unknown variant {variant!r} of configs/gpt2_small.py; known: 'gpu'.")
   return c

@@ -244,17 +244,41 @@ class TrainConfig:
   micro_batches: int = 1
   peak_flops_per_device: float = 0.0
   nonfinite: str = "stop"  # stop: end the run at the first non-finite step; skip: skip its update
+  # Accelerator performance (issue 11).
+  prefetch: int = 0  # batches placed on the devices ahead of their step; 0 = off
+  profile_steps: str = ""  # "a,b": jax.profiler trace of steps a..b into <workdir>/profile
+  compilation_cache_dir: str = ""  # persistent XLA compilation cache; "" = off
+  xla_gpu_flags: bool = True  # launcher adds XLA flags known to help on GPUs (GPU only)
 
   def __post_init__(self):
     _choice("train", "nonfinite", self.nonfinite, NONFINITE_MODES)
     for f in ("batch_size", "num_steps", "log_every", "eval_every", "micro_batches"):
       _positive("train", f, getattr(self, f))
     _positive("train", "peak_flops_per_device", self.peak_flops_per_device, allow_zero=True)
+    _positive("train", "prefetch", self.prefetch, allow_zero=True)
+    self.profile_range  # noqa: B018 -- validates profile_steps
     if self.batch_size % self.micro_batches:
       raise ConfigError(
           f"--config.train.batch_size={self.batch_size} is not divisible by "
           f"--config.train.micro_batches={self.micro_batches}; each micro-batch must have "
           "batch_size / micro_batches sequences.")
+
+  @property
+  def profile_range(self) -> tuple[int, int] | None:
+    """`profile_steps` as `(first, last)` step numbers (1-based, inclusive), or None."""
+    if not self.profile_steps.strip():
+      return None
+    try:
+      bounds = [int(p) for p in self.profile_steps.split(",")]
+    except ValueError:
+      bounds = []
+    if len(bounds) == 1:
+      bounds *= 2
+    if len(bounds) != 2 or not 1 <= bounds[0] <= bounds[1]:
+      raise ConfigError(
+          f"--config.train.profile_steps={self.profile_steps!r} must be 'first,last' step "
+          "numbers with 1 <= first <= last (e.g. '5,8'), one step ('5'), or '' (no profile).")
+    return bounds[0], bounds[1]
 
 
 @dataclasses.dataclass(frozen=True)

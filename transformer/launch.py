@@ -191,6 +191,13 @@ def main(argv: list[str]) -> None:
   if _MODE.value in ("sweep", "report"):  # before anything touches a device
     sys.exit(sweep_cli.main(_MODE.value, _CONFIG.value,
                             config_arg(sys.argv[1:], "configs/default.py"), sys.argv))
+  # Accelerator settings (issue 11): XLA flags before JAX starts a backend, then the cache.
+  from transformer.train import runtime  # noqa: PLC0415
+  added = runtime.add_gpu_xla_flags(config.train.xla_gpu_flags)
+  if added:
+    logging.warning("GPU: added XLA flags %s (train.xla_gpu_flags=False to skip)", added)
+  if config.train.compilation_cache_dir:
+    runtime.enable_compilation_cache(config.train.compilation_cache_dir)
   try:
     initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
                            join_timeout=_JOIN_TIMEOUT.value,
@@ -213,7 +220,7 @@ def main(argv: list[str]) -> None:
   if _MODE.value == "bench":
     from transformer.train.bench import run_benchmark  # noqa: PLC0415
     try:
-      run_benchmark(config, steps=_BENCH_STEPS.value)
+      run_benchmark(config, steps=_BENCH_STEPS.value, workdir=workdir)
     except (ConfigError, RunError) as e:
       _exit_with(e)
     return

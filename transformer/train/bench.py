@@ -1,9 +1,12 @@
-"""`python launch.py --mode=bench`: time the train step of a config on random tokens.
+"""`python launch.py --mode=bench`: time the train step of a config on random inputs.
 
-Prints tokens/s, step time, MFU (FLOPs convention in `transformer/train/flops.py`), compile
-time and peak memory. No dataset is read: batches are random token ids, and the vocabulary is
-`model.vocab_size` as the config gives it (so a GPT-2 config can be timed with GPT-2's
-50257-token vocabulary whatever tokenizer its data section names).
+Works for every model kind (decoder_lm, encoder_decoder, masked_lm, classifier). Prints tokens/s,
+step time, MFU (FLOPs convention in `transformer/train/flops.py`; the peak and its source are
+printed), compile time and peak memory, then one markdown table row (`SUMMARY_HEADER`) to paste
+into a table of results. No dataset is read and TensorFlow is never imported: batches are
+random token ids with the vocabulary `model.vocab_size` as the config gives it (so a GPT-2
+config is timed with GPT-2's 50257-token vocabulary whatever tokenizer its data section
+names). The batch is placed on the devices once, so the figures are those of the step alone.
 """
 
 from __future__ import annotations
@@ -19,27 +22,78 @@ from transformer.model.models import build_model
 from transformer.train import flops, optim
 from transformer.train.losses import cross_entropy_sums
 from transformer.train.parallel import Parallel
+from transformer.train.profiler import StepProfiler
 from transformer.train.state import count_params
 from transformer.train.writers import log
 
+SUMMARY_HEADER = ("| kind | params | batch x tokens | dtype | attention | remat | scan | devices "
+                  "| step ms | tokens/s | MFU | peak | compile s |")
 
-def _lm_functions(config: ExperimentConfig):
+FIRST_REGULAR_ID = 3  # below: pad, bos, eos; random inputs avoid them (no padding masks)
+
+
+def random_batch(config: ExperimentConfig, rows: int, rng: np.random.Generator) -> dict:
+  """Random inputs of the shapes the kind's task feeds its model, as NumPy arrays.
+
+  decoder_lm: `inputs`, `targets`, `weights` `[rows, seq_len]` (targets = inputs shifted).
+  masked_lm: the same, targets = inputs, weight 1 on `mlm_mask_rate` of the positions.
+  encoder_decoder: `inputs` `[rows, src_len]`; `decoder_inputs`, `targets`, `weights`
+  `[rows, tgt_len]`. classifier: `inputs` `[rows, seq_len]`; `targets`, `weights` `[rows, 1]`.
+  """
+  m, d = config.model, config.data
+
+  def tokens(length):
+    return rng.integers(FIRST_REGULAR_ID, m.vocab_size, (rows, length), np.int32)
+
+  if m.kind == "encoder_decoder":
+    tgt = tokens(d.tgt_len + 1)
+    return {"inputs": tokens(d.src_len), "decoder_inputs": tgt[:, :-1], "targets": tgt[:, 1:],
+            "weights": np.ones((rows, d.tgt_len), np.float32)}
+  if m.kind == "classifier":
+    return {"inputs": tokens(d.seq_len),
+            "targets": rng.integers(0, m.num_classes, (rows, 1), np.int32),
+            "weights": np.ones((rows, 1), np.float32)}
+  if m.kind == "masked_lm":
+    t = tokens(d.seq_len)
+    return {"inputs": t, "targets": t,
+            "weights": (rng.random(t.shape) < m.mlm_mask_rate).astype(np.float32)}
+  t = tokens(d.seq_len + 1)
+  return {"inputs": t[:, :-1], "targets": t[:, 1:],
+          "weights": np.ones((rows, d.seq_len), np.float32)}
+
+
+def tokens_per_step(config: ExperimentConfig) -> int:
+  """Token positions the model reads per step (source + target for encoder_decoder)."""
+  d = config.data
+  per_row = d.src_len + d.tgt_len if config.model.kind == "encoder_decoder" else d.seq_len
+  return config.train.batch_size * per_row
+
+
+def model_functions(config: ExperimentConfig):
+  """`(init_boxed_params, init_params, loss_sums, eval_sums)` of the config's model on
+  `random_batch` inputs; the same pure-function interface the tasks give `Parallel`."""
   import flax.linen as nn  # noqa: PLC0415
-  import jax.numpy as jnp  # noqa: PLC0415
   model = build_model(config.model)
-  tokens = jnp.zeros((1, config.data.seq_len), jnp.int32)
+  kind = config.model.kind
+  example = random_batch(config, 1, np.random.default_rng(0))
+
+  def logits(params, batch, rng=None):
+    args = ((batch["inputs"], batch["decoder_inputs"]) if kind == "encoder_decoder"
+            else (batch["inputs"],))
+    out = model.apply({"params": params}, *args, deterministic=rng is None,
+                      rngs=None if rng is None else {"dropout": rng})
+    return out[:, None] if kind == "classifier" else out  # one "token" per row
 
   def boxed(rng):
-    return model.init({"params": rng}, tokens)["params"]
+    args = ((example["inputs"], example["decoder_inputs"]) if kind == "encoder_decoder"
+            else (example["inputs"],))
+    return model.init({"params": rng}, *args)["params"]
 
   def loss_sums(params, batch, rng):
-    logits = model.apply({"params": params}, batch["inputs"], deterministic=False,
-                         rngs={"dropout": rng})
-    return cross_entropy_sums(logits, batch["targets"], batch["weights"])
+    return cross_entropy_sums(logits(params, batch, rng), batch["targets"], batch["weights"])
 
   def eval_sums(params, batch):
-    s, w = cross_entropy_sums(model.apply({"params": params}, batch["inputs"]),
-                              batch["targets"], batch["weights"])
+    s, w = cross_entropy_sums(logits(params, batch), batch["targets"], batch["weights"])
     return {"loss_sum": s, "tokens": w}
 
   return boxed, (lambda rng: nn.meta.unbox(boxed(rng))), loss_sums, eval_sums
@@ -63,13 +117,21 @@ def _peak_memory(compiled) -> str:
   return "; ".join(parts)
 
 
-def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2) -> dict:
-  """Compiles and times `steps` train steps (after `warmup`); prints and returns the figures."""
-  if config.model.kind != "decoder_lm":
-    raise ConfigError(f"--mode=bench times decoder_lm models; model.kind={config.model.kind!r}.")
+def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2,
+                  workdir: str = "") -> dict:
+  """Compiles and times `steps` train steps (after `warmup`); prints and returns the figures.
+
+  With `train.profile_steps=a,b` (counted among the timed steps, 1-based) and a `workdir`,
+  those steps are traced into `<workdir>/profile` (and then not timed).
+  """
   if steps < 1:
     raise ConfigError(f"--bench_steps={steps} must be >= 1.")
-  boxed, init_params, loss_sums, eval_sums = _lm_functions(config)
+  profile = config.train.profile_range
+  if profile and (not workdir or profile[1] > steps):
+    raise ConfigError(f"--config.train.profile_steps={config.train.profile_steps!r}: bench "
+                      f"profiles among its {steps} timed steps (--bench_steps) and needs a "
+                      "--workdir to write the trace to.")
+  boxed, init_params, loss_sums, eval_sums = model_functions(config)
   tx = optim.build_optimizer(config.optim, config.train.num_steps)
   par = Parallel(config.parallel, init_params=init_params, tx=tx, loss_sums=loss_sums,
                  eval_sums=eval_sums, global_batch_size=config.train.batch_size,
@@ -77,10 +139,7 @@ def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2) ->
   state = par.init_state(jax.random.PRNGKey(config.seed))
   n_params = count_params(par.params(state))
   rows = config.train.batch_size // jax.process_count()
-  rng = np.random.default_rng(0)
-  tokens = rng.integers(0, config.model.vocab_size, (rows, config.data.seq_len + 1), np.int32)
-  batch = {"inputs": tokens[:, :-1], "targets": tokens[:, 1:],
-           "weights": np.ones((rows, config.data.seq_len), np.float32)}
+  batch = par.place_batch(random_batch(config, rows, np.random.default_rng(0)))
   dropout_rng = jax.random.PRNGKey(1)
 
   t0 = time.perf_counter()
@@ -90,29 +149,41 @@ def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2) ->
     state, metrics = par.run_compiled(compiled, state, batch, dropout_rng)
   jax.block_until_ready(state)
   times = []
-  for _ in range(steps):
-    t0 = time.perf_counter()
-    state, metrics = par.run_compiled(compiled, state, batch, dropout_rng)
-    jax.block_until_ready((state, metrics))
-    times.append(time.perf_counter() - t0)
+  with StepProfiler(profile, workdir) as prof:
+    for i in range(1, steps + 1):
+      prof.before_step(i)
+      t0 = time.perf_counter()
+      state, metrics = par.run_compiled(compiled, state, batch, dropout_rng)
+      jax.block_until_ready((state, metrics))
+      if not (profile and profile[0] <= i <= profile[1]):
+        times.append(time.perf_counter() - t0)
+      prof.after_step(i, (state, metrics))
+  if not times:
+    raise ConfigError("Every timed step was profiled; raise --bench_steps beyond "
+                      "train.profile_steps to get timings too.")
   step_s = float(np.median(times))
-  tokens_per_step = config.train.batch_size * config.data.seq_len
   step_flops = flops.experiment_flops_per_step(config)
-  peak, peak_source = flops.peak_flops_per_device(config.train.peak_flops_per_device)
-  result = {"params": n_params, "devices": par.num_devices, "compile_s": compile_s,
-            "step_s": step_s, "tokens_per_s": tokens_per_step / step_s,
+  peak, peak_source = flops.peak_flops_per_device(
+      config.train.peak_flops_per_device, config.model.dtype)
+  result = {"kind": config.model.kind, "params": n_params, "devices": par.num_devices,
+            "compile_s": compile_s, "step_s": step_s,
+            "tokens_per_s": tokens_per_step(config) / step_s,
             "model_tflops_per_s": step_flops / step_s / 1e12,
             "mfu": step_flops / step_s / (peak * par.num_devices) if peak else None,
-            "loss": float(metrics["loss"])}
+            "peak_source": peak_source, "loss": float(metrics["loss"])}
   dev = jax.devices()[0]
-  log(f"bench: {config.model.kind} {n_params / 1e6:.1f}M params, d_model {config.model.d_model}, "
-      f"{config.model.num_layers} layers, vocab {config.model.vocab_size}; batch "
-      f"{config.train.batch_size} x {config.data.seq_len} tokens; dtype {config.model.dtype}, "
-      f"params {config.model.param_dtype}, attention {config.model.attention_impl}, remat "
-      f"{config.model.remat}, scan {config.model.scan_layers}; {par.describe()} "
+  m = config.model
+  rows_desc = (f"{config.data.src_len} source + {config.data.tgt_len} target"
+               if m.kind == "encoder_decoder" else str(config.data.seq_len))
+  log(f"bench: {m.kind} {n_params / 1e6:.1f}M params, d_model {m.d_model}, "
+      f"{m.num_layers} layers, vocab {m.vocab_size}; batch "
+      f"{config.train.batch_size} x {rows_desc} tokens; dtype {m.dtype}, "
+      f"params {m.param_dtype}, attention {m.attention_impl}, remat "
+      f"{m.remat}, scan {m.scan_layers}; {par.describe()} "
       f"[{dev.platform}: {dev.device_kind}]")
   log(f"  compile time    {compile_s:.1f} s")
-  log(f"  step time       {step_s * 1e3:.1f} ms (median of {steps}; min {min(times) * 1e3:.1f})")
+  log(f"  step time       {step_s * 1e3:.1f} ms (median of {len(times)}; "
+      f"min {min(times) * 1e3:.1f})")
   log(f"  tokens/s        {result['tokens_per_s']:,.0f}")
   log(f"  model FLOPs     {step_flops / 1e12:.4f} TFLOP/step (MaxText convention: 6N-style "
       f"matmul count, causal attention halved) = {result['model_tflops_per_s']:.4f} TFLOP/s")
@@ -122,4 +193,20 @@ def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2) ->
   else:
     log(f"  MFU             n/a ({peak_source})")
   log(f"  peak memory     {_peak_memory(compiled)}")
+  log(f"  table row       {SUMMARY_HEADER}")
+  log(f"                  {summary_row(config, result, dev)}")
   return result
+
+
+def summary_row(config: ExperimentConfig, result: dict, device) -> str:
+  """One markdown row under `SUMMARY_HEADER`."""
+  m, d = config.model, config.data
+  length = f"({d.src_len}+{d.tgt_len})" if m.kind == "encoder_decoder" else str(d.seq_len)
+  mfu = f"{result['mfu']:.1%}" if result["mfu"] is not None else "n/a"
+  peak = "measured" if device.platform == "cpu" else "data sheet"
+  if config.train.peak_flops_per_device > 0:
+    peak = "given"
+  return (f"| {m.kind} | {result['params'] / 1e6:.1f}M | {config.train.batch_size} x {length} "
+          f"| {m.dtype} | {m.attention_impl} | {m.remat} | {m.scan_layers} "
+          f"| {result['devices']} x {device.device_kind} | {result['step_s'] * 1e3:.1f} "
+          f"| {result['tokens_per_s']:,.0f} | {mfu} | {peak} | {result['compile_s']:.1f} |")

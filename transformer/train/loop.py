@@ -24,6 +24,8 @@ from transformer.train import flops, optim
 from transformer.train.checkpoint import Checkpointer, checkpoint_steps
 from transformer.train.health import HealthGuard, NonFiniteError
 from transformer.train.parallel import Parallel
+from transformer.train.prefetch import Prefetcher
+from transformer.train.profiler import StepProfiler
 from transformer.train.state import TrainState, count_params
 from transformer.train.writers import MetricWriter, format_duration, log
 
@@ -33,7 +35,9 @@ RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.eval_every",
                      "checkpoint.every_steps", "checkpoint.keep", "data.eval_batches",
                      "checkpoint.keep_best", "checkpoint.async_save", "model.remat",
                      "train.peak_flops_per_device", "parallel.strategy", "parallel.data",
-                     "parallel.fsdp", "parallel.tensor", "parallel.rules", "train.nonfinite")
+                     "parallel.fsdp", "parallel.tensor", "parallel.rules", "train.nonfinite",
+                     "train.prefetch", "train.profile_steps", "train.compilation_cache_dir",
+                     "train.xla_gpu_flags")
 
 
 # Multi-process runs agree on stopping (after a signal) every this many steps.
@@ -248,7 +252,8 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
                dropout_rng, checkpointer, writer, stop_after, par) -> Optional[dict]:
   num_steps = config.train.num_steps
   step_flops = flops.experiment_flops_per_step(config)
-  peak, peak_source = flops.peak_flops_per_device(config.train.peak_flops_per_device)
+  peak, peak_source = flops.peak_flops_per_device(
+      config.train.peak_flops_per_device, config.model.dtype)
   if peak:
     log(f"MFU: {step_flops / 1e9:,.4g} GFLOPs per step (MaxText convention) against "
         f"{peak * par.num_devices / 1e12:,.3f} TFLOP/s peak ({peak_source}).")
@@ -257,13 +262,18 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
   compiled = False
   final_eval = None
   guard = HealthGuard(config.train.nonfinite, log=log)  # checks where the loop syncs anyway
-  with _StopRequest() as stop:
+  batches = Prefetcher(task.data.next_train_batch, par.place_batch, config.train.prefetch, step,
+                       lambda s: (s % config.checkpoint.every_steps == 0 or s >= num_steps
+                                  or (stop_after is not None and s >= stop_after)))
+  with _StopRequest() as stop, StepProfiler(config.train.profile_range, writer.workdir) as prof:
     while step < num_steps:
-      batch = task.data.next_train_batch()
+      batch = next(batches)
       t0 = time.time()
+      prof.before_step(step + 1)
       state, metrics = train_step(state, batch, dropout_rng)
       step += 1
       guard.record(step, metrics)
+      prof.after_step(step, (state, metrics))
       if not compiled:  # keep compilation out of the throughput figures
         jax.block_until_ready(state)
         log(f"First step (with compilation) took {time.time() - t0:.1f}s.")
@@ -313,7 +323,9 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
       # Agreeing on a stop is a collective that waits for every process: in a multi-process
       # run, ask every STOP_CHECK_EVERY steps only (all processes ask at the same steps).
       ask = jax.process_count() == 1 or step % STOP_CHECK_EVERY == 0 or last
-      stopping = ((ask and _on_any_process(stop.signal_name is not None))
+      if ask and _on_any_process(stop.signal_name is not None):
+        batches.drain()  # stop once the batches already fetched are used (exact resume)
+      stopping = ((batches.draining and batches.empty)
                   or (stop_after is not None and step >= stop_after))
       if step % config.checkpoint.every_steps == 0 or last or stopping:
         guard.check()  # never save a state that followed a non-finite step

@@ -232,12 +232,23 @@ class Parallel:
   # --- batches and steps --------------------------------------------------------------------
 
   def shard_batch(self, batch: dict) -> dict:
-    """This process's rows `[local_batch, ...]` -> arrays the compiled step takes."""
+    """This process's rows `[local_batch, ...]` -> arrays the compiled step takes.
+
+    Under jit the rows are copied to the devices (asynchronously); a batch this method already
+    placed (`jax.Array`s, e.g. from `transformer.train.prefetch`) passes through as it is.
+    Under pmap the rows are only split per device; pmap copies them when the step runs.
+    """
     if self.strategy == "pmap":
       n = len(self.devices)
       return {k: np.asarray(v).reshape((n, -1) + np.shape(v)[1:]) for k, v in batch.items()}
-    return {k: jax.make_array_from_process_local_data(self.batch_sharding, np.asarray(v))
+    return {k: v if isinstance(v, jax.Array)
+            else jax.make_array_from_process_local_data(self.batch_sharding, np.asarray(v))
             for k, v in batch.items()}
+
+  def place_batch(self, batch: dict) -> dict:
+    """What may be done to a batch before its step: under jit, start copying its rows to the
+    devices (`shard_batch`); under pmap nothing (pmap copies the rows when the step runs)."""
+    return batch if self.strategy == "pmap" else self.shard_batch(batch)
 
   def train_step(self, state: TrainState, batch: dict, rng: jax.Array
                  ) -> tuple[TrainState, dict]:

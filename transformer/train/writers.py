@@ -7,7 +7,6 @@ import os
 import time
 
 import jax
-import tensorflow as tf
 
 
 class MetricWriter:
@@ -16,6 +15,7 @@ class MetricWriter:
 
   def __init__(self, workdir: str):
     self.enabled = jax.process_index() == 0
+    self.workdir = workdir
     self.path = os.path.join(workdir, "metrics.jsonl")
     self._tb = {}
     self._tb_dir = os.path.join(workdir, "tensorboard")
@@ -27,6 +27,7 @@ class MetricWriter:
     row.update({k: float(v) for k, v in metrics.items()})
     with open(self.path, "a") as f:
       f.write(json.dumps(row) + "\n")
+    import tensorflow as tf  # noqa: PLC0415 -- only where metrics are written (bench imports no TF)
     if split not in self._tb:
       self._tb[split] = tf.summary.create_file_writer(os.path.join(self._tb_dir, split))
     with self._tb[split].as_default():

@@ -1,0 +1,73 @@
+"""--mode=bench for every model kind, its profile, and the TensorFlow-free import path."""
+
+import glob
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from configs.default import get_config
+from transformer.config import ConfigError, from_config_dict
+from transformer.train.bench import run_benchmark
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _config(kind, **train):
+  c = get_config("smoke")
+  with c.unlocked():
+    c.model.kind = kind
+    c.model.d_model, c.model.num_heads, c.model.num_layers, c.model.d_ff = 32, 4, 1, 64
+    c.model.num_classes = 3
+    c.data.seq_len, c.data.src_len, c.data.tgt_len = 16, 12, 10
+    c.train.batch_size = 8
+    c.train.peak_flops_per_device = 1e11  # the CPU's measured peak has its own tests
+    for k, v in train.items():
+      c.train[k] = v
+  return from_config_dict(c)
+
+
+@pytest.mark.parametrize("kind", ["decoder_lm", "encoder_decoder", "masked_lm", "classifier"])
+def test_bench_times_every_model_kind(kind, capsys):
+  cfg = _config(kind)
+  result = run_benchmark(cfg, steps=2, warmup=1)
+  assert result["kind"] == kind and result["step_s"] > 0 and result["params"] > 0
+  per_row = 12 + 10 if kind == "encoder_decoder" else 16
+  assert result["tokens_per_s"] == pytest.approx(8 * per_row / result["step_s"])
+  assert 0 < result["mfu"] < 1
+  # A fresh model guesses about uniformly: loss near ln(classes), within 1 nat.
+  classes = 3 if kind == "classifier" else cfg.model.vocab_size
+  assert abs(result["loss"] - np.log(classes)) < 1.0
+  out = capsys.readouterr().out
+  row = [line for line in out.splitlines() if line.strip().startswith(f"| {kind} |")]
+  assert len(row) == 1 and row[0].count("|") == out.splitlines()[-2].count("|")
+
+
+def test_bench_profiles_the_requested_steps(tmp_path):
+  result = run_benchmark(_config("decoder_lm", profile_steps="2,2"), steps=3, warmup=1,
+                         workdir=str(tmp_path))
+  assert result["step_s"] > 0
+  assert glob.glob(str(tmp_path / "profile" / "plugins" / "profile" / "*" / "*.xplane.pb"))
+
+
+def test_bench_profile_needs_a_workdir_and_timed_steps():
+  with pytest.raises(ConfigError, match="profile_steps"):
+    run_benchmark(_config("decoder_lm", profile_steps="2,5"), steps=3, workdir="/tmp/x")
+  with pytest.raises(ConfigError, match="workdir"):
+    run_benchmark(_config("decoder_lm", profile_steps="1,1"), steps=3)
+
+
+def test_bench_model_step_and_parallel_code_import_no_tensorflow():
+  code = ("import sys, transformer.train.bench, transformer.train.steps, "
+          "transformer.train.parallel, transformer.model.models, transformer.train.flops, "
+          "transformer.train.prefetch, transformer.train.profiler, transformer.train.runtime\n"
+          "tf = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', "
+          "'tensorflow_datasets'))\n"
+          "print('TF-MODULES', tf)\n"
+          "sys.exit(1 if tf else 0)\n")
+  proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                        timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
+  assert "TF-MODULES []" in proc.stdout, proc.stdout + proc.stderr
+  assert proc.returncode == 0

@@ -1,0 +1,57 @@
+"""Launcher settings: GPU XLA flags (GPU only, user flags win) and the compilation cache."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from transformer.train import runtime
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_user_flags_are_never_overridden():
+  user = "--xla_gpu_enable_latency_hiding_scheduler=false --xla_dump_to=/tmp/d"
+  assert runtime.with_flags(user, runtime.GPU_XLA_FLAGS) == user
+  assert runtime.with_flags("", ("--a=1", "--b=2")) == "--a=1 --b=2"
+  assert runtime.with_flags("--b=3", ("--a=1", "--b=2")) == "--b=3 --a=1"
+
+
+def test_flags_are_added_only_where_a_gpu_is_present(monkeypatch):
+  env = {"XLA_FLAGS": "--xla_dump_to=/tmp/d"}
+  monkeypatch.setattr(runtime, "gpu_present", lambda environ: False)
+  assert runtime.add_gpu_xla_flags(True, env) == [] and env["XLA_FLAGS"] == "--xla_dump_to=/tmp/d"
+  monkeypatch.setattr(runtime, "gpu_present", lambda environ: True)
+  assert runtime.add_gpu_xla_flags(False, env) == []
+  assert runtime.add_gpu_xla_flags(True, env) == list(runtime.GPU_XLA_FLAGS)
+  assert env["XLA_FLAGS"].split() == ["--xla_dump_to=/tmp/d", *runtime.GPU_XLA_FLAGS]
+
+
+def test_no_gpu_when_jax_platforms_excludes_it():
+  assert not runtime.gpu_present({"JAX_PLATFORMS": "cpu"})
+
+
+def test_this_xla_accepts_the_gpu_flags():
+  """XLA aborts on a flag it does not know; the CPU build parses the GPU flags too."""
+  env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=" ".join(runtime.GPU_XLA_FLAGS))
+  ok = subprocess.run([sys.executable, "-c", "import jax; print(int(jax.numpy.ones(2).sum()))"],
+                      env=env, capture_output=True, text=True, timeout=120)
+  assert ok.returncode == 0 and ok.stdout.strip() == "2", ok.stderr[-2000:]
+  env["XLA_FLAGS"] = "--xla_gpu_no_such_flag_at_all=true"  # the check above can fail
+  bad = subprocess.run([sys.executable, "-c", "import jax; jax.numpy.ones(2).sum()"],
+                       env=env, capture_output=True, text=True, timeout=120)
+  assert bad.returncode != 0
+
+
+def test_compilation_cache_keeps_programs_across_processes(tmp_path):
+  code = ("import jax, jax.numpy as jnp\n"
+          "from transformer.train import runtime\n"
+          f"runtime.enable_compilation_cache({str(tmp_path / 'cache')!r})\n"
+          "jax.config.update('jax_persistent_cache_min_compile_time_secs', 0)\n"
+          "print(float(jax.jit(lambda x: jnp.sin(x) @ x.T)(jnp.ones((64, 64))).sum()))\n")
+  env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+  run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+  assert run.returncode == 0, run.stderr[-2000:]
+  assert os.listdir(tmp_path / "cache")
