@@ -1,11 +1,14 @@
 """Test setup: 8 fake CPU devices (set before JAX is imported), quiet TensorFlow."""
 
 import os
+import tempfile
 
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
                            " --xla_force_host_platform_device_count=8").strip()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# The measured CPU peak (for MFU) is cached per test session, not in the user's ~/.cache.
+os.environ.setdefault("TRANSFORMER_CACHE_DIR", tempfile.mkdtemp(prefix="transformer-cache-"))
 
 import sys  # noqa: E402
 
