@@ -37,7 +37,6 @@ POSITIONS = ("sinusoidal", "learned", "rope", "none")
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 ATTENTION_IMPLS = ("reference", "xla", "cudnn")
 DTYPES = ("float32", "bfloat16")
-MODEL_KINDS = ("decoder_lm", "encoder_decoder", "masked_lm", "classifier")
 TOKENIZERS = ("bytes", "sentencepiece")
 PACKINGS = ("concat", "pack", "pad")
 DECAYS = ("cosine", "linear", "constant")
@@ -83,7 +82,7 @@ class ModelConfig:
   rope_max_timescale: float = 10_000.0  # rope: base of the rotary frequencies
   num_classes: int = 2  # classifier: output classes
   mlm_mask_rate: float = 0.15  # masked_lm: fraction of tokens selected (80/10/10 BERT rule)
-  init_from: str = ""  # classifier: workdir of a masked_lm run whose encoder initializes this one
+  init_from: str = ""  # <workdir>[:step] of a run whose matching parameters start this one
   beam_size: int = 4  # encoder_decoder eval: beams for beam-search accuracy
   length_penalty: float = 0.6  # beam search: score / ((5 + len) / 6) ** alpha (Wu et al., 2016)
   max_decode_len: int = 0  # encoder_decoder eval: longest decoded target; 0 = data.tgt_len
@@ -91,7 +90,8 @@ class ModelConfig:
   def __post_init__(self):
     s = "model"
     _choice(s, "remat", self.remat, REMAT_POLICIES)
-    _choice(s, "kind", self.kind, MODEL_KINDS)
+    from transformer import kinds  # noqa: PLC0415 -- the registry imports this module
+    _choice(s, "kind", self.kind, kinds.names())
     _choice(s, "activation", self.activation, ACTIVATIONS)
     _choice(s, "norm_placement", self.norm_placement, NORM_PLACEMENTS)
     _choice(s, "norm", self.norm, NORMS)
@@ -126,10 +126,6 @@ class ModelConfig:
       raise ConfigError(
           f"--config.model.positions=rope needs an even head_dim, got d_model / num_heads = "
           f"{self.head_dim}; change d_model or num_heads.")
-    if self.init_from and self.kind != "classifier":
-      raise ConfigError(
-          f"--config.model.init_from is only used by kind='classifier', not {self.kind!r}; "
-          "leave it empty.")
     if self.attention_dropout_rate > 0 and self.attention_impl != "reference":
       raise ConfigError(
           "--config.model.attention_dropout_rate > 0 needs --config.model.attention_impl=reference "

@@ -294,13 +294,6 @@ class Classifier(nn.Module):
 
 
 def build_model(cfg: ModelConfig) -> nn.Module:
-  """The model named by `cfg.kind`."""
-  if cfg.kind == "decoder_lm":
-    return DecoderLM(cfg)
-  if cfg.kind == "encoder_decoder":
-    return EncoderDecoder(cfg)
-  if cfg.kind == "masked_lm":
-    return MaskedLM(cfg)
-  if cfg.kind == "classifier":
-    return Classifier(cfg)
-  raise ValueError(f"Unknown model kind {cfg.kind!r}.")
+  """The model of `cfg.kind`, as the registry (`transformer.kinds`) names it."""
+  from transformer import kinds  # noqa: PLC0415 -- the registry names the classes above
+  return kinds.get(cfg.kind).build_model(cfg)

@@ -24,14 +24,17 @@ class MetricWriter:
     if not self.enabled:
       return
     row = {"step": int(step), "split": split, "time": time.time()}
-    row.update({k: float(v) for k, v in metrics.items()})
+    row.update({k: v if isinstance(v, str) else float(v) for k, v in metrics.items()})
     with open(self.path, "a") as f:
       f.write(json.dumps(row) + "\n")
     if split not in self._tb:
       self._tb[split] = tf.summary.create_file_writer(os.path.join(self._tb_dir, split))
     with self._tb[split].as_default():
       for k, v in metrics.items():
-        tf.summary.scalar(k, float(v), step=int(step))
+        if isinstance(v, str):  # e.g. the BLEU signature
+          tf.summary.text(k, v, step=int(step))
+        else:
+          tf.summary.scalar(k, float(v), step=int(step))
     self._tb[split].flush()
 
   def close(self) -> None:
