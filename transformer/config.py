@@ -39,7 +39,7 @@ ATTENTION_IMPLS = ("reference", "xla", "cudnn")
 DTYPES = ("float32", "bfloat16")
 TOKENIZERS = ("bytes", "sentencepiece")
 PACKINGS = ("concat", "pack", "pad")
-DECAYS = ("cosine", "linear", "constant")
+DECAYS = ("cosine", "linear", "constant", "rsqrt")
 REMAT_POLICIES = ("none", "full", "minimal")
 STRATEGIES = ("jit", "pmap")
 MESH_AXES = ("data", "fsdp", "tensor")
@@ -235,10 +235,14 @@ class TrainConfig:
   eval_every: int = 400
   micro_batches: int = 1
   peak_flops_per_device: float = 0.0
+  label_smoothing: float = 0.0  # training loss: eps on the uniform distribution (0 = none)
 
   def __post_init__(self):
     for f in ("batch_size", "num_steps", "log_every", "eval_every", "micro_batches"):
       _positive("train", f, getattr(self, f))
+    if not 0.0 <= self.label_smoothing < 1.0:
+      raise ConfigError(f"--config.train.label_smoothing={self.label_smoothing!r} must be in "
+                        "[0, 1).")
     _positive("train", "peak_flops_per_device", self.peak_flops_per_device, allow_zero=True)
     if self.batch_size % self.micro_batches:
       raise ConfigError(
