@@ -71,6 +71,16 @@ def lm_run(package_corpus, tmp_path_factory):
   return cfg, workdir, train_and_evaluate(cfg, workdir)
 
 
+def test_generative_runs_write_samples_at_every_eval(lm_run):
+  _, workdir, _ = lm_run
+  with open(os.path.join(workdir, "samples.txt")) as f:
+    rows = [json.loads(line) for line in f]
+  assert [r["step"] for r in rows] == [2, 2, 2, 4, 4, 4]
+  assert [r["prompt"] for r in rows[:3]] == [r["prompt"] for r in rows[3:]]  # fixed prompts
+  assert all(isinstance(r["sample"], str) and r["prompt"] for r in rows)
+  assert os.listdir(os.path.join(workdir, "tensorboard", "samples"))
+
+
 def test_eval_mode_restores_onto_another_layout(lm_run):
   cfg, workdir, final = lm_run
   other = ParallelConfig(data=2, fsdp=2, tensor=2)

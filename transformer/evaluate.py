@@ -89,3 +89,52 @@ def evaluate_workdir(workdir: str, *, split: str = "", step: Optional[int] = Non
       json.dump(metrics, f, indent=2, sort_keys=True)
     log(f"Wrote {path}")
   return metrics
+
+
+NUM_SAMPLE_PROMPTS = 3
+LM_PROMPT_TOKENS = 16  # a decoder LM continues the first tokens of an eval row
+LM_SAMPLE_TOKENS = 48
+
+
+def sample_prompts(task) -> list[str]:
+  """A few fixed inputs of a generative run, from its first eval batch (the same every eval):
+  the first tokens of eval rows (decoder LM) or eval sources (encoder-decoder)."""
+  from transformer.sample import _until_eos  # noqa: PLC0415
+  tok = task.data.tokenizer
+  batch = next(iter(task.data.eval_batches(1)))
+  length = LM_PROMPT_TOKENS if kinds_generative(task) == "lm" else batch["inputs"].shape[1]
+  prompts = []
+  for row in batch["inputs"][:NUM_SAMPLE_PROMPTS]:
+    ids = [t for t in _until_eos(row[:length], tok.eos_id) if t not in (tok.pad_id, tok.bos_id)]
+    prompts.append(tok.decode(ids))
+  return prompts
+
+
+def kinds_generative(task) -> str:
+  from transformer import kinds  # noqa: PLC0415
+  return kinds.get(task.config.model.kind).generative
+
+
+def write_samples(task, par, state, writer, step: int, workdir: str, log=print) -> None:
+  """Greedy outputs of `sample_prompts` for a generative run: appended to
+  `<workdir>/samples.txt` and written to TensorBoard (text); nothing for other kinds."""
+  if not kinds_generative(task):
+    return
+  from transformer.sample import generate_texts  # noqa: PLC0415
+  if not hasattr(task, "_sample_prompts"):
+    task._sample_prompts = sample_prompts(task)
+  config = task.config
+  max_new = (LM_SAMPLE_TOKENS if kinds_generative(task) == "lm"
+             else config.model.max_decode_len or config.data.tgt_len)
+  outputs = generate_texts(config, task.model, par.params(state), task.data.tokenizer,
+                           task._sample_prompts, max_new_tokens=max_new, temperature=0.0)
+  if jax.process_index() != 0:
+    return
+  with open(os.path.join(workdir, "samples.txt"), "a") as f:
+    for prompt, out in zip(task._sample_prompts, outputs):
+      f.write(json.dumps({"step": step, "prompt": prompt, "temperature": 0.0,
+                          "sample": out}) + "\n")
+  text = "\n\n".join(f"**{p!r}** -> {o!r}" for p, o in zip(task._sample_prompts, outputs))
+  writer.write_text(step, "samples", text)
+  log(f"samples at step {step}: " + " | ".join(
+      f"{p[-20:]!r} -> {o[:40]!r}" for p, o in zip(task._sample_prompts, outputs)))

@@ -290,6 +290,7 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
         eval_loss = final_eval["loss"]
         writer.write(step, "eval", {k: v for k, v in final_eval.items() if k != "step"})
         log(f"eval at step {step}: {format_eval(final_eval)} ({time.time() - t0:.1f}s)")
+        evaluation.write_samples(task, par, state, writer, step, writer.workdir, log)
         interval_start += time.time() - t0  # keep eval time out of tokens/s
 
       stopping = (_on_any_process(stop.signal_name is not None)

@@ -16,6 +16,7 @@ class MetricWriter:
 
   def __init__(self, workdir: str):
     self.enabled = jax.process_index() == 0
+    self.workdir = workdir
     self.path = os.path.join(workdir, "metrics.jsonl")
     self._tb = {}
     self._tb_dir = os.path.join(workdir, "tensorboard")
@@ -36,6 +37,16 @@ class MetricWriter:
         else:
           tf.summary.scalar(k, float(v), step=int(step))
     self._tb[split].flush()
+
+  def write_text(self, step: int, tag: str, text: str) -> None:
+    """A text summary (TensorBoard's Text tab) under `<workdir>/tensorboard/samples`."""
+    if not self.enabled:
+      return
+    if "samples" not in self._tb:
+      self._tb["samples"] = tf.summary.create_file_writer(os.path.join(self._tb_dir, "samples"))
+    with self._tb["samples"].as_default():
+      tf.summary.text(tag, text, step=int(step))
+    self._tb["samples"].flush()
 
   def close(self) -> None:
     for w in self._tb.values():
