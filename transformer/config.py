@@ -86,6 +86,10 @@ class ModelConfig:
   beam_size: int = 4  # encoder_decoder eval: beams for beam-search accuracy
   length_penalty: float = 0.6  # beam search: score / ((5 + len) / 6) ** alpha (Wu et al., 2016)
   max_decode_len: int = 0  # encoder_decoder eval: longest decoded target; 0 = data.tgt_len
+  patch_size: int = 4  # vit_classifier: square patches of patch_size x patch_size pixels
+  pooling: str = "cls"  # vit_classifier: cls ([CLS] token) | mean (over patches)
+  image_size: int = 0  # vit_classifier: image side in pixels (set from the dataset)
+  image_channels: int = 0  # vit_classifier: image channels (set from the dataset)
 
   def __post_init__(self):
     s = "model"
@@ -113,6 +117,8 @@ class ModelConfig:
       _positive(s, f, getattr(self, f), allow_zero=True)
     _positive(s, "rope_max_timescale", self.rope_max_timescale)
     _positive(s, "beam_size", self.beam_size)
+    _positive(s, "patch_size", self.patch_size)
+    _choice(s, "pooling", self.pooling, ("cls", "mean"))
     if self.num_classes < 2:
       raise ConfigError(f"--config.model.num_classes={self.num_classes!r} must be >= 2.")
     if not 0.0 < self.mlm_mask_rate < 1.0:

@@ -5,7 +5,7 @@ A kind names
   task           what it trains on and how it is scored (`transformer.tasks`): data, loss,
                  eval metrics and decoding,
   forward_flops  matmul FLOPs of one forward pass (`transformer.train.flops` convention),
-  lengths        the row lengths its data gives: `(length, source_length)`, source 0 when the
+  lengths        the row lengths a config gives: `(length, source_length)`, source 0 when the
                  kind has no separate encoder input,
   generative     "" (scores only), "lm" (continues a prompt) or "seq2seq" (decodes a source).
 
@@ -23,7 +23,7 @@ import dataclasses
 import importlib
 from typing import Any, Callable
 
-from transformer.config import DataConfig, ModelConfig
+from transformer.config import ModelConfig
 
 
 def _resolve(path: str) -> Any:
@@ -62,12 +62,28 @@ def _classifier_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0) -
           + 2 * b * cfg.d_model * cfg.num_classes)
 
 
-def _token_lengths(data: DataConfig) -> tuple[int, int]:
-  return data.seq_len, 0
+def _vit_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0) -> float:
+  """`length` = tokens per image (patches, plus [CLS]); `src_len` = pixels x channels of one
+  patch, which the patch embedding maps to d_model."""
+  patches = length - (1 if cfg.pooling == "cls" else 0)
+  return (2 * b * patches * src_len * cfg.d_model
+          + _block(cfg, b, length, causal=False) * cfg.num_layers
+          + 2 * b * cfg.d_model * cfg.num_classes)
 
 
-def _seq2seq_lengths(data: DataConfig) -> tuple[int, int]:
-  return data.tgt_len, data.src_len
+def _vit_lengths(config) -> tuple[int, int]:
+  """(tokens per image, values per patch), from the image shape the dataset set."""
+  m = config.model
+  patches = (m.image_size // m.patch_size) ** 2
+  return patches + (1 if m.pooling == "cls" else 0), m.patch_size ** 2 * m.image_channels
+
+
+def _token_lengths(config) -> tuple[int, int]:
+  return config.data.seq_len, 0
+
+
+def _seq2seq_lengths(config) -> tuple[int, int]:
+  return config.data.tgt_len, config.data.src_len
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +92,7 @@ class Kind:
   model: str
   task: str
   forward_flops: Callable[..., float]
-  lengths: Callable[[DataConfig], tuple[int, int]] = _token_lengths
+  lengths: Callable[[Any], tuple[int, int]] = _token_lengths  # ExperimentConfig -> lengths
   generative: str = ""
   description: str = ""
 
@@ -86,9 +102,11 @@ class Kind:
   def build_task(self, config, workdir: str | None = None):
     return _resolve(self.task)(config, workdir=workdir)
 
-  def row_shape(self, data: DataConfig) -> str:
+  def row_shape(self, config) -> str:
     """How one row of a batch looks, for the run's summary line."""
-    length, src_len = self.lengths(data)
+    length, src_len = self.lengths(config)
+    if self.name == "vit_classifier":
+      return str(length)
     return f"({src_len} source -> {length} target)" if src_len else str(length)
 
 
@@ -104,7 +122,15 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("classifier", "transformer.model.models:Classifier",
          "transformer.tasks:ClassificationTask", _classifier_flops,
          description="encoder, mean-pooled, linear head"),
+    Kind("vit_classifier", "transformer.model.models:VisionTransformer",
+         "transformer.tasks:ImageClassificationTask", _vit_flops, lengths=_vit_lengths,
+         description="Vision Transformer: image patches as tokens, encoder, head"),
 )}
+
+
+# Model fields a task fills in from its data (tokenizer, labels, images): not the user's
+# choice, so a resumed run may see them differ from the command line's defaults.
+FROM_DATA = ("model.vocab_size", "model.num_classes", "model.image_size", "model.image_channels")
 
 
 def names() -> tuple[str, ...]:

@@ -340,6 +340,28 @@ class ClassificationTask(TaskBase):
             "examples": float(sums["examples"])}
 
 
+class ImageClassificationTask(ClassificationTask):
+  """Image classification with a Vision Transformer: the classifier's loss and accuracy on
+  `[batch, height, width, channels]` images (`transformer.data.pipeline.image_data`)."""
+
+  def __init__(self, config: ExperimentConfig, workdir: str | None = None):
+    from transformer.data.pipeline import image_data
+    self.data = image_data(config.data, config.train.batch_size, config.seed, workdir=workdir)
+    height, width, channels = next(iter(self.data.eval_batches(1)))["inputs"].shape[1:]
+    if height != width:
+      raise ConfigError(f"{config.data.name} has {height}x{width} images; vit_classifier "
+                        "takes square ones.")
+    self.config = _with_model_fields(config, num_classes=self.data.num_classes,
+                                     image_size=int(height), image_channels=int(channels))
+    self.model = build_model(self.config.model)
+    self._load_init_from()
+
+  def example_inputs(self):
+    m = self.config.model
+    return (jnp.zeros((self.data.batch_size, m.image_size, m.image_size, m.image_channels),
+                      jnp.float32),)
+
+
 def build_task(config: ExperimentConfig, workdir: str | None = None) -> Task:
   """The task for `config.model.kind` (as `transformer.kinds` names it); `workdir` keeps what
   the data builds for this run (a trained SentencePiece vocabulary)."""

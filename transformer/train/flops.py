@@ -70,7 +70,7 @@ def training_flops_per_step(cfg: ModelConfig, batch_size: int, seq_len: int,
 def experiment_flops_per_step(config) -> float:
   """`training_flops_per_step` with the row lengths an `ExperimentConfig`'s data gives."""
   from transformer import kinds  # noqa: PLC0415
-  length, src_len = kinds.get(config.model.kind).lengths(config.data)
+  length, src_len = kinds.get(config.model.kind).lengths(config)
   return training_flops_per_step(config.model, config.train.batch_size, length, src_len)
 
 

@@ -57,7 +57,7 @@ def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
   current = _flatten(config.to_dict())
   diffs = sorted(k for k in set(saved) | set(current)
                  if saved.get(k) != current.get(k) and k not in RESUMABLE_CHANGES
-                 and k != "model.vocab_size")
+                 and k not in kinds.FROM_DATA)
   if diffs:
     lines = "\n".join(f"  {k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in diffs)
     raise ConfigError(
@@ -196,7 +196,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
     state = par.init_state(init_rng)
   log(f"Model: {config.model.kind}, {count_params(par.params(state)):,} parameters, "
       f"norm_placement={config.model.norm_placement}; data: {config.data.name}, "
-      f"batch {config.train.batch_size} x {kinds.get(config.model.kind).row_shape(config.data)} tokens; {par.describe()}.")
+      f"batch {config.train.batch_size} x {kinds.get(config.model.kind).row_shape(config)} tokens; {par.describe()}.")
 
   train_step, eval_step = par.train_step, par.eval_step
   writer = MetricWriter(workdir)
