@@ -46,7 +46,7 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.model.rope_max_timescale = 10_000.0  # positions=rope: base of the rotary frequencies
   c.model.num_classes = 2  # classifier: classes (set from the dataset when it has labels)
   c.model.mlm_mask_rate = 0.15  # masked_lm: fraction of tokens selected (80/10/10 BERT rule)
-  c.model.init_from = ""  # classifier: workdir of a masked_lm run to start the encoder from
+  c.model.init_from = ""  # <workdir>[:step]: start from that run's matching parameters
   c.model.beam_size = 4  # encoder_decoder eval: beams of the beam-search accuracy
   c.model.length_penalty = 0.6  # beam search: log P / ((5 + len) / 6) ** length_penalty
   c.model.max_decode_len = 0  # encoder_decoder eval: tokens to decode; 0 = data.tgt_len
@@ -71,7 +71,7 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.optim = ml_collections.ConfigDict()
   c.optim.learning_rate = 3e-3  # peak learning rate
   c.optim.warmup_steps = 50  # linear warm-up from 0 to the peak
-  c.optim.decay = "cosine"  # cosine | linear | constant, from the peak after warm-up
+  c.optim.decay = "cosine"  # cosine | linear | constant | rsqrt (1/sqrt(step)), after warm-up
   c.optim.end_lr_factor = 0.05  # final learning rate as a fraction of the peak
   c.optim.b1 = 0.9  # AdamW beta1
   c.optim.b2 = 0.98  # AdamW beta2
@@ -91,6 +91,7 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.train.compilation_cache_dir = ""  # persistent XLA compilation cache directory; "" = off
   c.train.xla_gpu_flags = True  # on GPUs, add XLA flags that help (never overrides XLA_FLAGS)
   c.train.nonfinite = "stop"  # non-finite loss/gradient: stop the run | skip the step's update
+  c.train.label_smoothing = 0.0  # training loss: eps of the target mass spread over the vocab
 
   c.checkpoint = ml_collections.ConfigDict()
   c.checkpoint.every_steps = 200  # steps between checkpoints (and one at the end)

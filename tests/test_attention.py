@@ -164,7 +164,7 @@ def test_unavailable_implementation_gives_a_clear_error():
     (dict(num_heads=4, num_kv_heads=3), "num_kv_heads"),
     (dict(d_model=12, num_heads=4, positions="rope"), "even head_dim"),
     (dict(activation="swish"), "activation"),
-    (dict(kind="decoder_lm", init_from="runs/mlm"), "init_from"),
+    (dict(kind="vision_lm"), "kind.*decoder_lm"),
 ])
 def test_model_config_rejects_bad_combinations(fields, message):
   with pytest.raises(ConfigError, match=message):

@@ -38,6 +38,8 @@ def test_sample_continues_the_prompt_with_the_checkpoint(tiny_corpus, tmp_path):
   assert len(sampled) == 3 and all(isinstance(s, str) for s in sampled)
   with open(os.path.join(workdir, "samples.txt")) as f:
     rows = [json.loads(line) for line in f]
+  assert [r["step"] for r in rows if "step" in r] == [4, 4, 4]  # the run's eval samples
+  rows = [r for r in rows if "step" not in r]  # those of --mode=sample
   assert len(rows) == 4 and rows[0]["prompt"] == "def " and rows[-1]["top_k"] == 5
 
 

@@ -37,10 +37,9 @@ POSITIONS = ("sinusoidal", "learned", "rope", "none")
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 ATTENTION_IMPLS = ("reference", "xla", "cudnn")
 DTYPES = ("float32", "bfloat16")
-MODEL_KINDS = ("decoder_lm", "encoder_decoder", "masked_lm", "classifier")
 TOKENIZERS = ("bytes", "sentencepiece")
 PACKINGS = ("concat", "pack", "pad")
-DECAYS = ("cosine", "linear", "constant")
+DECAYS = ("cosine", "linear", "constant", "rsqrt")
 REMAT_POLICIES = ("none", "full", "minimal")
 STRATEGIES = ("jit", "pmap")
 NONFINITE_MODES = ("stop", "skip")  # train.nonfinite: what a non-finite loss/gradient does
@@ -84,15 +83,20 @@ class ModelConfig:
   rope_max_timescale: float = 10_000.0  # rope: base of the rotary frequencies
   num_classes: int = 2  # classifier: output classes
   mlm_mask_rate: float = 0.15  # masked_lm: fraction of tokens selected (80/10/10 BERT rule)
-  init_from: str = ""  # classifier: workdir of a masked_lm run whose encoder initializes this one
+  init_from: str = ""  # <workdir>[:step] of a run whose matching parameters start this one
   beam_size: int = 4  # encoder_decoder eval: beams for beam-search accuracy
   length_penalty: float = 0.6  # beam search: score / ((5 + len) / 6) ** alpha (Wu et al., 2016)
   max_decode_len: int = 0  # encoder_decoder eval: longest decoded target; 0 = data.tgt_len
+  patch_size: int = 4  # vit_classifier: square patches of patch_size x patch_size pixels
+  pooling: str = "cls"  # vit_classifier: cls ([CLS] token) | mean (over patches)
+  image_size: int = 0  # vit_classifier: image side in pixels (set from the dataset)
+  image_channels: int = 0  # vit_classifier: image channels (set from the dataset)
 
   def __post_init__(self):
     s = "model"
     _choice(s, "remat", self.remat, REMAT_POLICIES)
-    _choice(s, "kind", self.kind, MODEL_KINDS)
+    from transformer import kinds  # noqa: PLC0415 -- the registry imports this module
+    _choice(s, "kind", self.kind, kinds.names())
     _choice(s, "activation", self.activation, ACTIVATIONS)
     _choice(s, "norm_placement", self.norm_placement, NORM_PLACEMENTS)
     _choice(s, "norm", self.norm, NORMS)
@@ -114,6 +118,8 @@ class ModelConfig:
       _positive(s, f, getattr(self, f), allow_zero=True)
     _positive(s, "rope_max_timescale", self.rope_max_timescale)
     _positive(s, "beam_size", self.beam_size)
+    _positive(s, "patch_size", self.patch_size)
+    _choice(s, "pooling", self.pooling, ("cls", "mean"))
     if self.num_classes < 2:
       raise ConfigError(f"--config.model.num_classes={self.num_classes!r} must be >= 2.")
     if not 0.0 < self.mlm_mask_rate < 1.0:
@@ -130,10 +136,6 @@ class ModelConfig:
       raise ConfigError(
           f"--config.model.positions=rope needs an even head_dim, got d_model / num_heads = "
           f"{self.head_dim}; change d_model or num_heads.")
-    if self.init_from and self.kind != "classifier":
-      raise ConfigError(
-          f"--config.model.init_from is only used by kind='classifier', not {self.kind!r}; "
-          "leave it empty.")
     if self.attention_dropout_rate > 0 and self.attention_impl != "reference":
       raise ConfigError(
           "--config.model.attention_dropout_rate > 0 needs --config.model.attention_impl=reference "
@@ -249,11 +251,15 @@ class TrainConfig:
   profile_steps: str = ""  # "a,b": jax.profiler trace of steps a..b into <workdir>/profile
   compilation_cache_dir: str = ""  # persistent XLA compilation cache; "" = off
   xla_gpu_flags: bool = True  # launcher adds XLA flags known to help on GPUs (GPU only)
+  label_smoothing: float = 0.0  # training loss: eps on the uniform distribution (0 = none)
 
   def __post_init__(self):
     _choice("train", "nonfinite", self.nonfinite, NONFINITE_MODES)
     for f in ("batch_size", "num_steps", "log_every", "eval_every", "micro_batches"):
       _positive("train", f, getattr(self, f))
+    if not 0.0 <= self.label_smoothing < 1.0:
+      raise ConfigError(f"--config.train.label_smoothing={self.label_smoothing!r} must be in "
+                        "[0, 1).")
     _positive("train", "peak_flops_per_device", self.peak_flops_per_device, allow_zero=True)
     _positive("train", "prefetch", self.prefetch, allow_zero=True)
     self.profile_range  # noqa: B018 -- validates profile_steps

@@ -268,16 +268,18 @@ def beam_search(step_fn: StepFn, cache: Any, context: Any, prompt: jax.Array, ma
 
 def seq2seq_decode(model: EncoderDecoder, params: Any, inputs: jax.Array, max_new: int, *,
                    bos_id: int, eos_id: int, beam_size: int = 1, length_penalty: float = 0.6,
-                   pad_id: int = 0) -> jax.Array:
-  """Translates `inputs: [batch, src_len]` -> `[batch, max_new]`: greedy when `beam_size`
-  is 1 and `length_penalty` unused, beam search otherwise. Jittable (static sizes)."""
+                   pad_id: int = 0, rng: Optional[jax.Array] = None, temperature: float = 0.0,
+                   top_k: int = 0, top_p: float = 1.0) -> jax.Array:
+  """Translates `inputs: [batch, src_len]` -> `[batch, max_new]`: greedy (or sampling with
+  `temperature` > 0) when `beam_size` is 1, beam search otherwise. Jittable (static sizes)."""
   batch, src_len = inputs.shape
   context = seq2seq_context(model, params, inputs)
   prompt = jnp.full((batch, 1), bos_id, jnp.int32)
   step = seq2seq_step_fn(model, params)
   if beam_size == 1:
     cache = init_cache(model, batch, 1 + max_new, src_len)
-    return generate(step, cache, context, prompt, max_new, eos_id=eos_id, pad_id=pad_id)
+    return generate(step, cache, context, prompt, max_new, eos_id=eos_id, pad_id=pad_id,
+                    rng=rng, temperature=temperature, top_k=top_k, top_p=top_p)
   cache = init_cache(model, batch * beam_size, 1 + max_new, src_len)
   return beam_search(step, cache, context, prompt, max_new, beam_size=beam_size, eos_id=eos_id,
                      length_penalty=length_penalty, pad_id=pad_id)[0]

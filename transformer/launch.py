@@ -25,12 +25,14 @@ _CONFIG = config_flags.DEFINE_config_file(
     "with --config.section.field=value.", lock_config=True)
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory. Default: runs/<config name>[:variant][+overrides].")
-_MODE = flags.DEFINE_enum("mode", "train", ["train", "sample", "bench", "sweep", "report",
-                                           "data_bench"],
-                          "train: train and evaluate (resuming); sample: continue --prompt "
-                          "with the LM in --workdir; bench: time train steps; sweep: run "
-                          "--sweep's points (transformer/sweep_cli.py); report: the report of "
-                          "--sweep_dir; data_bench: input pipeline vs train step tokens/s.")
+_MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "sample", "bench", "sweep",
+                                           "report", "data_bench"],
+                          "train: train and evaluate (resuming); eval: score a checkpoint of "
+                          "--workdir; sample: continue --prompt (LM) or decode --source "
+                          "(encoder-decoder) with the run in --workdir; bench: time train steps; "
+                          "sweep: run --sweep's points (transformer/sweep_cli.py); report: the "
+                          "report of --sweep_dir; data_bench: input pipeline vs train step "
+                          "tokens/s.")
 _PROMPT = flags.DEFINE_string("prompt", "", "sample: the text to continue.")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 200, "sample: tokens to generate.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.8, "sample: softmax temperature; 0 = greedy.")
@@ -55,6 +57,13 @@ _DATA_BENCH_BATCHES = flags.DEFINE_integer("data_bench_batches", 200,
                                            "data_bench: pipeline batches to time.")
 _DATA_BENCH_SKIP_MODEL = flags.DEFINE_bool("data_bench_skip_model", False,
                                            "data_bench: time the pipeline only.")
+# --mode=eval and the encoder-decoder side of --mode=sample.
+_EVAL_SPLIT = flags.DEFINE_string("eval_split", "", "eval: TFDS split to score; default: the "
+                                  "run's data.eval_split.")
+_STEP = flags.DEFINE_integer("step", None, "eval: checkpoint step; default: the latest.")
+_SOURCE = flags.DEFINE_string("source", "", "sample (encoder-decoder): the source to decode.")
+_BEAM_SIZE = flags.DEFINE_integer("beam_size", 1, "sample (encoder-decoder): beams; 1 = greedy "
+                                  "(--temperature 0) or sampling.")
 
 
 def _in_cluster() -> bool:
@@ -217,6 +226,9 @@ def main(argv: list[str]) -> None:
   if _MODE.value == "sample":
     _sample(workdir)
     return
+  if _MODE.value == "eval":
+    _eval(workdir, config)
+    return
   if _MODE.value == "bench":
     from transformer.train.bench import run_benchmark  # noqa: PLC0415
     try:
@@ -247,17 +259,34 @@ def _exit_with(e: Exception) -> None:
 
 def _sample(workdir: str) -> None:
   from transformer.sample import sample_from_workdir
+  text_in = _SOURCE.value or _PROMPT.value
   try:
     texts = sample_from_workdir(
-        workdir, _PROMPT.value, max_new_tokens=_MAX_NEW.value, temperature=_TEMPERATURE.value,
+        workdir, text_in, max_new_tokens=_MAX_NEW.value, temperature=_TEMPERATURE.value,
         top_k=_TOP_K.value, top_p=_TOP_P.value, num_samples=_NUM_SAMPLES.value,
-        seed=_SAMPLE_SEED.value)
+        seed=_SAMPLE_SEED.value, beam_size=_BEAM_SIZE.value)
   except (ConfigError, RunError) as e:
     _exit_with(e)
   for i, text in enumerate(texts):
-    print(f"--- sample {i} (temperature {_TEMPERATURE.value}, top_k {_TOP_K.value}, "
-          f"top_p {_TOP_P.value}) ---\n{_PROMPT.value}{text}")
+    how = (f"beam {_BEAM_SIZE.value}" if _BEAM_SIZE.value > 1 else
+           f"temperature {_TEMPERATURE.value}, top_k {_TOP_K.value}, top_p {_TOP_P.value}")
+    shown = f"{text_in} -> {text}" if _SOURCE.value else f"{text_in}{text}"
+    print(f"--- sample {i} ({how}) ---\n{shown}")
   print(f"(appended to {workdir}/samples.txt)")
+
+
+def _eval(workdir: str, config) -> None:
+  """Scores a checkpoint of `workdir` in the layout of this command's `--config.parallel.*`
+  (the run's own layout when none is given)."""
+  from transformer.evaluate import evaluate_workdir  # noqa: PLC0415
+  from transformer.train.loop import format_eval  # noqa: PLC0415
+  layout_given = any(a.startswith("--config.parallel") for a in sys.argv)
+  try:
+    metrics = evaluate_workdir(workdir, split=_EVAL_SPLIT.value, step=_STEP.value,
+                               parallel=config.parallel if layout_given else None)
+  except ConfigError as e:
+    sys.exit(f"Config error: {e}")
+  print(f"eval of step {metrics['step']} on '{metrics['split']}': {format_eval(metrics)}")
 
 
 def run() -> None:

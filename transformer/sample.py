@@ -1,61 +1,130 @@
-"""Sampling text from a trained decoder-only LM checkpoint (`launch.py --mode=sample`)."""
+"""Generating text with a trained checkpoint (`launch.py --mode=sample`) of any generative kind.
+
+A decoder LM continues a prompt; an encoder-decoder decodes a source (greedy, sampling or beam
+search). Only the workdir is read: `config.json`, the latest checkpoint's parameters, and the
+tokenizer the run used (bytes, `data.spm_model`, or `<workdir>/tokenizer/`); no dataset is
+built. `generate_texts` is also what the training loop calls for the samples it writes at every
+eval of a generative run.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer import decode
-from transformer.config import ConfigError, from_config_dict
+from transformer import decode, kinds
+from transformer.config import ConfigError, ExperimentConfig, from_config_dict
 
 
-def sample_from_workdir(workdir: str, prompt: str, *, max_new_tokens: int = 200,
-                        temperature: float = 0.8, top_k: int = 0, top_p: float = 0.95,
-                        num_samples: int = 1, seed: int = 0) -> list[str]:
-  """Continues `prompt` `num_samples` times with the latest checkpoint of the LM run in
-  `workdir`; returns the continuations (text after the prompt, up to the first EOS) and
-  appends them to `<workdir>/samples.txt`."""
-  from transformer.tasks import build_task, load_params  # TensorFlow only from here on
-  from transformer.train.checkpoint import checkpoint_steps
+def run_config(workdir: str) -> ExperimentConfig:
+  """The validated config a run saved in `<workdir>/config.json`."""
   path = os.path.join(workdir, "config.json")
   if not os.path.exists(path):
     raise ConfigError(f"--workdir={workdir!r} holds no config.json; point it at a trained run.")
   with open(path) as f:
-    config = from_config_dict(json.load(f))
-  if config.model.kind != "decoder_lm":
-    raise ConfigError(f"--mode=sample needs a decoder_lm run; {workdir} is a "
-                      f"{config.model.kind!r} run.")
+    return from_config_dict(json.load(f))
+
+
+def run_tokenizer(config: ExperimentConfig, workdir: str):
+  """The tokenizer `workdir`'s run trained with, without building its dataset."""
+  from transformer.data.tokenizers import ByteTokenizer, build_tokenizer  # noqa: PLC0415
+  data = config.data
+  if data.tokenizer == "bytes":
+    return ByteTokenizer()
+  path = data.spm_model or os.path.join(workdir, "tokenizer", f"spm{data.spm_vocab_size}.model")
+  if not os.path.exists(path):
+    raise ConfigError(f"The run in {workdir} used a SentencePiece vocabulary at {path}, which "
+                      "is missing.")
+  return build_tokenizer("sentencepiece", path)
+
+
+def _until_eos(row, eos_id: int) -> list[int]:
+  row = [int(t) for t in row]
+  return row[:row.index(eos_id)] if eos_id in row else row
+
+
+def _pad_rows(rows: list[list[int]], length: int) -> np.ndarray:
+  out = np.zeros((len(rows), length), np.int32)
+  for i, r in enumerate(rows):
+    out[i, :len(r)] = r[:length]
+  return out
+
+
+def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: list[str], *,
+                   max_new_tokens: int, temperature: float = 0.0, top_k: int = 0,
+                   top_p: float = 1.0, beam_size: int = 1, seed: int = 0) -> list[str]:
+  """One output per text in `texts`: the LM's continuation (text after the prompt, up to the
+  first EOS) or the encoder-decoder's decoded target. `params` may be sharded arrays."""
+  generative = kinds.get(config.model.kind).generative
+  rng = jax.random.PRNGKey(seed)
+  if generative == "lm":
+    # Training rows start documents with BOS when packed / padded, and follow an EOS in a
+    # concatenated stream: begin the prompt the same way.
+    start = tok.bos_id if config.data.packing != "concat" else tok.eos_id
+    rows = [[start] + list(tok.encode(t)) for t in texts]
+    longest = max(len(r) for r in rows)
+    if longest + max_new_tokens > config.model.max_len and config.model.positions == "learned":
+      raise ConfigError(f"prompt + max_new_tokens = {longest + max_new_tokens} exceeds the "
+                        f"model's max_len={config.model.max_len}.")
+    run = jax.jit(lambda p, x, r: decode.lm_generate(
+        model, p, x, max_new_tokens, eos_id=tok.eos_id, rng=r, temperature=temperature,
+        top_k=top_k, top_p=top_p, pad_id=tok.pad_id))
+    # Prompts differ in length and the cache has no left padding: one by one.
+    outs = [np.asarray(run(params, jnp.asarray([row], jnp.int32), rng))[0] for row in rows]
+  elif generative == "seq2seq":
+    src_len = config.data.src_len
+    sources = _pad_rows([list(tok.encode(t))[:src_len - 1] + [tok.eos_id] for t in texts],
+                        src_len)
+    run = jax.jit(lambda p, x, r: decode.seq2seq_decode(
+        model, p, x, max_new_tokens, bos_id=tok.bos_id, eos_id=tok.eos_id, beam_size=beam_size,
+        length_penalty=config.model.length_penalty, pad_id=tok.pad_id, rng=r,
+        temperature=temperature, top_k=top_k, top_p=top_p))
+    outs = np.asarray(run(params, jnp.asarray(sources), rng))
+  else:
+    raise ConfigError(f"--mode=sample needs a generative run (decoder_lm or encoder_decoder); "
+                      f"this is a {config.model.kind!r} run.")
+  return [tok.decode(_until_eos(o, tok.eos_id)) for o in outs]
+
+
+def load_for_sampling(workdir: str, step: Optional[int] = None):
+  """`(config, model, params, tokenizer)` of the run in `workdir` (latest or given step)."""
+  from transformer.train.init_from import load_params  # noqa: PLC0415
+  config = run_config(workdir)
+  kind = kinds.get(config.model.kind)
+  if not kind.generative:
+    raise ConfigError(f"--mode=sample needs a generative run (decoder_lm or encoder_decoder); "
+                      f"{workdir} is a {config.model.kind!r} run.")
+  from transformer.train.checkpoint import checkpoint_steps  # noqa: PLC0415
   if not checkpoint_steps(os.path.join(workdir, "checkpoints")):
     raise ConfigError(f"--workdir={workdir!r} holds a config.json but no checkpoint yet: train "
                       "it first (--mode=train with this --workdir), or point --workdir at a "
                       "trained run.")
-  task = build_task(config, workdir)  # for the run's tokenizer (and model with its vocab)
-  params, _ = load_params(workdir)
-  tok = task.data.tokenizer
-  # Training rows start documents with BOS when packed / padded, and follow an EOS in a
-  # concatenated stream: begin the prompt the same way.
-  start = tok.bos_id if config.data.packing != "concat" else tok.eos_id
-  ids = [start] + list(tok.encode(prompt))
-  if len(ids) + max_new_tokens > config.model.max_len and config.model.positions == "learned":
-    raise ConfigError(f"prompt + max_new_tokens = {len(ids) + max_new_tokens} exceeds the "
-                      f"model's max_len={config.model.max_len}.")
-  prompts = jnp.asarray(np.tile(np.asarray(ids, np.int32), (num_samples, 1)))
-  generate = jax.jit(lambda p, x, r: decode.lm_generate(
-      task.model, p, x, max_new_tokens, eos_id=tok.eos_id, rng=r, temperature=temperature,
-      top_k=top_k, top_p=top_p, pad_id=tok.pad_id))
-  out = np.asarray(generate(params, prompts, jax.random.PRNGKey(seed)))
+  params, _, _ = load_params(workdir, step, what="--workdir")
+  return config, kind.build_model(config.model), params, run_tokenizer(config, workdir)
+
+
+def sample_from_workdir(workdir: str, prompt: str, *, max_new_tokens: int = 200,
+                        temperature: float = 0.8, top_k: int = 0, top_p: float = 0.95,
+                        num_samples: int = 1, seed: int = 0, beam_size: int = 1) -> list[str]:
+  """Continues `prompt` (decoder LM) or decodes it as a source (encoder-decoder)
+  `num_samples` times with the latest checkpoint in `workdir`; returns the outputs and
+  appends them to `<workdir>/samples.txt`. `beam_size` > 1: beam search (encoder-decoder)."""
+  config, model, params, tok = load_for_sampling(workdir)
+  if beam_size > 1 and kinds.get(config.model.kind).generative != "seq2seq":
+    raise ConfigError("--beam_size > 1 is for encoder_decoder runs; a decoder_lm samples.")
   texts = []
-  for row in out:
-    row = list(row)
-    if tok.eos_id in row:
-      row = row[:row.index(tok.eos_id)]
-    texts.append(tok.decode(row))
+  for i in range(num_samples):
+    texts += generate_texts(config, model, params, tok, [prompt], max_new_tokens=max_new_tokens,
+                            temperature=temperature, top_k=top_k, top_p=top_p,
+                            beam_size=beam_size, seed=seed + i)
   with open(os.path.join(workdir, "samples.txt"), "a") as f:
     for text in texts:
       f.write(json.dumps({"prompt": prompt, "temperature": temperature, "top_k": top_k,
-                          "top_p": top_p, "seed": seed, "sample": text}) + "\n")
+                          "top_p": top_p, "seed": seed, "beam_size": beam_size,
+                          "sample": text}) + "\n")
   return texts

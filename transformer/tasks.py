@@ -16,10 +16,12 @@ from typing import Any, Protocol
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from transformer import decode
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.model.models import build_model, shift_right
+from transformer.train import init_from
 from transformer.train.losses import cross_entropy_sums
 
 
@@ -36,7 +38,35 @@ class Task(Protocol):
   def summarize(self, sums: dict) -> dict: ...
 
 
-class LanguageModelTask:
+class TaskBase:
+  """What every task shares: params from the model's `init` on example inputs, and
+  `model.init_from` (matching parameters of another run, see `transformer.train.init_from`).
+  A task sets `config`, `model`, `data` and defines `example_inputs()`, then calls
+  `self._load_init_from()`."""
+  pretrained = None
+
+  def example_inputs(self) -> tuple:
+    raise NotImplementedError
+
+  def init_boxed_params(self, rng):
+    """Params still wrapped in their logical axis names (`nn.LogicallyPartitioned`), which
+    `transformer.train.parallel` maps onto the device mesh."""
+    return self.model.init({"params": rng}, *self.example_inputs())["params"]
+
+  def init_params(self, rng):
+    params = nn.meta.unbox(self.init_boxed_params(rng))
+    if self.pretrained is not None:
+      params = init_from.merge(params, self.pretrained)
+    return params
+
+  def _load_init_from(self, log=print) -> None:
+    if self.config.model.init_from:
+      abstract = jax.eval_shape(lambda r: nn.meta.unbox(self.init_boxed_params(r)),
+                                jax.random.PRNGKey(0))
+      self.pretrained = init_from.matching_params(self.config.model.init_from, abstract, log)
+
+
+class LanguageModelTask(TaskBase):
   """Next-token prediction with a decoder-only LM; reported in nats/token and bits/byte."""
 
   def __init__(self, config: ExperimentConfig, workdir: str | None = None):
@@ -47,15 +77,10 @@ class LanguageModelTask:
                                           vocab_size=self.data.tokenizer.vocab_size))
     self.model = build_model(self.config.model)
     self._byte_lengths = jnp.asarray(self.data.tokenizer.byte_lengths)
+    self._load_init_from()
 
-  def init_boxed_params(self, rng):
-    """Params still wrapped in their logical axis names (`nn.LogicallyPartitioned`), which
-    `transformer.train.parallel` maps onto the device mesh."""
-    tokens = jnp.zeros((self.data.batch_size, self.config.data.seq_len), jnp.int32)
-    return self.model.init({"params": rng}, tokens)["params"]
-
-  def init_params(self, rng):
-    return nn.meta.unbox(self.init_boxed_params(rng))
+  def example_inputs(self):
+    return (jnp.zeros((self.data.batch_size, self.config.data.seq_len), jnp.int32),)
 
   def logits(self, params, batch, rng=None):
     deterministic = rng is None
@@ -64,7 +89,8 @@ class LanguageModelTask:
         deterministic=deterministic, rngs=None if deterministic else {"dropout": rng})
 
   def loss_sums(self, params, batch, rng):
-    return cross_entropy_sums(self.logits(params, batch, rng), batch["targets"], batch["weights"])
+    return cross_entropy_sums(self.logits(params, batch, rng), batch["targets"], batch["weights"],
+                              self.config.train.label_smoothing)
 
   def eval_sums(self, params, batch):
     loss_sum, tokens = cross_entropy_sums(self.logits(params, batch), batch["targets"],
@@ -83,13 +109,14 @@ def _with_model_fields(config: ExperimentConfig, **fields) -> ExperimentConfig:
   return dataclasses.replace(config, model=dataclasses.replace(config.model, **fields))
 
 
-class Seq2SeqTask:
+class Seq2SeqTask(TaskBase):
   """Source -> target with an encoder-decoder (teacher forcing, loss on the target tokens).
 
-  Eval: loss in nats per target token, and exact-match accuracy of greedy and beam-search
-  decoding (`model.beam_size`, `model.length_penalty`): a row is right when the decoded
-  sequence equals the target up to and including its EOS. Packed eval batches (several
-  pairs per row) only report the loss; use `data.packing=pad` for the accuracies.
+  Eval: loss in nats per target token, and for greedy and beam-search decoding
+  (`model.beam_size`, `model.length_penalty`) exact-match accuracy (a row is right when the
+  decoded sequence equals the target up to and including its EOS) and corpus BLEU
+  (sacreBLEU, detokenized). Packed eval batches (several pairs per row) only report the
+  loss; use `data.packing=pad` for the decoding metrics.
   """
 
   def __init__(self, config: ExperimentConfig, workdir: str | None = None):
@@ -99,14 +126,11 @@ class Seq2SeqTask:
     self.model = build_model(self.config.model)
     tok = self.data.tokenizer
     self.bos_id, self.eos_id, self.pad_id = tok.bos_id, tok.eos_id, tok.pad_id
+    self._load_init_from()
 
-  def init_boxed_params(self, rng):
-    src = jnp.zeros((self.data.batch_size, self.config.data.src_len), jnp.int32)
-    tgt = jnp.zeros((self.data.batch_size, self.config.data.tgt_len), jnp.int32)
-    return self.model.init({"params": rng}, src, tgt)["params"]
-
-  def init_params(self, rng):
-    return nn.meta.unbox(self.init_boxed_params(rng))
+  def example_inputs(self):
+    return (jnp.zeros((self.data.batch_size, self.config.data.src_len), jnp.int32),
+            jnp.zeros((self.data.batch_size, self.config.data.tgt_len), jnp.int32))
 
   def logits(self, params, batch, rng=None):
     deterministic = rng is None
@@ -118,7 +142,8 @@ class Seq2SeqTask:
         rngs=None if deterministic else {"dropout": rng})
 
   def loss_sums(self, params, batch, rng):
-    return cross_entropy_sums(self.logits(params, batch, rng), batch["targets"], batch["weights"])
+    return cross_entropy_sums(self.logits(params, batch, rng), batch["targets"], batch["weights"],
+                              self.config.train.label_smoothing)
 
   def decode(self, params, inputs, beam_size: int, max_new: int):
     """`[batch, src_len]` -> `[batch, max_new]` greedy (beam_size 1) or beam-search output."""
@@ -143,29 +168,60 @@ class Seq2SeqTask:
   def eval_sums(self, params, batch):
     loss_sum, tokens = cross_entropy_sums(self.logits(params, batch), batch["targets"],
                                           batch["weights"])
-    sums = {"loss_sum": loss_sum, "tokens": tokens}
-    if "inputs_segment_ids" in batch:  # packed: one decode per row would mix pairs
-      return sums
-    example = jnp.any(batch["weights"] > 0, axis=1).astype(jnp.float32)
-    max_new = self.config.model.max_decode_len or batch["targets"].shape[1]
-    greedy = self.decode(params, batch["inputs"], 1, max_new)
-    beam = self.decode(params, batch["inputs"], self.config.model.beam_size, max_new)
-    sums["examples"] = jnp.sum(example)
-    sums["greedy_correct"] = jnp.sum(self.exact_matches(greedy, batch["targets"],
-                                                        batch["weights"]) * example)
-    sums["beam_correct"] = jnp.sum(self.exact_matches(beam, batch["targets"],
-                                                      batch["weights"]) * example)
-    return sums
+    return {"loss_sum": loss_sum, "tokens": tokens}
 
   def summarize(self, sums):
     tokens = float(sums["tokens"])
-    out = {"loss": float(sums["loss_sum"]) / max(tokens, 1.0), "tokens": tokens}
-    if "examples" in sums:
-      n = max(float(sums["examples"]), 1.0)
-      out["greedy_exact_match"] = float(sums["greedy_correct"]) / n
-      out["beam_exact_match"] = float(sums["beam_correct"]) / n
-      out["examples"] = float(sums["examples"])
+    return {"loss": float(sums["loss_sum"]) / max(tokens, 1.0), "tokens": tokens}
+
+  def eval_outputs(self, params, batch):
+    """Greedy and beam-search decodings `[batch, max_new]` of the batch's sources, with its
+    targets and weights, for the host-side metrics (`summarize_outputs`). Packed batches
+    (several pairs per row) give none: one decode per row would mix pairs."""
+    if "inputs_segment_ids" in batch:
+      return {}
+    max_new = self.config.model.max_decode_len or batch["targets"].shape[1]
+    return {"greedy": self.decode(params, batch["inputs"], 1, max_new),
+            "beam": self.decode(params, batch["inputs"], self.config.model.beam_size, max_new),
+            "targets": batch["targets"], "weights": batch["weights"]}
+
+  def summarize_outputs(self, outputs: list[dict]) -> dict:
+    """Exact match and corpus BLEU (sacreBLEU on detokenized text) of greedy and beam search
+    over all eval rows; rows without target weight (padding, filler batches) are left out."""
+    outputs = [o for o in outputs if o]
+    if not outputs:
+      return {}
+    cat = {k: np.concatenate([np.asarray(o[k]) for o in outputs]) for k in outputs[0]}
+    real = np.any(cat["weights"] > 0, axis=1)
+    cat = {k: v[real] for k, v in cat.items()}
+    tok = self.data.tokenizer
+    references = [tok.decode(_until(row, self.eos_id)) for row in cat["targets"]]
+    out = {"examples": float(real.sum())}
+    for name in ("greedy", "beam"):
+      matches = self.exact_matches(jnp.asarray(cat[name]), jnp.asarray(cat["targets"]),
+                                   jnp.asarray(cat["weights"]))
+      out[f"{name}_exact_match"] = float(np.mean(np.asarray(matches))) if len(matches) else 0.0
+      hypotheses = [tok.decode(_until(row, self.eos_id)) for row in cat[name]]
+      score, signature = corpus_bleu(hypotheses, references)
+      out[f"{name}_bleu"] = score
+    out["bleu_signature"] = signature
     return out
+
+
+def _until(row, eos_id: int) -> list[int]:
+  """Token ids of `row` before its first `eos_id`, padding (0) dropped."""
+  row = [int(t) for t in row]
+  row = row[:row.index(eos_id)] if eos_id in row else row
+  return [t for t in row if t != 0]
+
+
+def corpus_bleu(hypotheses: list[str], references: list[str]) -> tuple[float, str]:
+  """sacreBLEU's corpus BLEU (13a tokenization, mixed case, exp smoothing) of detokenized
+  strings against one reference each, and its signature."""
+  import sacrebleu  # noqa: PLC0415
+  bleu = sacrebleu.metrics.BLEU()
+  score = bleu.corpus_score(hypotheses, [references])
+  return float(score.score), str(bleu.get_signature())
 
 
 def bert_mask(rng: jax.Array, tokens: jax.Array, weights: jax.Array, rate: float, mask_id: int,
@@ -188,7 +244,7 @@ def bert_mask(rng: jax.Array, tokens: jax.Array, weights: jax.Array, rate: float
   return jnp.where(selected, corrupted, tokens), selected.astype(jnp.float32)
 
 
-class MaskedLMTask:
+class MaskedLMTask(TaskBase):
   """BERT-style masked-LM pre-training of a bidirectional encoder.
 
   The vocabulary is the tokenizer's plus one [MASK] id (= the tokenizer's vocab_size). Eval
@@ -203,13 +259,10 @@ class MaskedLMTask:
     self.mask_id = self.data.tokenizer.vocab_size
     self.config = _with_model_fields(config, vocab_size=self.mask_id + 1)
     self.model = build_model(self.config.model)
+    self._load_init_from()
 
-  def init_boxed_params(self, rng):
-    tokens = jnp.zeros((self.data.batch_size, self.config.data.seq_len), jnp.int32)
-    return self.model.init({"params": rng}, tokens)["params"]
-
-  def init_params(self, rng):
-    return nn.meta.unbox(self.init_boxed_params(rng))
+  def example_inputs(self):
+    return (jnp.zeros((self.data.batch_size, self.config.data.seq_len), jnp.int32),)
 
   def _masked_logits(self, params, batch, mask_rng, dropout_rng=None):
     inputs, weights = bert_mask(mask_rng, batch["inputs"], batch["weights"],
@@ -223,7 +276,7 @@ class MaskedLMTask:
   def loss_sums(self, params, batch, rng):
     mask_rng, dropout_rng = jax.random.split(rng)
     logits, weights = self._masked_logits(params, batch, mask_rng, dropout_rng)
-    return cross_entropy_sums(logits, batch["targets"], weights)
+    return cross_entropy_sums(logits, batch["targets"], weights, self.config.train.label_smoothing)
 
   def eval_sums(self, params, batch):
     logits, weights = self._masked_logits(params, batch, jax.random.PRNGKey(self.EVAL_MASK_SEED))
@@ -240,33 +293,15 @@ class MaskedLMTask:
 def load_params(workdir: str) -> tuple[Any, dict]:
   """The parameters of the latest checkpoint under `<workdir>/checkpoints` (numpy) and the
   run's config (dict). Raises ConfigError if there is none."""
-  import json
-  import os
-
-  import orbax.checkpoint as ocp
-  directory = os.path.join(os.path.abspath(workdir), "checkpoints")
-  if not os.path.isdir(directory):
-    raise ConfigError(f"--config.model.init_from={workdir!r}: no checkpoints/ folder there; "
-                      "point it at the workdir of a finished masked_lm run.")
-  manager = ocp.CheckpointManager(directory, item_names=("state", "config"))
-  step = manager.latest_step()
-  if step is None:
-    raise ConfigError(f"--config.model.init_from={workdir!r}: {directory} holds no checkpoint.")
-  restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
-  config = {}
-  config_path = os.path.join(os.path.abspath(workdir), "config.json")
-  if os.path.exists(config_path):
-    with open(config_path) as f:
-      config = json.load(f)
-  manager.close()
-  return restored["state"]["params"], config
+  params, config, _ = init_from.load_params(workdir)
+  return params, config
 
 
-class ClassificationTask:
+class ClassificationTask(TaskBase):
   """Sequence classification with an encoder, mean-pooled, and a linear head.
 
   With `model.init_from` = the workdir of a masked_lm run, the embedder and encoder start
-  from that run's latest checkpoint (the head starts fresh); otherwise from scratch. The
+  from that run's checkpoint (the head starts fresh); otherwise from scratch. The
   vocabulary matches the masked-LM's (tokenizer + [MASK]) so the two are interchangeable.
   """
 
@@ -277,38 +312,10 @@ class ClassificationTask:
     self.config = _with_model_fields(config, vocab_size=self.data.tokenizer.vocab_size + 1,
                                      num_classes=self.data.num_classes)
     self.model = build_model(self.config.model)
-    self.pretrained = None
-    if self.config.model.init_from:
-      self.pretrained = self._load_pretrained(self.config.model.init_from)
+    self._load_init_from()
 
-  def _load_pretrained(self, workdir: str) -> dict:
-    params, saved = load_params(workdir)
-    if saved and saved.get("model", {}).get("kind") != "masked_lm":
-      raise ConfigError(f"--config.model.init_from={workdir!r} holds a "
-                        f"{saved['model'].get('kind')!r} run; it must be a masked_lm run.")
-    want = jax.eval_shape(lambda r: nn.meta.unbox(self.init_boxed_params(r)),
-                          jax.random.PRNGKey(0))
-    pretrained = {k: params[k] for k in ("embedder", "encoder")}
-    want_shapes = jax.tree.map(lambda x: x.shape, {k: want[k] for k in pretrained})
-    got_shapes = jax.tree.map(lambda x: tuple(x.shape), pretrained)
-    if want_shapes != got_shapes:
-      raise ConfigError(
-          f"--config.model.init_from={workdir!r}: its encoder does not fit this model (layers, "
-          "widths, vocabulary or positions differ); use the same model.* and data.tokenizer "
-          "as the masked_lm run.")
-    return pretrained
-
-  def init_boxed_params(self, rng):
-    """Fresh params with logical axis names (the pretrained encoder has the same shapes)."""
-    tokens = jnp.zeros((self.data.batch_size, self.config.data.seq_len), jnp.int32)
-    return self.model.init({"params": rng}, tokens)["params"]
-
-  def init_params(self, rng):
-    params = nn.meta.unbox(self.init_boxed_params(rng))
-    if self.pretrained is not None:
-      params = dict(params)
-      params.update(jax.tree.map(jnp.asarray, self.pretrained))
-    return params
+  def example_inputs(self):
+    return (jnp.zeros((self.data.batch_size, self.config.data.seq_len), jnp.int32),)
 
   def _logits(self, params, batch, rng=None):
     deterministic = rng is None
@@ -318,7 +325,7 @@ class ClassificationTask:
   def loss_sums(self, params, batch, rng):
     logits = self._logits(params, batch, rng)
     return cross_entropy_sums(logits[:, None], batch["label"][:, None],
-                              batch["example_weight"][:, None])
+                              batch["example_weight"][:, None], self.config.train.label_smoothing)
 
   def eval_sums(self, params, batch):
     logits = self._logits(params, batch)
@@ -333,11 +340,30 @@ class ClassificationTask:
             "examples": float(sums["examples"])}
 
 
-TASKS = {"decoder_lm": LanguageModelTask, "encoder_decoder": Seq2SeqTask,
-         "masked_lm": MaskedLMTask, "classifier": ClassificationTask}
+class ImageClassificationTask(ClassificationTask):
+  """Image classification with a Vision Transformer: the classifier's loss and accuracy on
+  `[batch, height, width, channels]` images (`transformer.data.pipeline.image_data`)."""
+
+  def __init__(self, config: ExperimentConfig, workdir: str | None = None):
+    from transformer.data.pipeline import image_data
+    self.data = image_data(config.data, config.train.batch_size, config.seed, workdir=workdir)
+    height, width, channels = next(iter(self.data.eval_batches(1)))["inputs"].shape[1:]
+    if height != width:
+      raise ConfigError(f"{config.data.name} has {height}x{width} images; vit_classifier "
+                        "takes square ones.")
+    self.config = _with_model_fields(config, num_classes=self.data.num_classes,
+                                     image_size=int(height), image_channels=int(channels))
+    self.model = build_model(self.config.model)
+    self._load_init_from()
+
+  def example_inputs(self):
+    m = self.config.model
+    return (jnp.zeros((self.data.batch_size, m.image_size, m.image_size, m.image_channels),
+                      jnp.float32),)
 
 
 def build_task(config: ExperimentConfig, workdir: str | None = None) -> Task:
-  """The task for `config.model.kind`; `workdir` keeps what the data builds for this run
-  (a trained SentencePiece vocabulary)."""
-  return TASKS[config.model.kind](config, workdir=workdir)
+  """The task for `config.model.kind` (as `transformer.kinds` names it); `workdir` keeps what
+  the data builds for this run (a trained SentencePiece vocabulary)."""
+  from transformer import kinds  # noqa: PLC0415 -- the registry names the classes here
+  return kinds.get(config.model.kind).build_task(config, workdir)

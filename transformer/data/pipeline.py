@@ -53,6 +53,8 @@ def get_builder(cfg: DataConfig) -> tfds.core.DatasetBuilder:
       raise ConfigError(f"--config.data.name={cfg.name!r}: choose synthetic_seq2seq/<task> with "
                         f"task in {list(builders.SYNTHETIC_TASKS)}.")
     builder = builders.synthetic_builder(task, data_dir)
+  elif cfg.name == "sklearn_digits":
+    builder = builders.digits_builder(data_dir)
   elif cfg.name == "stdlib_package":
     builder = builders.stdlib_package_builder(cfg.source_dir, cfg.validation_percent, data_dir)
   else:
@@ -380,4 +382,39 @@ def classification_data(cfg: DataConfig, global_batch_size: int, seed: int,
                            shuffle_buffer=cfg.shuffle_buffer), True).prefetch(2)
   eval_ds = batches(examples(builder, eval_split, shuffle_seed=None, shuffle_buffer=1), False)
   return InputData(tokenizer=tokenizer, train_iterator=_iterator(train), eval_dataset=eval_ds,
+                   batch_size=batch_size, num_classes=num_classes)
+
+
+# ----------------------------------------------------------------------------- images
+
+
+def image_data(cfg: DataConfig, global_batch_size: int, seed: int,
+               workdir: str | None = None) -> InputData:
+  """Labelled images (`sklearn_digits`, or a TFDS image catalog dataset such as mnist or
+  cifar10 when prepared): `inputs` `[batch, height, width, channels]` float32 in [0, 1],
+  `label` `[batch]` int32, `example_weight` `[batch]` float32 (0 on the rows padding a last
+  eval batch). `tokenizer` is None; `num_classes` is set."""
+  del workdir  # nothing is built per run
+  batch_size = per_process_batch_size(global_batch_size)
+  builder = get_builder(cfg)
+  image = cfg.inputs_key or "image"
+  label = cfg.targets_key or "label"
+  if image not in builder.info.features or label not in builder.info.features:
+    raise ConfigError(f"--config.data.name={cfg.name!r} has features "
+                      f"{sorted(builder.info.features)}; set data.inputs_key (image) and "
+                      "data.targets_key (label).")
+  num_classes = builder.info.features[label].num_classes
+  eval_split = eval_split_of(builder, cfg)
+
+  def encode(ex):
+    return {"inputs": tf.cast(ex[image], tf.float32) / 255.0,
+            "label": tf.cast(ex[label], tf.int32),
+            "example_weight": tf.constant(1.0, tf.float32)}
+
+  train = _map(examples(builder, "train", shuffle_seed=_process_seed(seed),
+                        shuffle_buffer=cfg.shuffle_buffer), encode)
+  train = train.batch(batch_size, drop_remainder=True).prefetch(2)
+  eval_ds = _map(examples(builder, eval_split, shuffle_seed=None, shuffle_buffer=1),
+                 encode).batch(batch_size)
+  return InputData(tokenizer=None, train_iterator=_iterator(train), eval_dataset=eval_ds,
                    batch_size=batch_size, num_classes=num_classes)

@@ -4,6 +4,7 @@
   EncoderDecoder   encoder + decoder with cross-attention      (source, target in) -> logits
   MaskedLM         bidirectional encoder + BERT masked-LM head tokens -> logits per position
   Classifier       the same encoder + mean-pool + linear head  tokens -> class logits
+  VisionTransformer  patches as tokens, the same encoder, head images -> class logits
 
 Every model embeds with one `Embedder` named "embedder"; the encoders of `MaskedLM` and
 `Classifier` share parameter names ("embedder", "encoder"), so a classifier can start from a
@@ -293,14 +294,54 @@ class Classifier(nn.Module):
                                                                           ).astype(jnp.float32)
 
 
+def image_patches(images: jax.Array, patch_size: int) -> jax.Array:
+  """`[batch, height, width, channels]` -> `[batch, (height / p) * (width / p), p * p * channels]`,
+  patches in row-major order, each flattened as (row, column, channel)."""
+  b, h, w, c = images.shape
+  p = patch_size
+  if h % p or w % p:
+    raise ValueError(f"Images of {h}x{w} pixels do not split into {p}x{p} patches; choose a "
+                     "model.patch_size that divides both.")
+  x = images.reshape(b, h // p, p, w // p, p, c).transpose(0, 1, 3, 2, 4, 5)
+  return x.reshape(b, (h // p) * (w // p), p * p * c)
+
+
+class VisionTransformer(nn.Module):
+  """ViT (Dosovitskiy et al., 2020): image patches linearly embedded as tokens, a [CLS] token
+  (`model.pooling=cls`) or mean pooling, learned positions, the same `Encoder` stack as the
+  text models (every norm placement), a linear head.
+  `images: [batch, height, width, channels]` float -> float32 logits `[batch, num_classes]`."""
+  cfg: ModelConfig
+
+  @nn.compact
+  def __call__(self, images: jax.Array, *, deterministic: bool = True) -> jax.Array:
+    cfg = self.cfg
+    dtype, param_dtype = dtype_of(cfg.dtype), dtype_of(cfg.param_dtype)
+    x = nn.Dense(cfg.d_model, dtype=dtype, param_dtype=param_dtype,
+                 kernel_init=fan_in_init((None, "embed")),
+                 bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(), ("embed",)),
+                 name="patch_embedding")(image_patches(images, cfg.patch_size).astype(dtype))
+    batch = x.shape[0]
+    if cfg.pooling == "cls":
+      cls = self.param("cls_token", nn.with_logical_partitioning(
+          nn.initializers.zeros_init(), (None, None, "embed")), (1, 1, cfg.d_model), param_dtype)
+      x = jnp.concatenate([jnp.broadcast_to(cls.astype(dtype), (batch, 1, cfg.d_model)), x], 1)
+    length = x.shape[1]
+    table = self.param("position_embedding", nn.with_logical_partitioning(
+        nn.initializers.normal(stddev=0.02), ("position", "embed")), (length, cfg.d_model),
+        param_dtype)
+    x = x + table.astype(dtype)[None]
+    positions = jnp.broadcast_to(jnp.arange(length), (batch, length))
+    mask = jnp.ones((1, 1, length, length), bool)  # every patch sees every patch
+    x = Encoder(cfg, name="encoder")(x, mask, positions, deterministic=deterministic)
+    pooled = x[:, 0] if cfg.pooling == "cls" else jnp.mean(x, axis=1)
+    return nn.Dense(cfg.num_classes, dtype=dtype, param_dtype=param_dtype, name="head",
+                    kernel_init=fan_in_init(("embed", None)),
+                    bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(),
+                                                           (None,)))(pooled).astype(jnp.float32)
+
+
 def build_model(cfg: ModelConfig) -> nn.Module:
-  """The model named by `cfg.kind`."""
-  if cfg.kind == "decoder_lm":
-    return DecoderLM(cfg)
-  if cfg.kind == "encoder_decoder":
-    return EncoderDecoder(cfg)
-  if cfg.kind == "masked_lm":
-    return MaskedLM(cfg)
-  if cfg.kind == "classifier":
-    return Classifier(cfg)
-  raise ValueError(f"Unknown model kind {cfg.kind!r}.")
+  """The model of `cfg.kind`, as the registry (`transformer.kinds`) names it."""
+  from transformer import kinds  # noqa: PLC0415 -- the registry names the classes above
+  return kinds.get(cfg.kind).build_model(cfg)

@@ -69,35 +69,21 @@ def _block_flops(cfg: ModelConfig, batch: int, length: int, *, causal: bool,
 
 def training_flops_per_step(cfg: ModelConfig, batch_size: int, seq_len: int,
                             src_len: int = 0) -> float:
-  """Model FLOPs of one training step on `batch_size` rows.
+  """Model FLOPs of one training step on `batch_size` rows: 3x the forward FLOPs that the
+  kind declares in `transformer.kinds`.
 
   `seq_len` is the row length (for `encoder_decoder`, the target length; the encoder reads
   `src_len` tokens).
   """
-  b = batch_size
-  logits = 2 * b * seq_len * cfg.d_model * cfg.vocab_size
-  if cfg.kind == "encoder_decoder":
-    encoder = _block_flops(cfg, b, src_len, causal=False) * cfg.num_layers
-    decoder = (_block_flops(cfg, b, seq_len, causal=True, cross_len=src_len)
-               * (cfg.num_decoder_layers or cfg.num_layers))
-    forward = encoder + decoder + logits
-  elif cfg.kind == "decoder_lm":
-    forward = _block_flops(cfg, b, seq_len, causal=True) * cfg.num_layers + logits
-  elif cfg.kind == "masked_lm":  # plus the head's d_model x d_model transform
-    forward = (_block_flops(cfg, b, seq_len, causal=False) * cfg.num_layers + logits
-               + 2 * b * seq_len * cfg.d_model ** 2)
-  else:  # classifier: pooled features through one linear layer
-    forward = (_block_flops(cfg, b, seq_len, causal=False) * cfg.num_layers
-               + 2 * b * cfg.d_model * cfg.num_classes)
-  return 3.0 * forward
+  from transformer import kinds  # noqa: PLC0415 -- the registry uses _block_flops
+  return 3.0 * kinds.get(cfg.kind).forward_flops(cfg, batch_size, seq_len, src_len)
 
 
 def experiment_flops_per_step(config) -> float:
   """`training_flops_per_step` with the row lengths an `ExperimentConfig`'s data gives."""
-  if config.model.kind == "encoder_decoder":
-    return training_flops_per_step(config.model, config.train.batch_size, config.data.tgt_len,
-                                   config.data.src_len)
-  return training_flops_per_step(config.model, config.train.batch_size, config.data.seq_len)
+  from transformer import kinds  # noqa: PLC0415
+  length, src_len = kinds.get(config.model.kind).lengths(config)
+  return training_flops_per_step(config.model, config.train.batch_size, length, src_len)
 
 
 def cache_dir() -> str:

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from transformer import evaluate as evaluation, kinds
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.tasks import build_task
 from transformer.train import flops, optim
@@ -66,7 +67,7 @@ def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
   current = _flatten(config.to_dict())
   diffs = sorted(k for k in set(saved) | set(current)
                  if saved.get(k) != current.get(k) and k not in RESUMABLE_CHANGES
-                 and k != "model.vocab_size")
+                 and k not in kinds.FROM_DATA)
   if diffs:
     lines = "\n".join(f"  {k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in diffs)
     raise ConfigError(
@@ -112,12 +113,6 @@ def _on_any_process(flag: bool) -> bool:
   return bool(np.max(multihost_utils.process_allgather(np.int32(flag))))
 
 
-def _row_shape(config: ExperimentConfig) -> str:
-  if config.model.kind == "encoder_decoder":
-    return f"({config.data.src_len} source -> {config.data.tgt_len} target)"
-  return str(config.data.seq_len)
-
-
 def _last_eval(workdir: str) -> Optional[dict]:
   path = os.path.join(workdir, "metrics.jsonl")
   if not os.path.exists(path):
@@ -133,14 +128,17 @@ def _last_eval(workdir: str) -> Optional[dict]:
 
 def format_eval(metrics: dict) -> str:
   """`loss 1.2345 | bits_per_byte 0.9876 | ...`: every figure a task reports, but counts."""
-  return " | ".join(f"{k} {v:.4f}" for k, v in metrics.items()
-                    if k not in ("step", "time", "tokens", "examples") and isinstance(v, float))
+  return " | ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                    for k, v in metrics.items()
+                    if k not in ("step", "time", "tokens", "examples")
+                    and isinstance(v, (float, str)))
 
 
-def evaluate(task, eval_step, state, max_batches: int) -> dict:
+def evaluate(task, eval_step, state, max_batches: int, outputs_step=None) -> dict:
   """Sums `eval_step(state, batch)` over the eval split (or its first `max_batches`), then
-  summarizes."""
-  totals, template = None, None
+  summarizes; with `outputs_step` (`transformer.evaluate.outputs_step`), adds the task's
+  host-side metrics of those outputs (BLEU, ...)."""
+  totals, template, outputs = None, None, []
   batches = iter(task.data.eval_batches(max_batches))
   while True:
     batch = next(batches, None)
@@ -156,9 +154,14 @@ def evaluate(task, eval_step, state, max_batches: int) -> dict:
     template = batch
     sums = eval_step(state, batch)
     totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
+    if outputs_step is not None:
+      outputs.append(outputs_step(state, batch))
   if totals is None:
     raise ValueError("The eval split gave no batch; is it shorter than one sequence?")
-  return task.summarize(jax.device_get(totals))
+  metrics = task.summarize(jax.device_get(totals))
+  if outputs_step is not None:
+    metrics.update(task.summarize_outputs(outputs))
+  return metrics
 
 
 def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
@@ -204,7 +207,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
     state = par.init_state(init_rng)
   log(f"Model: {config.model.kind}, {count_params(par.params(state)):,} parameters, "
       f"norm_placement={config.model.norm_placement}; data: {config.data.name}, "
-      f"batch {config.train.batch_size} x {_row_shape(config)} tokens; {par.describe()}.")
+      f"batch {config.train.batch_size} x {kinds.get(config.model.kind).row_shape(config)} tokens; {par.describe()}.")
 
   train_step, eval_step = par.train_step, par.eval_step
   writer = MetricWriter(workdir)
@@ -214,7 +217,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   if step >= num_steps:
     final_eval = _last_eval(workdir)
     if final_eval is None:
-      final_eval = evaluate(task, eval_step, state, 0)
+      final_eval = evaluate(task, eval_step, state, 0, evaluation.outputs_step(task, par))
       writer.write(step, "eval", final_eval)
     log(f"The run in {workdir} is already at step {step} of {num_steps}; nothing to train.")
   else:
@@ -251,6 +254,7 @@ def build_parallel(config: ExperimentConfig, task, tx) -> Parallel:
 def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
                dropout_rng, checkpointer, writer, stop_after, par) -> Optional[dict]:
   num_steps = config.train.num_steps
+  outputs_step = evaluation.outputs_step(task, par)
   step_flops = flops.experiment_flops_per_step(config)
   peak, peak_source = flops.peak_flops_per_device(
       config.train.peak_flops_per_device, config.model.dtype)
@@ -314,10 +318,12 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
         guard.check()
         t0 = time.time()
         max_batches = 0 if last else config.data.eval_batches  # the final eval sees it all
-        final_eval = dict(evaluate(task, eval_step, state, max_batches), step=step)
+        final_eval = dict(evaluate(task, eval_step, state, max_batches, outputs_step),
+                          step=step)
         eval_loss = final_eval["loss"]
         writer.write(step, "eval", {k: v for k, v in final_eval.items() if k != "step"})
         log(f"eval at step {step}: {format_eval(final_eval)} ({time.time() - t0:.1f}s)")
+        evaluation.write_samples(task, par, state, writer, step, writer.workdir, log)
         interval_start += time.time() - t0  # keep eval time out of tokens/s
 
       # Agreeing on a stop is a collective that waits for every process: in a multi-process

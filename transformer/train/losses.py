@@ -4,17 +4,22 @@ import jax
 import jax.numpy as jnp
 
 
-def cross_entropy_sums(logits: jax.Array, targets: jax.Array, weights: jax.Array
-                       ) -> tuple[jax.Array, jax.Array]:
+def cross_entropy_sums(logits: jax.Array, targets: jax.Array, weights: jax.Array,
+                       label_smoothing: float = 0.0) -> tuple[jax.Array, jax.Array]:
   """Weighted token-level cross entropy in nats.
 
   Args:
     logits: `[batch, length, vocab]`.
     targets: `[batch, length]` int.
     weights: `[batch, length]` float; 0 for padding.
+    label_smoothing: eps of Szegedy et al. (2016): the target distribution puts 1 - eps on
+      the target and eps spread uniformly over the whole vocabulary, so the loss is
+      `(1 - eps) * nll + eps * mean_v(-log p_v)` (training only; evals report plain nll).
   Returns:
     (sum of weighted per-token losses, sum of weights), both scalars float32.
   """
   log_probs = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
   nll = -jnp.take_along_axis(log_probs, targets[..., None], axis=-1)[..., 0]
+  if label_smoothing:
+    nll = (1.0 - label_smoothing) * nll - label_smoothing * jnp.mean(log_probs, axis=-1)
   return jnp.sum(nll * weights), jnp.sum(weights)

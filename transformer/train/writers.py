@@ -24,7 +24,7 @@ class MetricWriter:
     if not self.enabled:
       return
     row = {"step": int(step), "split": split, "time": time.time()}
-    row.update({k: float(v) for k, v in metrics.items()})
+    row.update({k: v if isinstance(v, str) else float(v) for k, v in metrics.items()})
     with open(self.path, "a") as f:
       f.write(json.dumps(row) + "\n")
     import tensorflow as tf  # noqa: PLC0415 -- only where metrics are written (bench imports no TF)
@@ -32,8 +32,21 @@ class MetricWriter:
       self._tb[split] = tf.summary.create_file_writer(os.path.join(self._tb_dir, split))
     with self._tb[split].as_default():
       for k, v in metrics.items():
-        tf.summary.scalar(k, float(v), step=int(step))
+        if isinstance(v, str):  # e.g. the BLEU signature
+          tf.summary.text(k, v, step=int(step))
+        else:
+          tf.summary.scalar(k, float(v), step=int(step))
     self._tb[split].flush()
+
+  def write_text(self, step: int, tag: str, text: str) -> None:
+    """A text summary (TensorBoard's Text tab) under `<workdir>/tensorboard/samples`."""
+    if not self.enabled:
+      return
+    if "samples" not in self._tb:
+      self._tb["samples"] = tf.summary.create_file_writer(os.path.join(self._tb_dir, "samples"))
+    with self._tb["samples"].as_default():
+      tf.summary.text(tag, text, step=int(step))
+    self._tb["samples"].flush()
 
   def close(self) -> None:
     for w in self._tb.values():

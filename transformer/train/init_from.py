@@ -1,0 +1,100 @@
+"""Starting a run from another run's parameters (`model.init_from=<workdir>[:step]`).
+
+Only parameters are taken (not the optimizer state, not the step): every parameter of the new
+model whose path and shape match one in the checkpoint starts from it, the others start fresh.
+This covers any pair of kinds that share modules: LM -> LM fine-tuning, masked LM ->
+classifier (both have "embedder" and "encoder"), encoder-decoder -> encoder-decoder on new data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Optional
+
+import jax
+import numpy as np
+
+from transformer.config import ConfigError
+
+
+def parse_init_from(spec: str) -> tuple[str, Optional[int]]:
+  """`"runs/lm:300"` -> `("runs/lm", 300)`; `"runs/lm"` -> `("runs/lm", None)` (latest)."""
+  head, sep, tail = spec.rpartition(":")
+  if sep and tail.isdigit() and head:
+    return head, int(tail)
+  return spec, None
+
+
+def load_params(workdir: str, step: Optional[int] = None,
+                what: str = "--config.model.init_from") -> tuple[Any, dict, int]:
+  """The parameters (numpy) of checkpoint `step` (default: the latest) under
+  `<workdir>/checkpoints`, the run's config (dict, `{}` without config.json) and the step.
+  Raises ConfigError if there is no such checkpoint."""
+  import orbax.checkpoint as ocp  # noqa: PLC0415
+  directory = os.path.join(os.path.abspath(workdir), "checkpoints")
+  if not os.path.isdir(directory):
+    raise ConfigError(f"{what}={workdir!r}: no checkpoints/ folder there; point it at the "
+                      "workdir of a trained run.")
+  manager = ocp.CheckpointManager(directory, item_names=("state", "config"))
+  try:
+    steps = sorted(manager.all_steps())
+    if not steps:
+      raise ConfigError(f"{what}={workdir!r}: {directory} holds no checkpoint.")
+    step = steps[-1] if step is None else step
+    if step not in steps:
+      raise ConfigError(f"{what}: {directory} has no checkpoint of step {step}; it has {steps}.")
+    restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
+  finally:
+    manager.close()
+  config = {}
+  config_path = os.path.join(os.path.abspath(workdir), "config.json")
+  if os.path.exists(config_path):
+    with open(config_path) as f:
+      config = json.load(f)
+  return restored["state"]["params"], config, step
+
+
+def _flat(tree: Any) -> dict[str, Any]:
+  """`{"encoder/stack/layer_0/.../kernel": leaf}`."""
+  leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+  return {"/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path): leaf
+          for path, leaf in leaves}
+
+
+def matching_params(spec: str, abstract_params: Any,
+                    log: Callable[[str], None] = print) -> dict[str, np.ndarray]:
+  """The checkpoint's parameters that fit `abstract_params` (same path, same shape), keyed by
+  path; logs which were loaded, which start fresh and which did not fit. Raises ConfigError
+  when none fits (a different model altogether)."""
+  workdir, step = parse_init_from(spec)
+  params, saved, step = load_params(workdir, step)
+  got, want = _flat(params), _flat(abstract_params)
+  loaded = {p: np.asarray(got[p]) for p, leaf in want.items()
+            if p in got and tuple(np.shape(got[p])) == tuple(leaf.shape)}
+  misfit = sorted(p for p in want if p in got and p not in loaded)
+  fresh = sorted(p for p in want if p not in got)
+  unused = sorted(p for p in got if p not in want)
+  kind = saved.get("model", {}).get("kind", "?")
+  if not loaded:
+    raise ConfigError(f"--config.model.init_from={spec!r}: none of this model's parameters "
+                      f"matches the {kind} run's (by name and shape); start from a run that "
+                      "shares modules with this one.")
+  log(f"init_from {workdir} (step {step}, a {kind} run): loaded {len(loaded)} of {len(want)} "
+      f"parameter arrays.")
+  for title, paths in (("loaded", sorted(loaded)), ("new (fresh init)", fresh),
+                       ("new (shape differs from the checkpoint's)", misfit),
+                       ("in the checkpoint but unused", unused)):
+    if paths:
+      log(f"  {title}: " + ", ".join(paths))
+  return loaded
+
+
+def merge(params: Any, loaded: dict[str, np.ndarray]) -> Any:
+  """`params` with every leaf whose path is in `loaded` replaced by that array."""
+  leaves, treedef = jax.tree_util.tree_flatten_with_path(params)
+  new = []
+  for path, leaf in leaves:
+    key = "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)
+    new.append(loaded[key].astype(leaf.dtype) if key in loaded else leaf)
+  return jax.tree_util.tree_unflatten(treedef, new)
