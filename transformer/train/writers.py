@@ -42,6 +42,7 @@ class MetricWriter:
     """A text summary (TensorBoard's Text tab) under `<workdir>/tensorboard/samples`."""
     if not self.enabled:
       return
+    import tensorflow as tf  # noqa: PLC0415 -- as in `write`
     if "samples" not in self._tb:
       self._tb["samples"] = tf.summary.create_file_writer(os.path.join(self._tb_dir, "samples"))
     with self._tb["samples"].as_default():
