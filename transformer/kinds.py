@@ -142,8 +142,8 @@ def _image_batch(config, rows: int, rng: np.random.Generator) -> dict:
   m = config.model
   if m.image_size < 1 or m.image_channels < 1:
     raise ConfigError("vit_classifier without a dataset needs the image shape: set "
-                      "--config.model.image_size and --config.model.image_channels (e.g. 8 and 1 "
-                      "for sklearn_digits, 32 and 3 for cifar10).")
+                      "model.image_size and model.image_channels in the config (e.g. 8 and 1 "
+                      "for sklearn_digits as configs/vit_digits.py does, 32 and 3 for cifar10).")
   if m.image_size % m.patch_size:
     raise ConfigError(f"--config.model.image_size={m.image_size} does not split into "
                       f"--config.model.patch_size={m.patch_size} patches; choose a patch_size "
