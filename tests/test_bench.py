@@ -1,5 +1,6 @@
 """--mode=bench for every model kind, its profile, and the TensorFlow-free import path."""
 
+import dataclasses
 import glob
 import os
 import subprocess
@@ -9,18 +10,20 @@ import numpy as np
 import pytest
 
 from configs.default import get_config
+from transformer import kinds
 from transformer.config import ConfigError, from_config_dict
 from transformer.train.bench import run_benchmark
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _config(kind, **train):
+def _config(kind, image_size=8, **train):
   c = get_config("smoke")
   with c.unlocked():
     c.model.kind = kind
     c.model.d_model, c.model.num_heads, c.model.num_layers, c.model.d_ff = 32, 4, 1, 64
     c.model.num_classes = 3
+    c.model.image_size, c.model.image_channels, c.model.patch_size = image_size, 1, 2
     c.data.seq_len, c.data.src_len, c.data.tgt_len = 16, 12, 10
     c.train.batch_size = 8
     c.train.peak_flops_per_device = 1e11  # the CPU's measured peak has its own tests
@@ -29,20 +32,39 @@ def _config(kind, **train):
   return from_config_dict(c)
 
 
-@pytest.mark.parametrize("kind", ["decoder_lm", "encoder_decoder", "masked_lm", "classifier"])
+# Tokens the model reads per row: source + target; 8x8 images in 2x2 patches + [CLS]; seq_len.
+TOKENS_PER_ROW = {"encoder_decoder": 12 + 10, "vit_classifier": (8 // 2) ** 2 + 1}
+
+
+@pytest.mark.parametrize("kind", kinds.names())  # every registered kind
 def test_bench_times_every_model_kind(kind, capsys):
   cfg = _config(kind)
   result = run_benchmark(cfg, steps=2, warmup=1)
   assert result["kind"] == kind and result["step_s"] > 0 and result["params"] > 0
-  per_row = 12 + 10 if kind == "encoder_decoder" else 16
+  per_row = TOKENS_PER_ROW.get(kind, 16)
   assert result["tokens_per_s"] == pytest.approx(8 * per_row / result["step_s"])
   assert 0 < result["mfu"] < 1
   # A fresh model guesses about uniformly: loss near ln(classes), within 1 nat.
-  classes = 3 if kind == "classifier" else cfg.model.vocab_size
+  classes = 3 if kind.endswith("classifier") else cfg.model.vocab_size
   assert abs(result["loss"] - np.log(classes)) < 1.0
   out = capsys.readouterr().out
   row = [line for line in out.splitlines() if line.strip().startswith(f"| {kind} |")]
   assert len(row) == 1 and row[0].count("|") == out.splitlines()[-2].count("|")
+
+
+def test_bench_needs_the_image_shape_a_dataset_would_give():
+  with pytest.raises(ConfigError, match="image_size.*image_channels"):
+    run_benchmark(_config("vit_classifier", image_size=0), steps=1)
+  with pytest.raises(ConfigError, match="patch_size"):
+    run_benchmark(_config("vit_classifier", image_size=9), steps=1)
+
+
+def test_bench_times_a_kind_known_only_to_the_registry(monkeypatch):
+  toy = dataclasses.replace(kinds.KINDS["encoder_decoder"], name="toy_seq2seq")
+  monkeypatch.setitem(kinds.KINDS, "toy_seq2seq", toy)
+  result = run_benchmark(_config("toy_seq2seq"), steps=1, warmup=0)
+  assert result["kind"] == "toy_seq2seq"
+  assert result["tokens_per_s"] == pytest.approx(8 * (12 + 10) / result["step_s"])
 
 
 def test_bench_profiles_the_requested_steps(tmp_path):

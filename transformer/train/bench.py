@@ -1,12 +1,14 @@
 """`python launch.py --mode=bench`: time the train step of a config on random inputs.
 
-Works for every model kind (decoder_lm, encoder_decoder, masked_lm, classifier). Prints tokens/s,
+Works for every model kind (`transformer.kinds`; each gives its random inputs). Prints tokens/s,
 step time, MFU (FLOPs convention in `transformer/train/flops.py`; the peak and its source are
 printed), compile time and peak memory, then one markdown table row (`SUMMARY_HEADER`) to paste
 into a table of results. No dataset is read and TensorFlow is never imported: batches are
 random token ids with the vocabulary `model.vocab_size` as the config gives it (so a GPT-2
 config is timed with GPT-2's 50257-token vocabulary whatever tokenizer its data section
-names). The batch is placed on the devices once, so the figures are those of the step alone.
+names), or random images of `model.image_size`/`image_channels`, which a vit_classifier
+config must then set (in training its dataset sets them). The batch is placed on the devices
+once, so the figures are those of the step alone.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import time
 import jax
 import numpy as np
 
+from transformer import kinds
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.model.models import build_model
 from transformer.train import flops, optim
@@ -29,44 +32,17 @@ from transformer.train.writers import log
 SUMMARY_HEADER = ("| kind | params | batch x tokens | dtype | attention | remat | scan | devices "
                   "| step ms | tokens/s | MFU | peak | compile s |")
 
-FIRST_REGULAR_ID = 3  # below: pad, bos, eos; random inputs avoid them (no padding masks)
-
 
 def random_batch(config: ExperimentConfig, rows: int, rng: np.random.Generator) -> dict:
-  """Random inputs of the shapes the kind's task feeds its model, as NumPy arrays.
-
-  decoder_lm: `inputs`, `targets`, `weights` `[rows, seq_len]` (targets = inputs shifted).
-  masked_lm: the same, targets = inputs, weight 1 on `mlm_mask_rate` of the positions.
-  encoder_decoder: `inputs` `[rows, src_len]`; `decoder_inputs`, `targets`, `weights`
-  `[rows, tgt_len]`. classifier: `inputs` `[rows, seq_len]`; `targets`, `weights` `[rows, 1]`.
-  """
-  m, d = config.model, config.data
-
-  def tokens(length):
-    return rng.integers(FIRST_REGULAR_ID, m.vocab_size, (rows, length), np.int32)
-
-  if m.kind == "encoder_decoder":
-    tgt = tokens(d.tgt_len + 1)
-    return {"inputs": tokens(d.src_len), "decoder_inputs": tgt[:, :-1], "targets": tgt[:, 1:],
-            "weights": np.ones((rows, d.tgt_len), np.float32)}
-  if m.kind == "classifier":
-    return {"inputs": tokens(d.seq_len),
-            "targets": rng.integers(0, m.num_classes, (rows, 1), np.int32),
-            "weights": np.ones((rows, 1), np.float32)}
-  if m.kind == "masked_lm":
-    t = tokens(d.seq_len)
-    return {"inputs": t, "targets": t,
-            "weights": (rng.random(t.shape) < m.mlm_mask_rate).astype(np.float32)}
-  t = tokens(d.seq_len + 1)
-  return {"inputs": t[:, :-1], "targets": t[:, 1:],
-          "weights": np.ones((rows, d.seq_len), np.float32)}
+  """Random inputs of the shapes the kind's task feeds its model, as NumPy arrays (the kind's
+  `random_batch` in `transformer.kinds`): its model inputs, `targets` and `weights`."""
+  return kinds.get(config.model.kind).random_batch(config, rows, rng)
 
 
 def tokens_per_step(config: ExperimentConfig) -> int:
-  """Token positions the model reads per step (source + target for encoder_decoder)."""
-  d = config.data
-  per_row = d.src_len + d.tgt_len if config.model.kind == "encoder_decoder" else d.seq_len
-  return config.train.batch_size * per_row
+  """Token positions the model reads per step (source + target for encoder_decoder, patches
+  and [CLS] for vit_classifier)."""
+  return config.train.batch_size * kinds.get(config.model.kind).tokens_per_row(config)
 
 
 def model_functions(config: ExperimentConfig):
@@ -74,20 +50,17 @@ def model_functions(config: ExperimentConfig):
   `random_batch` inputs; the same pure-function interface the tasks give `Parallel`."""
   import flax.linen as nn  # noqa: PLC0415
   model = build_model(config.model)
-  kind = config.model.kind
+  kind = kinds.get(config.model.kind)
   example = random_batch(config, 1, np.random.default_rng(0))
 
   def logits(params, batch, rng=None):
-    args = ((batch["inputs"], batch["decoder_inputs"]) if kind == "encoder_decoder"
-            else (batch["inputs"],))
-    out = model.apply({"params": params}, *args, deterministic=rng is None,
-                      rngs=None if rng is None else {"dropout": rng})
-    return out[:, None] if kind == "classifier" else out  # one "token" per row
+    out = model.apply({"params": params}, *(batch[k] for k in kind.model_inputs),
+                      deterministic=rng is None, rngs=None if rng is None else {"dropout": rng})
+    # Classifiers give `[rows, classes]`: scored as one "token" per row (targets `[rows, 1]`).
+    return out.reshape(batch["targets"].shape + out.shape[-1:])
 
   def boxed(rng):
-    args = ((example["inputs"], example["decoder_inputs"]) if kind == "encoder_decoder"
-            else (example["inputs"],))
-    return model.init({"params": rng}, *args)["params"]
+    return model.init({"params": rng}, *(example[k] for k in kind.model_inputs))["params"]
 
   def loss_sums(params, batch, rng):
     return cross_entropy_sums(logits(params, batch, rng), batch["targets"], batch["weights"])
@@ -131,6 +104,8 @@ def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2,
     raise ConfigError(f"--config.train.profile_steps={config.train.profile_steps!r}: bench "
                       f"profiles among its {steps} timed steps (--bench_steps) and needs a "
                       "--workdir to write the trace to.")
+  rows = config.train.batch_size // jax.process_count()
+  host_batch = random_batch(config, rows, np.random.default_rng(0))  # bad shapes fail here
   boxed, init_params, loss_sums, eval_sums = model_functions(config)
   tx = optim.build_optimizer(config.optim, config.train.num_steps)
   par = Parallel(config.parallel, init_params=init_params, tx=tx, loss_sums=loss_sums,
@@ -138,8 +113,7 @@ def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2,
                  micro_batches=config.train.micro_batches, init_boxed_params=boxed)
   state = par.init_state(jax.random.PRNGKey(config.seed))
   n_params = count_params(par.params(state))
-  rows = config.train.batch_size // jax.process_count()
-  batch = par.place_batch(random_batch(config, rows, np.random.default_rng(0)))
+  batch = par.place_batch(host_batch)
   dropout_rng = jax.random.PRNGKey(1)
 
   t0 = time.perf_counter()
@@ -173,8 +147,7 @@ def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2,
             "peak_source": peak_source, "loss": float(metrics["loss"])}
   dev = jax.devices()[0]
   m = config.model
-  rows_desc = (f"{config.data.src_len} source + {config.data.tgt_len} target"
-               if m.kind == "encoder_decoder" else str(config.data.seq_len))
+  rows_desc = kinds.get(m.kind).row_shape(config)
   log(f"bench: {m.kind} {n_params / 1e6:.1f}M params, d_model {m.d_model}, "
       f"{m.num_layers} layers, vocab {m.vocab_size}; batch "
       f"{config.train.batch_size} x {rows_desc} tokens; dtype {m.dtype}, "
@@ -200,8 +173,8 @@ def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2,
 
 def summary_row(config: ExperimentConfig, result: dict, device) -> str:
   """One markdown row under `SUMMARY_HEADER`."""
-  m, d = config.model, config.data
-  length = f"({d.src_len}+{d.tgt_len})" if m.kind == "encoder_decoder" else str(d.seq_len)
+  m = config.model
+  length = kinds.get(m.kind).row_shape(config)
   mfu = f"{result['mfu']:.1%}" if result["mfu"] is not None else "n/a"
   peak = "measured" if device.platform == "cpu" else "data sheet"
   if config.train.peak_flops_per_device > 0:
