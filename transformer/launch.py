@@ -21,9 +21,11 @@ _CONFIG = config_flags.DEFINE_config_file(
     "with --config.section.field=value.", lock_config=True)
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory. Default: runs/<config name>[:variant][+overrides].")
-_MODE = flags.DEFINE_enum("mode", "train", ["train", "sample", "bench"],
+_MODE = flags.DEFINE_enum("mode", "train", ["train", "sample", "bench", "diagnose"],
                           "train: train and evaluate (resuming); sample: continue --prompt "
-                          "with the LM in --workdir; bench: time train steps.")
+                          "with the LM in --workdir; bench: time train steps; diagnose: "
+                          "per-layer statistics on one batch, at init or from --workdir's "
+                          "latest checkpoint.")
 _PROMPT = flags.DEFINE_string("prompt", "", "sample: the text to continue.")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 200, "sample: tokens to generate.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.8, "sample: softmax temperature; 0 = greedy.")
@@ -120,6 +122,13 @@ def main(argv: list[str]) -> None:
     from transformer.train.bench import run_benchmark  # noqa: PLC0415
     try:
       run_benchmark(config, steps=_BENCH_STEPS.value)
+    except ConfigError as e:
+      sys.exit(f"Config error: {e}")
+    return
+  if _MODE.value == "diagnose":
+    from transformer.diagnostics import run_diagnose  # noqa: PLC0415
+    try:
+      run_diagnose(config, workdir)
     except ConfigError as e:
       sys.exit(f"Config error: {e}")
     return

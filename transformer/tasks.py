@@ -64,7 +64,8 @@ class LanguageModelTask:
         deterministic=deterministic, rngs=None if deterministic else {"dropout": rng})
 
   def loss_sums(self, params, batch, rng):
-    return cross_entropy_sums(self.logits(params, batch, rng), batch["targets"], batch["weights"])
+    return cross_entropy_sums(self.logits(params, batch, rng), batch["targets"], batch["weights"],
+                              z_loss=self.config.train.z_loss)
 
   def eval_sums(self, params, batch):
     loss_sum, tokens = cross_entropy_sums(self.logits(params, batch), batch["targets"],
@@ -118,7 +119,8 @@ class Seq2SeqTask:
         rngs=None if deterministic else {"dropout": rng})
 
   def loss_sums(self, params, batch, rng):
-    return cross_entropy_sums(self.logits(params, batch, rng), batch["targets"], batch["weights"])
+    return cross_entropy_sums(self.logits(params, batch, rng), batch["targets"], batch["weights"],
+                              z_loss=self.config.train.z_loss)
 
   def decode(self, params, inputs, beam_size: int, max_new: int):
     """`[batch, src_len]` -> `[batch, max_new]` greedy (beam_size 1) or beam-search output."""
@@ -223,7 +225,7 @@ class MaskedLMTask:
   def loss_sums(self, params, batch, rng):
     mask_rng, dropout_rng = jax.random.split(rng)
     logits, weights = self._masked_logits(params, batch, mask_rng, dropout_rng)
-    return cross_entropy_sums(logits, batch["targets"], weights)
+    return cross_entropy_sums(logits, batch["targets"], weights, z_loss=self.config.train.z_loss)
 
   def eval_sums(self, params, batch):
     logits, weights = self._masked_logits(params, batch, jax.random.PRNGKey(self.EVAL_MASK_SEED))
@@ -318,7 +320,7 @@ class ClassificationTask:
   def loss_sums(self, params, batch, rng):
     logits = self._logits(params, batch, rng)
     return cross_entropy_sums(logits[:, None], batch["label"][:, None],
-                              batch["example_weight"][:, None])
+                              batch["example_weight"][:, None], z_loss=self.config.train.z_loss)
 
   def eval_sums(self, params, batch):
     logits = self._logits(params, batch)

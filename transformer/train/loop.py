@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from transformer import diagnostics
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.tasks import build_task
 from transformer.train import flops, optim
@@ -32,7 +33,8 @@ RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.eval_every",
                      "checkpoint.every_steps", "checkpoint.keep", "data.eval_batches",
                      "checkpoint.keep_best", "checkpoint.async_save", "model.remat",
                      "train.peak_flops_per_device", "parallel.strategy", "parallel.data",
-                     "parallel.fsdp", "parallel.tensor", "parallel.rules")
+                     "parallel.fsdp", "parallel.tensor", "parallel.rules",
+                     "train.diagnostics_every")
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
@@ -241,9 +243,12 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
   pending, interval_start, interval_steps = [], time.time(), 0
   compiled = False
   final_eval = None
+  diag = diagnostics.maybe_recorder(config, task, par)  # None unless train.diagnostics_every
   with _StopRequest() as stop:
     while step < num_steps:
       batch = task.data.next_train_batch()
+      if diag is not None:  # statistics of the state before this step, on its batch
+        diag.maybe_record(step, state, batch, dropout_rng, writer)
       t0 = time.time()
       state, metrics = train_step(state, batch, dropout_rng)
       step += 1
