@@ -253,6 +253,8 @@ def _plot(rows: list[dict], stats: dict, title: str, path: str) -> None:
     ax.set_ylabel(label)
     if log:
       ax.set_yscale("log")
+    else:
+      ax.ticklabel_format(axis="y", useOffset=False)
     ax.legend(fontsize=7)
   fig.suptitle(title)
   fig.tight_layout()
