@@ -52,7 +52,11 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.model.max_decode_len = 0  # encoder_decoder eval: tokens to decode; 0 = data.tgt_len
   c.model.activation = "gelu"  # feed-forward nonlinearity: relu | gelu | swiglu
   c.model.norm_placement = "pre"  # pre: x + f(LN(x)), final LN; post: LN(x + f(x)) (Vaswani)
-  c.model.norm = "layernorm"  # layernorm | rmsnorm
+  #   peri | deepnorm | mix | admin: see transformer/model/block.py
+  c.model.norm = "layernorm"  # layernorm | rmsnorm | dyt (gamma tanh(alpha x) + beta) | none
+  c.model.mix_post_fraction = 0.25  # mix: the first floor(fraction * layers) blocks are post-norm
+  c.model.dyt_alpha_init = 0.5  # norm=dyt: initial value of the learnable scalar alpha
+  c.model.qk_norm = False  # normalize queries and keys per head with the chosen norm
   c.model.norm_epsilon = 1e-6  # added to the variance inside the norm
   c.model.norm_bias = True  # LayerNorm has the additive beta parameter
   c.model.positions = "sinusoidal"  # sinusoidal | learned | rope | none
@@ -92,6 +96,8 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.train.xla_gpu_flags = True  # on GPUs, add XLA flags that help (never overrides XLA_FLAGS)
   c.train.nonfinite = "stop"  # non-finite loss/gradient: stop the run | skip the step's update
   c.train.label_smoothing = 0.0  # training loss: eps of the target mass spread over the vocab
+  c.train.z_loss = 0.0  # coefficient of log(Z)^2 of the output softmax (PaLM); 0 = off
+  c.train.diagnostics_every = 0  # steps between per-layer diagnostics rows; 0 = off
 
   c.checkpoint = ml_collections.ConfigDict()
   c.checkpoint.every_steps = 200  # steps between checkpoints (and one at the end)

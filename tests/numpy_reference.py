@@ -169,3 +169,122 @@ def encoder_decoder(src, tgt_in, p, placement, num_layers, eps=1e-6):
   if placement == "pre":
     y = _ln(p["decoder"]["final_norm"], eps)(y)
   return y @ table.T
+
+
+# ------------------------------------------------------------------ norm-placement study (issue 9)
+# Written from the papers' formulas (see transformer/model/block.py for the sources).
+
+
+def dyt(z, alpha, gamma, beta=None):
+  """DyT(z) = gamma * tanh(alpha * z) + beta (Zhu et al., 2025)."""
+  out = gamma * np.tanh(alpha * z)
+  return out if beta is None else out + beta
+
+
+def make_norm(kind, p, eps=1e-6):
+  """The norm of `kind` with parameters p (a dict: scale, bias, alpha) as a function."""
+  if kind == "layernorm":
+    return lambda z: layer_norm(z, p["scale"], p.get("bias"), eps)
+  if kind == "rmsnorm":
+    return lambda z: rms_norm(z, p["scale"], eps)
+  if kind == "dyt":
+    return lambda z: dyt(z, p["alpha"], p["scale"], p.get("bias"))
+  if kind == "none":
+    return lambda z: z
+  raise ValueError(kind)
+
+
+def deepnorm_alpha_beta(arch, n_enc, n_dec):
+  """DeepNet (Wang et al., 2022) Table 1, written out: (alpha, beta)."""
+  if arch == "encoder_only":
+    return (2 * n_enc) ** (1 / 4), (8 * n_enc) ** (-1 / 4)
+  if arch == "decoder_only":
+    return (2 * n_dec) ** (1 / 4), (8 * n_dec) ** (-1 / 4)
+  if arch == "encoder":
+    return 0.81 * (n_enc ** 4 * n_dec) ** (1 / 16), 0.87 * (n_enc ** 4 * n_dec) ** (-1 / 16)
+  if arch == "decoder":
+    return (3 * n_dec) ** (1 / 4), (12 * n_dec) ** (-1 / 4)
+  raise ValueError(arch)
+
+
+def general_residual(x, f, p, name, placement, kind, eps=1e-6, alpha=1.0):
+  """One residual sublayer for every placement; p holds `<name>_norm`, `<name>_out_norm`,
+  `<name>_omega`.
+    post: N(x + f(x)); pre: x + f(N(x)); peri: x + N_out(f(N_in(x)));
+    deepnorm: N(alpha x + f(x)); admin: N(omega * x + f(x)).
+  Returns (output, f's output)."""
+  n = make_norm(kind, p.get(f"{name}_norm", {}), eps)
+  if placement == "post":
+    y = f(x)
+    return n(x + y), y
+  if placement == "pre":
+    y = f(n(x))
+    return x + y, y
+  if placement == "peri":
+    y = f(n(x))
+    return x + make_norm(kind, p[f"{name}_out_norm"], eps)(y), y
+  if placement == "deepnorm":
+    y = f(x)
+    return n(alpha * x + y), y
+  if placement == "admin":
+    y = f(x)
+    return n(p[f"{name}_omega"] * x + y), y
+  raise ValueError(placement)
+
+
+def qk_normed_attention(xq, xkv, p, kind, mask=None, eps=1e-6):
+  """multi_head_attention with the norm of `kind` applied to every head's query and key
+  (over head_dim, one set of parameters for all heads) before the dot product."""
+  heads = p["query"]["kernel"].shape[1]
+  group = heads // p["key"]["kernel"].shape[1]
+  nq, nk = make_norm(kind, p["query_norm"], eps), make_norm(kind, p["key_norm"], eps)
+  outputs = []
+  for h in range(heads):
+    q = nq(_project(xq, p["query"], h))
+    k = nk(_project(xkv, p["key"], h // group))
+    v = _project(xkv, p["value"], h // group)
+    scores = q @ k.T / np.sqrt(q.shape[-1])
+    if mask is not None:
+      scores = np.where(mask, scores, -np.inf)
+    outputs.append(softmax(scores) @ v)
+  out = np.concatenate(outputs, -1) @ p["out"]["kernel"].reshape(-1, p["out"]["kernel"].shape[-1])
+  return out + p["out"]["bias"]
+
+
+def general_block(x, p, placement, kind, mask=None, activation=relu, eps=1e-6, alpha=1.0,
+                  qk_norm=False):
+  """Self-attention + FFN block for any placement. Returns (output, [attention branch output,
+  FFN branch output])."""
+  if qk_norm:
+    attn = lambda z: qk_normed_attention(z, z, p["self_attention"], kind, mask, eps)
+  else:
+    attn = lambda z: multi_head_attention(z, z, p["self_attention"], mask)
+  u, a = general_residual(x, attn, p, "self_attention", placement, kind, eps, alpha)
+  z, b = general_residual(u, lambda h: feed_forward(h, p["feed_forward"], activation), p,
+                          "feed_forward", placement, kind, eps, alpha)
+  return z, [a, b]
+
+
+def mix_layer_placements(num_layers, post_fraction):
+  """Mix-LN (Li et al., 2024): the first floor(fraction * L) layers post-norm, the rest pre."""
+  k = int(np.floor(post_fraction * num_layers))
+  return ["post"] * k + ["pre"] * (num_layers - k)
+
+
+def admin_omegas(x0, branch_outputs):
+  """Admin (Liu et al., 2020): omega_i = sqrt(Var[x0] + sum_{j<i} Var[f_j]) for the stack's
+  sublayers in order (the embeddings x0 count as the zeroth branch)."""
+  total = np.var(x0)
+  out = []
+  for y in branch_outputs:
+    out.append(np.sqrt(total))
+    total += np.var(y)
+  return out
+
+
+def z_loss_cross_entropy(logits, targets, z_coef):
+  """Per-token -log p(target) + z_coef * log(Z)^2, Z = sum exp(logits) (PaLM)."""
+  top = logits.max(-1, keepdims=True)
+  log_z = np.log(np.exp(logits - top).sum(-1)) + top[..., 0]
+  nll = log_z - np.take_along_axis(logits, targets[..., None], -1)[..., 0]
+  return nll + z_coef * log_z ** 2

@@ -31,8 +31,8 @@ def _positive(section: str, field: str, value: Any, allow_zero: bool = False) ->
     raise ConfigError(f"--config.{section}.{field}={value!r} must be a number {bound}.")
 
 
-NORM_PLACEMENTS = ("pre", "post")
-NORMS = ("layernorm", "rmsnorm")
+NORM_PLACEMENTS = ("pre", "post", "peri", "deepnorm", "mix", "admin")
+NORMS = ("layernorm", "rmsnorm", "dyt", "none")
 POSITIONS = ("sinusoidal", "learned", "rope", "none")
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 ATTENTION_IMPLS = ("reference", "xla", "cudnn")
@@ -65,6 +65,10 @@ class ModelConfig:
   norm: str = "layernorm"
   norm_epsilon: float = 1e-6
   norm_bias: bool = True
+  # Norm-placement study options (issue 9; see transformer/model/block.py).
+  mix_post_fraction: float = 0.25  # mix: the first floor(fraction * layers) blocks are post-norm
+  dyt_alpha_init: float = 0.5  # norm=dyt: initial value of the learnable scalar alpha
+  qk_norm: bool = False  # normalize queries and keys per head (norm of kind `norm`)
   positions: str = "sinusoidal"
   max_len: int = 2048
   use_bias: bool = True
@@ -136,10 +140,28 @@ class ModelConfig:
       raise ConfigError(
           f"--config.model.positions=rope needs an even head_dim, got d_model / num_heads = "
           f"{self.head_dim}; change d_model or num_heads.")
+    self._check_norm_options()
     if self.attention_dropout_rate > 0 and self.attention_impl != "reference":
       raise ConfigError(
           "--config.model.attention_dropout_rate > 0 needs --config.model.attention_impl=reference "
           f"(jax.nn.dot_product_attention, used by {self.attention_impl!r}, has no dropout).")
+
+  def _check_norm_options(self) -> None:
+    """Combinations of placement, norm kind and options that cannot run (or mean nothing)."""
+    if not 0.0 <= self.mix_post_fraction <= 1.0:
+      raise ConfigError(f"--config.model.mix_post_fraction={self.mix_post_fraction!r} must be "
+                        "in [0, 1] (the fraction of post-norm layers of norm_placement=mix).")
+    _positive("model", "dyt_alpha_init", self.dyt_alpha_init)
+    if self.norm == "none" and self.norm_placement != "pre":
+      raise ConfigError(
+          f"--config.model.norm=none with norm_placement={self.norm_placement!r} leaves no "
+          "normalization for the placement to place (it would be the un-normalized residual "
+          "network x + f(x), which is norm_placement=pre with norm=none); use "
+          "--config.model.norm_placement=pre, or pick a norm (layernorm, rmsnorm, dyt).")
+    if self.qk_norm and self.norm == "none":
+      raise ConfigError("--config.model.qk_norm=True normalizes queries and keys with the norm "
+                        "of kind model.norm, which is 'none'; pick layernorm, rmsnorm or dyt, "
+                        "or set qk_norm=False.")
 
   @property
   def head_dim(self) -> int:
@@ -252,6 +274,9 @@ class TrainConfig:
   compilation_cache_dir: str = ""  # persistent XLA compilation cache; "" = off
   xla_gpu_flags: bool = True  # launcher adds XLA flags known to help on GPUs (GPU only)
   label_smoothing: float = 0.0  # training loss: eps on the uniform distribution (0 = none)
+  # Norm-study options (issue 9).
+  z_loss: float = 0.0  # coefficient of log(Z)^2 of the output softmax (PaLM); 0 = off
+  diagnostics_every: int = 0  # steps between per-layer diagnostics rows; 0 = off
 
   def __post_init__(self):
     _choice("train", "nonfinite", self.nonfinite, NONFINITE_MODES)
@@ -260,6 +285,10 @@ class TrainConfig:
     if not 0.0 <= self.label_smoothing < 1.0:
       raise ConfigError(f"--config.train.label_smoothing={self.label_smoothing!r} must be in "
                         "[0, 1).")
+    _positive("train", "z_loss", self.z_loss, allow_zero=True)
+    if not isinstance(self.diagnostics_every, int) or self.diagnostics_every < 0:
+      raise ConfigError(f"--config.train.diagnostics_every={self.diagnostics_every!r} must be an "
+                        "int >= 0 (0 = no diagnostics).")
     _positive("train", "peak_flops_per_device", self.peak_flops_per_device, allow_zero=True)
     _positive("train", "prefetch", self.prefetch, allow_zero=True)
     self.profile_range  # noqa: B018 -- validates profile_steps

@@ -25,14 +25,15 @@ _CONFIG = config_flags.DEFINE_config_file(
     "with --config.section.field=value.", lock_config=True)
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory. Default: runs/<config name>[:variant][+overrides].")
-_MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "sample", "bench", "sweep",
-                                           "report", "data_bench"],
+_MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "sample", "bench", "diagnose",
+                                           "sweep", "report", "data_bench"],
                           "train: train and evaluate (resuming); eval: score a checkpoint of "
                           "--workdir; sample: continue --prompt (LM) or decode --source "
                           "(encoder-decoder) with the run in --workdir; bench: time train steps; "
-                          "sweep: run --sweep's points (transformer/sweep_cli.py); report: the "
-                          "report of --sweep_dir; data_bench: input pipeline vs train step "
-                          "tokens/s.")
+                          "diagnose: per-layer statistics on one batch, at init or from "
+                          "--workdir's latest checkpoint; sweep: run --sweep's points "
+                          "(transformer/sweep_cli.py); report: the report of --sweep_dir; "
+                          "data_bench: input pipeline vs train step tokens/s.")
 _PROMPT = flags.DEFINE_string("prompt", "", "sample: the text to continue.")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 200, "sample: tokens to generate.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.8, "sample: softmax temperature; 0 = greedy.")
@@ -241,6 +242,13 @@ def main(argv: list[str]) -> None:
     try:
       run_data_benchmark(config, _DATA_BENCH_BATCHES.value, _BENCH_STEPS.value,
                          _DATA_BENCH_SKIP_MODEL.value)
+    except ConfigError as e:
+      sys.exit(f"Config error: {e}")
+    return
+  if _MODE.value == "diagnose":
+    from transformer.diagnostics import run_diagnose  # noqa: PLC0415
+    try:
+      run_diagnose(config, workdir)
     except ConfigError as e:
       sys.exit(f"Config error: {e}")
     return

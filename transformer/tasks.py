@@ -90,7 +90,8 @@ class LanguageModelTask(TaskBase):
 
   def loss_sums(self, params, batch, rng):
     return cross_entropy_sums(self.logits(params, batch, rng), batch["targets"], batch["weights"],
-                              self.config.train.label_smoothing)
+                              self.config.train.label_smoothing,
+                              z_loss=self.config.train.z_loss)
 
   def eval_sums(self, params, batch):
     loss_sum, tokens = cross_entropy_sums(self.logits(params, batch), batch["targets"],
@@ -143,7 +144,8 @@ class Seq2SeqTask(TaskBase):
 
   def loss_sums(self, params, batch, rng):
     return cross_entropy_sums(self.logits(params, batch, rng), batch["targets"], batch["weights"],
-                              self.config.train.label_smoothing)
+                              self.config.train.label_smoothing,
+                              z_loss=self.config.train.z_loss)
 
   def decode(self, params, inputs, beam_size: int, max_new: int):
     """`[batch, src_len]` -> `[batch, max_new]` greedy (beam_size 1) or beam-search output."""
@@ -276,7 +278,8 @@ class MaskedLMTask(TaskBase):
   def loss_sums(self, params, batch, rng):
     mask_rng, dropout_rng = jax.random.split(rng)
     logits, weights = self._masked_logits(params, batch, mask_rng, dropout_rng)
-    return cross_entropy_sums(logits, batch["targets"], weights, self.config.train.label_smoothing)
+    return cross_entropy_sums(logits, batch["targets"], weights, self.config.train.label_smoothing,
+                              z_loss=self.config.train.z_loss)
 
   def eval_sums(self, params, batch):
     logits, weights = self._masked_logits(params, batch, jax.random.PRNGKey(self.EVAL_MASK_SEED))
@@ -325,7 +328,8 @@ class ClassificationTask(TaskBase):
   def loss_sums(self, params, batch, rng):
     logits = self._logits(params, batch, rng)
     return cross_entropy_sums(logits[:, None], batch["label"][:, None],
-                              batch["example_weight"][:, None], self.config.train.label_smoothing)
+                              batch["example_weight"][:, None], self.config.train.label_smoothing,
+                              z_loss=self.config.train.z_loss)
 
   def eval_sums(self, params, batch):
     logits = self._logits(params, batch)

@@ -20,7 +20,7 @@ over everything written so far.
 """
 
 import functools
-from typing import Optional
+from typing import Callable, Optional
 
 import flax.linen as nn
 import jax
@@ -125,6 +125,12 @@ class MultiHeadAttention(nn.Module):
   `mask`; returns `[batch, q_len, d_model]`. With `implementation="reference"` the attention
   weights `[batch, heads, q_len, kv_len]` are recorded in the "intermediates" collection.
   With `rope=True` (self-attention only), `positions: [batch, q_len]` rotate queries and keys.
+
+  `qk_norm(name)`, when given, builds the norm applied to queries and keys over head_dim
+  before RoPE and the dot product (Dehghani et al., 2023; one set of parameters shared by all
+  heads, as in Wortsman et al., 2023); keys are cached normalized. `value_out_gain` scales the
+  init of W_v and W_O (DeepNorm's beta). When the "diagnostics" collection is mutable the
+  layer sows the mean attention entropy and the largest attention logit (scalars).
   """
   num_heads: int
   head_dim: int
@@ -137,6 +143,8 @@ class MultiHeadAttention(nn.Module):
   dropout_rate: float = 0.0
   dtype: jnp.dtype = jnp.float32
   param_dtype: jnp.dtype = jnp.float32
+  qk_norm: Optional[Callable[[str], nn.Module]] = None
+  value_out_gain: float = 1.0
 
   @nn.compact
   def __call__(self, x_q: jax.Array, x_kv: jax.Array, mask: Optional[jax.Array] = None, *,
@@ -151,7 +159,12 @@ class MultiHeadAttention(nn.Module):
         bias_init=zeros_init(("heads", "head_dim")))
     query = project(features=(self.num_heads, self.head_dim), name="query")(x_q)  # [b, t, n, h]
     key = project(features=(kv_heads, self.head_dim), name="key")(x_kv)  # [b, s, k, h]
-    value = project(features=(kv_heads, self.head_dim), name="value")(x_kv)  # [b, s, k, h]
+    value = project(features=(kv_heads, self.head_dim), name="value",
+                    kernel_init=fan_in_init(("embed", "heads", "head_dim"),
+                                            self.value_out_gain))(x_kv)  # [b, s, k, h]
+    if self.qk_norm is not None:
+      query = self.qk_norm("query_norm")(query)
+      key = self.qk_norm("key_norm")(key)
 
     if self.rope:
       if positions is None:
@@ -161,6 +174,9 @@ class MultiHeadAttention(nn.Module):
 
     if self.decode:
       key, value, mask = self._update_cache(key, value, mask)
+
+    if self.is_mutable_collection("diagnostics"):
+      self._sow_diagnostics(query, key, mask)
 
     if self.implementation == "reference":
       dropout_fn = None
@@ -174,8 +190,25 @@ class MultiHeadAttention(nn.Module):
     return nn.DenseGeneral(
         features=d_model, axis=(-2, -1), use_bias=self.use_bias, dtype=self.dtype,
         param_dtype=self.param_dtype, name="out",
-        kernel_init=fan_in_init(("heads", "head_dim", "embed")),
+        kernel_init=fan_in_init(("heads", "head_dim", "embed"), self.value_out_gain),
         bias_init=zeros_init(("embed",)))(out)
+
+  def _sow_diagnostics(self, query: jax.Array, key: jax.Array, mask: Optional[jax.Array]):
+    """Sows `attn_entropy` (mean over batch, heads and queries that see a key of
+    -sum_s p log p) and `attn_max_logit` (largest visible Q K^T / sqrt(d_k)), both scalars."""
+    key = repeat_kv_heads(key, query.shape[2])
+    logits = (jnp.einsum("btnh,bsnh->bnts", query, key).astype(jnp.float32)
+              / jnp.sqrt(query.shape[-1]))
+    visible = jnp.ones(logits.shape, bool) if mask is None else jnp.broadcast_to(mask, logits.shape)
+    masked = jnp.where(visible, logits, -jnp.inf)
+    log_p = jax.nn.log_softmax(jnp.where(visible, logits, jnp.finfo(jnp.float32).min), -1)
+    entropy = -jnp.sum(jnp.where(visible, jnp.exp(log_p) * log_p, 0.0), -1)  # [b, n, t]
+    rows = jnp.any(visible, -1).astype(jnp.float32)
+    keep = lambda _, new: new
+    zero = lambda: jnp.zeros([], jnp.float32)
+    self.sow("diagnostics", "attn_entropy", jnp.sum(entropy * rows) / jnp.maximum(rows.sum(), 1),
+             reduce_fn=keep, init_fn=zero)
+    self.sow("diagnostics", "attn_max_logit", jnp.max(masked), reduce_fn=keep, init_fn=zero)
 
   def _update_cache(self, key: jax.Array, value: jax.Array, mask: Optional[jax.Array]):
     """Writes this call's keys/values at `cache_index`; returns the whole cache and the mask

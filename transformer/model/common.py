@@ -12,13 +12,15 @@ def dtype_of(name: str):
   return DTYPES[name]
 
 
-def fan_in_init(logical: Sequence[str]):
-  """Truncated-normal init with variance 1/fan_in, tagged with logical axis names.
+def fan_in_init(logical: Sequence[str], gain: float = 1.0):
+  """Truncated-normal init with variance gain^2/fan_in, tagged with logical axis names.
+
+  `gain` != 1 is DeepNorm's beta (see `transformer/model/block.py`).
 
   `nn.DenseGeneral` initializes multi-axis kernels such as `[embed, heads, head_dim]` in their
   flattened 2-D form, so fan_in is the product of the contracted axes, as for a plain matrix.
   """
-  init = nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal")
+  init = nn.initializers.variance_scaling(gain ** 2, "fan_in", "truncated_normal")
   return nn.with_logical_partitioning(init, tuple(logical))
 
 

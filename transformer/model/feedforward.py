@@ -20,18 +20,19 @@ class FeedForward(nn.Module):
   use_bias: bool = True
   dtype: jnp.dtype = jnp.float32
   param_dtype: jnp.dtype = jnp.float32
+  init_gain: float = 1.0  # multiplies the init std of every kernel (DeepNorm's beta)
 
   @nn.compact
   def __call__(self, x: jax.Array) -> jax.Array:
     d_model = x.shape[-1]
     h = nn.Dense(self.d_ff, use_bias=self.use_bias, dtype=self.dtype,
                  param_dtype=self.param_dtype, name="wi",
-                 kernel_init=fan_in_init(("embed", "mlp")),
+                 kernel_init=fan_in_init(("embed", "mlp"), self.init_gain),
                  bias_init=zeros_init(("mlp",)))(x)
     if self.activation == "swiglu":
       linear = nn.Dense(self.d_ff, use_bias=self.use_bias, dtype=self.dtype,
                         param_dtype=self.param_dtype, name="wi_linear",
-                        kernel_init=fan_in_init(("embed", "mlp")),
+                        kernel_init=fan_in_init(("embed", "mlp"), self.init_gain),
                         bias_init=zeros_init(("mlp",)))(x)
       h = jax.nn.silu(h) * linear
     elif self.activation in ACTIVATIONS:
@@ -40,5 +41,5 @@ class FeedForward(nn.Module):
       raise ValueError(f"Unknown activation {self.activation!r}; choose relu, gelu or swiglu.")
     return nn.Dense(d_model, use_bias=self.use_bias, dtype=self.dtype,
                     param_dtype=self.param_dtype, name="wo",
-                    kernel_init=fan_in_init(("mlp", "embed")),
+                    kernel_init=fan_in_init(("mlp", "embed"), self.init_gain),
                     bias_init=zeros_init(("embed",)))(h)

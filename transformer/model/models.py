@@ -18,11 +18,27 @@ import jax
 import jax.numpy as jnp
 
 from transformer.config import ModelConfig
+from transformer.model import admin
 from transformer.model.attention import causal_mask, padding_mask, segment_mask
 from transformer.model.common import dtype_of, fan_in_init
 from transformer.model.positions import LearnedPositions, sinusoidal_encoding
 from transformer.model.norms import make_norm
 from transformer.model.stacks import TransformerStack
+
+
+class AdminInit:
+  """Mixed into every model: with `norm_placement="admin"`, `init` ends with Admin's profiling
+  pass on the same batch (`transformer.model.admin.profile_omegas`), so every caller of
+  `init` (tasks, tests, decoding) gets the profiled omegas. A no-op for other placements and
+  for decoding models (whose `init` only builds the KV cache)."""
+
+  def init(self, rngs, *args, **kwargs):
+    variables = super().init(rngs, *args, **kwargs)
+    if (self.cfg.norm_placement != "admin" or getattr(self, "decode", False)
+        or kwargs.get("method") is not None):
+      return variables
+    kwargs.pop("mutable", None)
+    return admin.profile_omegas(self, variables, *args, **kwargs)
 
 
 class Embedder(nn.Module):
@@ -59,7 +75,7 @@ class Embedder(nn.Module):
     return self.token_embedding.attend(x)
 
 
-class DecoderLM(nn.Module):
+class DecoderLM(AdminInit, nn.Module):
   """Decoder-only causal language model.
 
   Call with `tokens: [batch, length]` int; optional `positions` and `segment_ids`
@@ -92,7 +108,7 @@ class DecoderLM(nn.Module):
     embedder = Embedder(cfg, name="embedder")
     x = embedder(tokens, positions)
     x = nn.Dropout(cfg.dropout_rate, deterministic=deterministic)(x)
-    x = TransformerStack(cfg, decode=self.decode, name="decoder")(
+    x = TransformerStack(cfg, decode=self.decode, role="decoder_only", name="decoder")(
         x, mask, positions=positions, deterministic=deterministic)
     return output_logits(cfg, embedder, x)
 
@@ -146,18 +162,20 @@ class Encoder(nn.Module):
 
   `x: [batch, len, d_model]` (embedded), `mask` broadcastable to `[batch, heads, len, len]`,
   `positions: [batch, len]` -> `[batch, len, d_model]`. The embedder lives in the caller so
-  that it can be shared with a decoder or an output layer."""
+  that it can be shared with a decoder or an output layer. `role` is "encoder_only" (masked
+  LM, classifier) or "encoder" (of an encoder-decoder)."""
   cfg: ModelConfig
+  role: str = "encoder_only"
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: jax.Array, positions: jax.Array, *,
                deterministic: bool = True) -> jax.Array:
     x = nn.Dropout(self.cfg.dropout_rate, deterministic=deterministic)(x)
-    return TransformerStack(self.cfg, name="stack")(x, mask, positions=positions,
+    return TransformerStack(self.cfg, role=self.role, name="stack")(x, mask, positions=positions,
                                                     deterministic=deterministic)
 
 
-class EncoderDecoder(nn.Module):
+class EncoderDecoder(AdminInit, nn.Module):
   """The Transformer of "Attention Is All You Need": encoder, decoder with cross-attention.
 
   One embedding table is shared by source, target and (if tied) the output layer.
@@ -174,9 +192,10 @@ class EncoderDecoder(nn.Module):
   def setup(self):
     cfg = self.cfg
     self.embedder = Embedder(cfg, name="embedder")
-    self.encoder = Encoder(cfg, name="encoder")
+    self.encoder = Encoder(cfg, role="encoder", name="encoder")
     self.decoder = TransformerStack(cfg, cross_attention=True, decode=self.decode,
-                                    num_layers=cfg.decoder_layers, name="decoder")
+                                    num_layers=cfg.decoder_layers, role="decoder",
+                                    name="decoder")
     self.dropout = nn.Dropout(cfg.dropout_rate)
     if not cfg.tie_embeddings:
       self.logits_dense = nn.Dense(cfg.vocab_size, use_bias=False, dtype=dtype_of(cfg.dtype),
@@ -250,7 +269,7 @@ def _embed_and_encode(cfg: ModelConfig, tokens: jax.Array, positions: Optional[j
   return embedder, x
 
 
-class MaskedLM(nn.Module):
+class MaskedLM(AdminInit, nn.Module):
   """Bidirectional encoder with BERT's masked-LM head (Devlin et al., 2019):
   `h -> LN(gelu(W h + b))`, then the (tied) output layer plus a per-token bias.
   `tokens: [batch, len]` -> float32 logits `[batch, len, vocab_size]`."""
@@ -266,13 +285,13 @@ class MaskedLM(nn.Module):
                  kernel_init=fan_in_init(("embed", "mlp")), name="mlm_transform")(x)
     h = make_norm(cfg.norm, epsilon=cfg.norm_epsilon, use_bias=cfg.norm_bias,
                   dtype=dtype_of(cfg.dtype), param_dtype=dtype_of(cfg.param_dtype),
-                  name="mlm_norm")(jax.nn.gelu(h))
+                  name="mlm_norm", dyt_alpha_init=cfg.dyt_alpha_init)(jax.nn.gelu(h))
     bias = self.param("mlm_output_bias", nn.with_logical_partitioning(
         nn.initializers.zeros_init(), ("vocab",)), (cfg.vocab_size,), dtype_of(cfg.param_dtype))
     return output_logits(cfg, embedder, h) + bias.astype(jnp.float32)
 
 
-class Classifier(nn.Module):
+class Classifier(AdminInit, nn.Module):
   """The masked-LM's encoder, mean-pooled over real tokens, then a linear layer.
   `tokens: [batch, len]` (0 = padding) -> float32 logits `[batch, num_classes]`."""
   cfg: ModelConfig

@@ -52,12 +52,48 @@ class RMSNorm(nn.Module):
     return (y * scale.astype(jnp.float32)).astype(self.dtype)
 
 
+class DynamicTanh(nn.Module):
+  """DyT(z; alpha, gamma, beta) = gamma * tanh(alpha * z) + beta (Zhu et al., 2025,
+  "Transformers without Normalization"): alpha a learnable scalar (init `alpha_init`), gamma
+  = 1 and beta = 0 per feature at init. Elementwise, no statistics. `[..., features]`."""
+  alpha_init: float = 0.5
+  use_bias: bool = True
+  dtype: jnp.dtype = jnp.float32
+  param_dtype: jnp.dtype = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    features = x.shape[-1]
+    alpha = self.param("alpha", nn.with_logical_partitioning(
+        nn.initializers.constant(self.alpha_init), ()), (), self.param_dtype)
+    y = jnp.tanh(alpha.astype(jnp.float32) * x.astype(jnp.float32))
+    y = y * self.param("scale", ones_init(("norm",)), (features,), self.param_dtype
+                       ).astype(jnp.float32)
+    if self.use_bias:
+      y = y + self.param("bias", zeros_init(("norm",)), (features,), self.param_dtype
+                         ).astype(jnp.float32)
+    return y.astype(self.dtype)
+
+
+class Identity(nn.Module):
+  """`norm=none`: no normalization (the un-normalized residual network with pre-norm)."""
+
+  @nn.compact
+  def __call__(self, x: jax.Array) -> jax.Array:
+    return x
+
+
 def make_norm(kind: str, *, epsilon: float, use_bias: bool, dtype, param_dtype,
-              name: str) -> nn.Module:
-  """Builds the norm named by `ModelConfig.norm` ("layernorm" or "rmsnorm")."""
+              name: str, dyt_alpha_init: float = 0.5) -> nn.Module:
+  """Builds the norm named by `ModelConfig.norm` (layernorm, rmsnorm, dyt or none)."""
+  if kind == "dyt":
+    return DynamicTanh(alpha_init=dyt_alpha_init, use_bias=use_bias, dtype=dtype,
+                       param_dtype=param_dtype, name=name)
+  if kind == "none":
+    return Identity(name=name)
   if kind == "layernorm":
     return LayerNorm(epsilon=epsilon, use_bias=use_bias, dtype=dtype,
                      param_dtype=param_dtype, name=name)
   if kind == "rmsnorm":
     return RMSNorm(epsilon=epsilon, dtype=dtype, param_dtype=param_dtype, name=name)
-  raise ValueError(f"Unknown norm {kind!r}; choose 'layernorm' or 'rmsnorm'.")
+  raise ValueError(f"Unknown norm {kind!r}; choose layernorm, rmsnorm, dyt or none.")

@@ -2,7 +2,9 @@
 
 The layer loop is either unrolled (params `layer_0`, `layer_1`, ...) or one `nn.scan` over
 stacked params (`layers`, each leaf with a leading `[num_layers]` axis named "layers"), which
-compiles one block instead of `num_layers`. `cfg.remat` rematerializes each block in the
+compiles one block instead of `num_layers`. With `norm_placement="mix"` a scanned stack is two
+scans, `post_layers` (the first floor(mix_post_fraction * L) blocks) and `pre_layers` (the
+rest); unrolled, the blocks are `layer_0`, ... as always. `cfg.remat` rematerializes each block in the
 backward pass: "full" saves only the block inputs, "minimal" also keeps the outputs of
 matmuls with weights (`dots_with_no_batch_dims_saveable`) and recomputes the rest.
 """
@@ -11,9 +13,10 @@ from typing import Optional
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 
 from transformer.config import ModelConfig
-from transformer.model.block import NEEDS_FINAL_NORM, Block, norm_for
+from transformer.model.block import Block, layer_placement, mix_post_layers, needs_final_norm, norm_for
 
 
 REMAT_POLICIES = {"full": None, "minimal": jax.checkpoint_policies.dots_with_no_batch_dims_saveable}
@@ -37,12 +40,15 @@ class TransformerStack(nn.Module):
   Encoder: bidirectional mask, no cross-attention. Decoder: causal mask, optionally
   cross-attention to `encoded`. `[batch, length, d_model] -> [batch, length, d_model]`.
   `positions: [batch, length]` reach rotary self-attention; `decode=True` runs self-attention
-  over a KV cache; `num_layers` (0 = `cfg.num_layers`) sets the depth.
+  over a KV cache; `num_layers` (0 = `cfg.num_layers`) sets the depth. `role` (decoder_only,
+  encoder_only, encoder or decoder: see `transformer.model.block.ROLES`) and the depth reach
+  every block (DeepNorm's constants depend on both).
   """
   cfg: ModelConfig
   cross_attention: bool = False
   decode: bool = False
   num_layers: int = 0
+  role: str = "decoder_only"
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: Optional[jax.Array] = None,
@@ -55,20 +61,32 @@ class TransformerStack(nn.Module):
       # Nothing static among the arguments (deterministic is an attribute). Under scan, CSE
       # across iterations cannot undo the remat.
       block = nn.remat(block, policy=REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers)
+    if self.is_mutable_collection("admin_profile"):  # the variance of the stack's input
+      self.sow("admin_profile", "input_var", jnp.var(x.astype(jnp.float32)),
+               reduce_fn=lambda _, new: new, init_fn=lambda: jnp.zeros([], jnp.float32))
+    common = dict(cross_attention=self.cross_attention, decode=self.decode, role=self.role,
+                  num_layers=num_layers, deterministic=deterministic)
     if cfg.scan_layers:
-      # "intermediates" (sown attention weights) and "cache" (KV) get the layer axis too.
-      scanned = nn.scan(block, variable_axes={"params": 0, "cache": 0, "intermediates": 0},
-                        split_rngs={"params": True, "dropout": True},
-                        in_axes=(nn.broadcast, nn.broadcast, nn.broadcast, nn.broadcast),
-                        length=num_layers, metadata_params={nn.PARTITION_NAME: "layers"})
-      x, _ = scanned(cfg, cross_attention=self.cross_attention, decode=self.decode,
-                     deterministic=deterministic, scanned=True,
-                     name="layers")(x, mask, encoded, cross_mask, positions)
+      # "intermediates" (sown attention weights), "cache" (KV) and the sown scalars get the
+      # layer axis too.
+      if cfg.norm_placement == "mix":
+        segments = [("post", "post_layers", mix_post_layers(cfg, num_layers))]
+        segments.append(("pre", "pre_layers", num_layers - segments[0][2]))
+      else:
+        segments = [("", "layers", num_layers)]
+      for placement, name, length in segments:
+        if length:
+          x, _ = nn.scan(block, variable_axes={"params": 0, "cache": 0, "intermediates": 0,
+                                               "diagnostics": 0, "admin_profile": 0},
+                         split_rngs={"params": True, "dropout": True},
+                         in_axes=(nn.broadcast,) * 4, length=length,
+                         metadata_params={nn.PARTITION_NAME: "layers"})(
+                             cfg, placement=placement, scanned=True, name=name, **common)(
+                                 x, mask, encoded, cross_mask, positions)
     else:
       for i in range(num_layers):
-        x = block(cfg, cross_attention=self.cross_attention, decode=self.decode,
-                  deterministic=deterministic, name=f"layer_{i}")(
-                      x, mask, encoded, cross_mask, positions)
-    if NEEDS_FINAL_NORM[cfg.norm_placement]:
+        x = block(cfg, placement=layer_placement(cfg, i, num_layers), name=f"layer_{i}",
+                  **common)(x, mask, encoded, cross_mask, positions)
+    if needs_final_norm(cfg, num_layers):
       x = norm_for(cfg, "final_norm")(x)
     return x

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer import evaluate as evaluation, kinds
+from transformer import diagnostics, evaluate as evaluation, kinds
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.tasks import build_task
 from transformer.train import flops, optim
@@ -38,7 +38,7 @@ RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.eval_every",
                      "train.peak_flops_per_device", "parallel.strategy", "parallel.data",
                      "parallel.fsdp", "parallel.tensor", "parallel.rules", "train.nonfinite",
                      "train.prefetch", "train.profile_steps", "train.compilation_cache_dir",
-                     "train.xla_gpu_flags")
+                     "train.xla_gpu_flags", "train.diagnostics_every")
 
 
 # Multi-process runs agree on stopping (after a signal) every this many steps.
@@ -266,12 +266,15 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
   compiled = False
   final_eval = None
   guard = HealthGuard(config.train.nonfinite, log=log)  # checks where the loop syncs anyway
+  diag = diagnostics.maybe_recorder(config, task, par)  # None unless train.diagnostics_every
   batches = Prefetcher(task.data.next_train_batch, par.place_batch, config.train.prefetch, step,
                        lambda s: (s % config.checkpoint.every_steps == 0 or s >= num_steps
                                   or (stop_after is not None and s >= stop_after)))
   with _StopRequest() as stop, StepProfiler(config.train.profile_range, writer.workdir) as prof:
     while step < num_steps:
       batch = next(batches)
+      if diag is not None:  # statistics of the state before this step, on its batch
+        diag.maybe_record(step, state, batch, dropout_rng, writer)
       t0 = time.time()
       prof.before_step(step + 1)
       state, metrics = train_step(state, batch, dropout_rng)

@@ -1,0 +1,183 @@
+"""Per-layer diagnostics: names, values against NumPy and against gradients taken directly,
+scanned == unrolled, and the rows the training loop and --mode=diagnose write."""
+
+import dataclasses
+import json
+import os
+import re
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from tests import numpy_reference as ref
+from transformer import diagnostics
+from transformer.config import ModelConfig
+from transformer.model.models import DecoderLM
+from transformer.train.losses import cross_entropy_sums
+
+V, T = 23, 6
+
+
+class _LMTask:
+  """The smallest task `diagnostic_stats` needs: a model and `loss_sums`."""
+
+  def __init__(self, cfg):
+    self.model = DecoderLM(cfg)
+
+  def loss_sums(self, params, batch, rng):
+    del rng
+    logits = self.model.apply({"params": params}, batch["inputs"])
+    return cross_entropy_sums(logits, batch["targets"], batch["weights"])
+
+
+def _setup(**kw):
+  cfg = ModelConfig(**{**dict(vocab_size=V, d_model=16, num_heads=4, num_layers=3, d_ff=32,
+                              attention_impl="xla"), **kw})
+  rng = np.random.default_rng(0)
+  batch = {"inputs": rng.integers(3, V, size=(2, T)).astype(np.int32),
+           "targets": rng.integers(3, V, size=(2, T)).astype(np.int32),
+           "weights": np.ones((2, T), np.float32)}
+  task = _LMTask(cfg)
+  params = nn.meta.unbox(task.model.init(jax.random.PRNGKey(0), batch["inputs"])["params"])
+  return cfg, task, params, batch
+
+
+def _stats(task, params, batch, tx=None):
+  tx = tx or optax.sgd(0.1)
+  return jax.device_get(jax.jit(
+      lambda p, b: diagnostic_stats_of(task, tx, p, b))(params, batch))
+
+
+def diagnostic_stats_of(task, tx, params, batch):
+  return diagnostics.diagnostic_stats(task, tx, params, tx.init(params), batch,
+                                      jax.random.PRNGKey(0))
+
+
+def test_every_layer_and_sublayer_has_every_statistic():
+  _, task, params, batch = _setup()
+  stats = _stats(task, params, batch)
+  for i in range(3):
+    for s in ("self_attention", "feed_forward"):
+      for m in ("grad_norm", "param_norm", "update_ratio", "out_rms"):
+        assert np.isfinite(stats[f"decoder/layer_{i}/{s}/{m}"])
+    for m in ("grad_norm", "param_norm", "update_ratio", "residual_rms",
+              "self_attention/attn_entropy", "self_attention/attn_max_logit"):
+      assert np.isfinite(stats[f"decoder/layer_{i}/{m}"])
+  assert all(np.ndim(v) == 0 for v in stats.values())
+  assert "output/log_z" in stats and "embedder/token_embedding/grad_norm" in stats
+
+
+def test_norms_match_gradients_taken_directly_and_sgd_update_ratio():
+  """grad_norm per layer/sublayer equals the norm of jax.grad of the plain loss; with SGD
+  the update is -lr * grad, so update_ratio = lr * grad_norm / param_norm."""
+  _, task, params, batch = _setup()
+  stats = _stats(task, params, batch, optax.sgd(0.1))
+
+  def mean_loss(p):
+    s, w = task.loss_sums(p, batch, None)
+    return s / w
+  grads = jax.grad(mean_loss)(params)
+  norm = lambda t: np.sqrt(sum(np.sum(np.square(np.asarray(a, np.float64)))
+                               for a in jax.tree.leaves(t)))
+  for i in range(3):
+    layer_g, layer_p = grads["decoder"][f"layer_{i}"], params["decoder"][f"layer_{i}"]
+    np.testing.assert_allclose(stats[f"decoder/layer_{i}/grad_norm"], norm(layer_g), rtol=1e-4)
+    attn = {k: v for k, v in layer_g.items() if k.startswith("self_attention")}
+    np.testing.assert_allclose(stats[f"decoder/layer_{i}/self_attention/grad_norm"], norm(attn),
+                               rtol=1e-4)
+    np.testing.assert_allclose(stats[f"decoder/layer_{i}/param_norm"], norm(layer_p), rtol=1e-5)
+    np.testing.assert_allclose(stats[f"decoder/layer_{i}/update_ratio"],
+                               0.1 * norm(layer_g) / norm(layer_p), rtol=1e-4)
+
+
+def test_sown_statistics_match_numpy():
+  """residual_rms, out_rms, attention entropy and max logit of a pre-norm model against a
+  float64 NumPy forward pass."""
+  cfg, task, params, batch = _setup()
+  stats = _stats(task, params, batch)
+  p64 = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
+  table = p64["embedder"]["token_embedding"]["embedding"]
+  x = table[batch["inputs"]] * np.sqrt(16) + ref.sinusoidal(T, 16)[None]
+  mask = np.tril(np.ones((T, T), bool))
+  for i in range(3):
+    lp = p64["decoder"][f"layer_{i}"]
+    h = ref.layer_norm(x, lp["self_attention_norm"]["scale"], lp["self_attention_norm"]["bias"])
+    logits = []
+    for b in range(2):
+      for n in range(4):
+        q, k = ref._project(h[b], lp["self_attention"]["query"], n), ref._project(
+            h[b], lp["self_attention"]["key"], n)
+        logits.append(np.where(mask, q @ k.T / 2.0, -np.inf))
+    probs = ref.softmax(np.stack(logits))
+    entropy = -np.sum(np.where(mask, probs * np.log(np.where(mask, probs, 1.0)), 0.0), -1)
+    outs = [ref.general_block(xb, lp, "pre", "layernorm", mask, ref.gelu_tanh)
+            for xb in x]
+    x = np.stack([o[0] for o in outs])
+    name = f"decoder/layer_{i}"
+    np.testing.assert_allclose(stats[f"{name}/self_attention/attn_max_logit"],
+                               np.max(np.stack(logits)), rtol=1e-4)
+    np.testing.assert_allclose(stats[f"{name}/self_attention/attn_entropy"], entropy.mean(),
+                               rtol=1e-4)
+    np.testing.assert_allclose(stats[f"{name}/residual_rms"], np.sqrt(np.mean(x ** 2)),
+                               rtol=1e-4)
+    for j, s in enumerate(("self_attention", "feed_forward")):
+      y = np.stack([o[1][j] for o in outs])
+      np.testing.assert_allclose(stats[f"{name}/{s}/out_rms"], np.sqrt(np.mean(y ** 2)),
+                                 rtol=1e-4)
+
+
+@pytest.mark.parametrize("placement", ["pre", "mix"])
+def test_scanned_and_unrolled_stacks_give_the_same_names_and_values(placement):
+  cfg, task, params, batch = _setup(norm_placement=placement, mix_post_fraction=0.34)
+  stats = _stats(task, params, batch)
+  dec = dict(params["decoder"])
+  layers = [dec.pop(f"layer_{i}") for i in range(3)]
+  stack = lambda ls: jax.tree.map(lambda *xs: jnp.stack(xs), *ls)
+  if placement == "mix":  # floor(0.34 * 3) = 1 post-norm layer
+    dec["post_layers"], dec["pre_layers"] = stack(layers[:1]), stack(layers[1:])
+  else:
+    dec["layers"] = stack(layers)
+  scan_task = _LMTask(dataclasses.replace(cfg, scan_layers=True))
+  scan_stats = _stats(scan_task, {**params, "decoder": dec}, batch)
+  assert sorted(scan_stats) == sorted(stats)
+  for k in stats:
+    np.testing.assert_allclose(scan_stats[k], stats[k], rtol=1e-4, atol=1e-6, err_msg=k)
+
+
+def test_diagnostics_off_leaves_the_forward_pass_without_the_statistics():
+  """The statistics are computed only when "diagnostics" is mutable: the plain apply (what
+  the train step runs) has none of their ops (the entropy's `log`, the explicit logits)."""
+  _, task, params, batch = _setup()
+  plain = str(jax.make_jaxpr(lambda p: task.model.apply({"params": p}, batch["inputs"]))(params))
+  sowing = str(jax.make_jaxpr(lambda p: task.model.apply({"params": p}, batch["inputs"],
+                                                         mutable=["diagnostics"]))(params))
+  assert re.search(r"= log ", sowing) and not re.search(r"= log ", plain)
+  assert len(sowing) > len(plain)
+
+
+def test_training_loop_and_diagnose_mode_write_rows_for_every_layer(tiny_corpus, tmp_path):
+  from tests.test_train import _tiny_config
+  from transformer.train.loop import train_and_evaluate
+  config = _tiny_config(tiny_corpus, num_steps=6, diagnostics_every=3, log_every=3, eval_every=6)
+  workdir = str(tmp_path / "run")
+  train_and_evaluate(config, workdir)
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    rows = [json.loads(line) for line in f]
+  diag = [r for r in rows if r["split"] == "diagnostics"]
+  assert [r["step"] for r in diag] == [0, 3]
+  for r in diag:
+    for i in range(config.model.num_layers):
+      assert np.isfinite(r[f"decoder/layer_{i}/self_attention/grad_norm"])
+      assert np.isfinite(r[f"decoder/layer_{i}/residual_rms"])
+  assert os.path.isdir(os.path.join(workdir, "tensorboard", "diagnostics"))
+
+  stats = diagnostics.run_diagnose(config, workdir, log=lambda m: None)  # from the checkpoint
+  with open(os.path.join(workdir, "diagnose.json")) as f:
+    saved = json.load(f)
+  assert saved["step"] == 6 and len(saved["layers"]) == config.model.num_layers
+  assert os.path.getsize(os.path.join(workdir, "diagnose.png")) > 0
+  assert np.isfinite(stats["decoder/layer_0/grad_norm"])

@@ -1,0 +1,233 @@
+"""Norm placements, norm kinds, qk-norm and z-loss against the float64 NumPy transcriptions of
+the papers' formulas in tests/numpy_reference.py; their init rules; scan == unrolled."""
+
+import dataclasses
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tests import numpy_reference as ref
+from transformer import decode
+from transformer.config import ConfigError, ModelConfig, TrainConfig
+from transformer.model.block import Block, deepnorm_constants
+from transformer.model.models import DecoderLM, EncoderDecoder, MaskedLM
+from transformer.model.stacks import TransformerStack
+from transformer.train.losses import cross_entropy_sums
+
+PLACEMENTS = ("post", "pre", "peri", "deepnorm", "mix", "admin")
+
+
+def _randomize(params, seed):
+  """Every parameter (norm scales, biases, DyT alpha, Admin omega) random, so no term of a
+  formula can hide behind an initial 1 or 0."""
+  rng = np.random.default_rng(seed)
+  return jax.tree.map(lambda p: rng.normal(0.0, 0.3, p.shape).astype(np.float32) + (
+      1.0 if p.ndim <= 1 else 0.0), params)
+
+
+def _to64(tree):
+  return jax.tree.map(lambda a: np.asarray(a, np.float64), tree)
+
+
+def _cfg(**kw):
+  base = dict(d_model=16, num_heads=4, d_ff=32, num_layers=3, attention_impl="reference")
+  base.update(kw)
+  return ModelConfig(**base)
+
+
+@pytest.mark.parametrize("placement,norm,qk_norm,impl", [
+    ("post", "layernorm", False, "reference"), ("pre", "layernorm", False, "reference"),
+    ("peri", "layernorm", False, "reference"), ("deepnorm", "layernorm", False, "reference"),
+    ("admin", "layernorm", False, "reference"), ("pre", "rmsnorm", False, "reference"),
+    ("pre", "dyt", False, "reference"), ("pre", "none", False, "reference"),
+    ("peri", "dyt", True, "reference"), ("post", "rmsnorm", True, "xla"),
+    ("pre", "layernorm", True, "xla"), ("deepnorm", "dyt", True, "xla")])
+def test_block_matches_numpy_reference(placement, norm, qk_norm, impl):
+  cfg = _cfg(norm_placement=placement, norm=norm, qk_norm=qk_norm, attention_impl=impl)
+  x = np.random.default_rng(0).normal(size=(2, 7, 16)).astype(np.float32)
+  block = Block(cfg, num_layers=5, role="decoder_only")
+  mask = np.tril(np.ones((7, 7), bool))
+  params = _randomize(nn.meta.unbox(block.init(jax.random.PRNGKey(0), x, mask)["params"]), 1)
+  got = np.asarray(block.apply({"params": params}, x, mask))
+  alpha = ref.deepnorm_alpha_beta("decoder_only", 0, 5)[0]
+  want = np.stack([ref.general_block(xb, _to64(params), placement, norm, mask, ref.gelu_tanh,
+                                     cfg.norm_epsilon, alpha, qk_norm)[0]
+                   for xb in x.astype(np.float64)])
+  np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def _stack_scanned(params, cfg, num_layers):
+  """Unrolled `layer_i` params -> the scanned layout (`layers`; with mix, `post_layers` and
+  `pre_layers`), each with a leading layer axis."""
+  params = dict(params)
+  layers = [params.pop(f"layer_{i}") for i in range(num_layers)]
+  stack = lambda ls: jax.tree.map(lambda *xs: np.stack(xs), *ls)
+  if cfg.norm_placement == "mix":
+    k = int(np.floor(cfg.mix_post_fraction * num_layers))
+    params["post_layers"], params["pre_layers"] = stack(layers[:k]), stack(layers[k:])
+  else:
+    params["layers"] = stack(layers)
+  return params
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+def test_stack_matches_numpy_and_scan_equals_unrolled(placement):
+  """A 4-layer stack (Mix-LN with 2 post + 2 pre layers) against NumPy, layer by layer with
+  the final norm the placement calls for; the scanned stack computes the same."""
+  L = 4
+  cfg = _cfg(norm_placement=placement, num_layers=L, mix_post_fraction=0.5)
+  x = np.random.default_rng(0).normal(size=(2, 5, 16)).astype(np.float32)
+  mask = np.tril(np.ones((5, 5), bool))
+  stack = TransformerStack(cfg, role="decoder_only")
+  params = _randomize(nn.meta.unbox(stack.init(jax.random.PRNGKey(0), x, mask)["params"]), 2)
+  got = np.asarray(stack.apply({"params": params}, x, mask))
+
+  placements = (ref.mix_layer_placements(L, 0.5) if placement == "mix" else [placement] * L)
+  alpha = ref.deepnorm_alpha_beta("decoder_only", 0, L)[0]
+  p64 = _to64(params)
+  want = []
+  for xb in x.astype(np.float64):
+    for i in range(L):
+      xb = ref.general_block(xb, p64[f"layer_{i}"], placements[i], "layernorm", mask,
+                             ref.gelu_tanh, cfg.norm_epsilon, alpha)[0]
+    if placement in ("pre", "peri", "mix"):
+      xb = ref.make_norm("layernorm", p64["final_norm"], cfg.norm_epsilon)(xb)
+    want.append(xb)
+  np.testing.assert_allclose(got, np.stack(want), rtol=2e-5, atol=2e-5)
+  assert ("final_norm" in params) == (placement in ("pre", "peri", "mix"))
+
+  scan_cfg = dataclasses.replace(cfg, scan_layers=True)
+  scanned = _stack_scanned(params, cfg, L)
+  got_scan = TransformerStack(scan_cfg, role="decoder_only").apply({"params": scanned}, x, mask)
+  np.testing.assert_allclose(got_scan, got, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_admin_omega_is_profiled_at_init(scan):
+  """omega_i = sqrt(Var[x0] + sum_{j<i} Var[f_j]) on the init batch, with the branch outputs
+  of a NumPy forward pass at omega = 1."""
+  L = 3
+  cfg = _cfg(norm_placement="admin", num_layers=L, vocab_size=23, scan_layers=scan)
+  tokens = np.random.default_rng(0).integers(3, 23, size=(2, 6)).astype(np.int32)
+  params = _to64(nn.meta.unbox(DecoderLM(cfg).init(jax.random.PRNGKey(0), tokens)["params"]))
+  dec = params["decoder"]
+  if scan:
+    dec = {f"layer_{i}": jax.tree.map(lambda a: a[i], dec["layers"]) for i in range(L)}
+  got = [dec[f"layer_{i}"][f"{s}_omega"] for i in range(L)
+         for s in ("self_attention", "feed_forward")]
+  table = params["embedder"]["token_embedding"]["embedding"]
+  x0 = table[tokens] * np.sqrt(16) + ref.sinusoidal(6, 16)[None]
+  mask = np.tril(np.ones((6, 6), bool))
+  ones = {f"layer_{i}": {**dec[f"layer_{i}"], "self_attention_omega": 1.0,
+                         "feed_forward_omega": 1.0} for i in range(L)}
+  branches = [[] for _ in range(2 * L)]
+  for xb in x0:
+    for i in range(L):
+      xb, ys = ref.general_block(xb, ones[f"layer_{i}"], "admin", "layernorm", mask,
+                                 ref.gelu_tanh, cfg.norm_epsilon)
+      branches[2 * i].append(ys[0])
+      branches[2 * i + 1].append(ys[1])
+  want = ref.admin_omegas(x0, [np.stack(b) for b in branches])
+  assert len(set(np.round(want, 6))) == len(want)  # a profile, not a constant
+  for g, w in zip(got, want):
+    np.testing.assert_allclose(g, np.full(16, w), rtol=1e-4)
+
+
+@pytest.mark.parametrize("role", ["decoder_only", "encoder_only", "encoder", "decoder"])
+def test_deepnorm_constants_follow_the_paper_table(role):
+  for n, m in ((6, 6), (12, 4), (100, 100)):
+    want = ref.deepnorm_alpha_beta(role, n, m)
+    np.testing.assert_allclose(deepnorm_constants(role, n, m), want, rtol=1e-12)
+
+
+def _kernels(params, path):
+  for k in path:
+    params = params[k]
+  return np.asarray(params)
+
+
+def test_deepnorm_scales_value_out_and_ffn_init_by_beta_for_each_role():
+  """With the same key, DeepNorm's W_v, W_O, W_1, W_2 are beta times the standard init and
+  W_q, W_k unchanged; beta by architecture and role (encoder-decoder: N=3, M=2)."""
+  base = dict(vocab_size=23, num_layers=3)
+  toks = np.full((2, 5), 4, np.int32)
+  cases = [(DecoderLM, (toks,), ("decoder", "layer_1"), ("decoder_only", 0, 3)),
+           (MaskedLM, (toks,), ("encoder", "stack", "layer_2"), ("encoder_only", 3, 0)),
+           (EncoderDecoder, (toks, toks), ("encoder", "stack", "layer_0"), ("encoder", 3, 2)),
+           (EncoderDecoder, (toks, toks), ("decoder", "layer_1"), ("decoder", 3, 2))]
+  for cls, args, layer, (role, n, m) in cases:
+    kw = dict(base, num_decoder_layers=2) if cls is EncoderDecoder else base
+    kw["kind"] = {DecoderLM: "decoder_lm", MaskedLM: "masked_lm",
+                  EncoderDecoder: "encoder_decoder"}[cls]
+    init = lambda p: nn.meta.unbox(cls(_cfg(norm_placement=p, **kw)).init(
+        jax.random.PRNGKey(3), *args)["params"])
+    pre, deep = init("pre"), init("deepnorm")
+    beta = ref.deepnorm_alpha_beta(role, n, m)[1]
+    for sub, scaled in ((("self_attention", "value", "kernel"), True),
+                        (("self_attention", "out", "kernel"), True),
+                        (("feed_forward", "wi", "kernel"), True),
+                        (("feed_forward", "wo", "kernel"), True),
+                        (("self_attention", "query", "kernel"), False),
+                        (("self_attention", "key", "kernel"), False)):
+      a, b = _kernels(pre, layer + sub), _kernels(deep, layer + sub)
+      np.testing.assert_allclose(b, a * (beta if scaled else 1.0), rtol=1e-5, atol=1e-7,
+                                 err_msg=f"{cls.__name__} {role} {sub}")
+
+
+@pytest.mark.parametrize("impl,positions", [("reference", "rope"), ("xla", "sinusoidal")])
+def test_qk_norm_cached_decoding_matches_full_forward(impl, positions):
+  cfg = ModelConfig(vocab_size=19, d_model=16, num_heads=4, num_layers=2, d_ff=32, max_len=64,
+                    qk_norm=True, norm="rmsnorm", attention_impl=impl, positions=positions)
+  model = DecoderLM(cfg)
+  tokens = np.random.default_rng(0).integers(3, 19, size=(2, 8)).astype(np.int32)
+  params = _randomize(nn.meta.unbox(model.init(jax.random.PRNGKey(0), tokens)["params"]), 4)
+  assert "query_norm" in params["decoder"]["layer_0"]["self_attention"]
+  full = jax.jit(model.apply)({"params": params}, tokens)
+
+  @jax.jit
+  def cached(params, tokens):
+    step = decode.lm_step_fn(model, params)
+    cache = decode.init_cache(model, 2, 8)
+    first, cache = step(tokens[:, :3], jnp.broadcast_to(jnp.arange(3), (2, 3)), cache, {})
+    outs = [first]
+    for i in range(3, 8):
+      logits, cache = step(tokens[:, i:i + 1], jnp.full((2, 1), i), cache, {})
+      outs.append(logits)
+    return jnp.concatenate(outs, axis=1)
+
+  np.testing.assert_allclose(cached(params, tokens), full, rtol=1e-5, atol=1e-5)
+
+
+def test_z_loss_matches_numpy():
+  rng = np.random.default_rng(0)
+  logits = rng.normal(0, 3, size=(2, 5, 11)).astype(np.float32)
+  targets = rng.integers(0, 11, size=(2, 5))
+  weights = (rng.random((2, 5)) > 0.3).astype(np.float32)
+  for z in (0.0, 1e-4, 0.5):
+    total, w = cross_entropy_sums(jnp.asarray(logits), jnp.asarray(targets), jnp.asarray(weights),
+                                  z_loss=z)
+    want = ref.z_loss_cross_entropy(logits.astype(np.float64), targets, z)
+    np.testing.assert_allclose(total, np.sum(want * weights), rtol=1e-5)
+    assert float(w) == weights.sum()
+
+
+@pytest.mark.parametrize("fields,match", [
+    (dict(norm="none", norm_placement="post"), "norm=none"),
+    (dict(norm="none", norm_placement="mix"), "norm=none"),
+    (dict(norm="none", qk_norm=True), "qk_norm"),
+    (dict(mix_post_fraction=1.5), "mix_post_fraction"),
+    (dict(dyt_alpha_init=0.0), "dyt_alpha_init"),
+    (dict(norm_placement="sandwich"), "norm_placement")])
+def test_bad_norm_combinations_are_config_errors(fields, match):
+  with pytest.raises(ConfigError, match=match):
+    ModelConfig(**fields)
+
+
+def test_bad_train_options_are_config_errors():
+  with pytest.raises(ConfigError, match="z_loss"):
+    TrainConfig(z_loss=-1.0)
+  with pytest.raises(ConfigError, match="diagnostics_every"):
+    TrainConfig(diagnostics_every=-5)
