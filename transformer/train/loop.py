@@ -303,7 +303,14 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
                "tokens_per_sec": tokens / max(elapsed, 1e-9),
                "step_time": step_time}
         if peak:
-          row["mfu"] = step_flops / max(step_time, 1e-9) / (peak * par.num_devices)
+          mfu = step_flops / max(step_time, 1e-9) / (peak * par.num_devices)
+          if mfu <= 1.0:
+            row["mfu"] = mfu
+          else:  # a false figure is worse than none
+            log(f"WARNING: MFU would be {mfu:.0%}: the peak ({peak_source}) is too low, e.g. a "
+                "CPU peak measured while the machine was busy. MFU is not reported from here "
+                "on; delete the cached peak (or set train.peak_flops_per_device) to fix it.")
+            peak = None
         if guard.mode == "skip":
           row["skipped_steps"] = guard.skipped
         writer.write(step, "train", row)
@@ -311,7 +318,7 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
         log(f"step {step:>6}/{num_steps} | loss {row['loss']:.4f} | lr {row['learning_rate']:.2e} "
             f"| grad_norm {row['grad_norm']:.3f} | {row['tokens_per_sec']:,.0f} tok/s "
             f"| {step_time * 1e3:,.0f} ms/step"
-            + (f" | MFU {row['mfu']:.1%}" if peak else "")
+            + (f" | MFU {row['mfu']:.1%}" if "mfu" in row else "")
             + (f" | skipped {guard.skipped}" if guard.skipped else "")
             + f" | ETA {format_duration(eta)}")
         pending, interval_start, interval_steps = [], time.time(), 0
