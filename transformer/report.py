@@ -529,6 +529,23 @@ def _plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Se
   return True
 
 
+
+def _panel_grid(plt, n: int):
+  """A figure with `n` panels, three to a row; `axes` is `[rows, cols]`."""
+  cols = min(3, n)
+  rows = math.ceil(n / cols)
+  return plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+
+
+def _save_panels(plt, fig, axes, n: int, path: str) -> None:
+  """Hides the unused panels, puts the legend on the first, writes `path`."""
+  for ax in axes.ravel()[n:]:
+    ax.axis("off")
+  axes.ravel()[0].legend(fontsize=6)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
 def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
   series: dict[str, dict[tuple, dict[int, list[float]]]] = {}  # metric -> group -> step -> [v]
   for r in runs:
@@ -545,21 +562,14 @@ def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
     return False
   plt = _pyplot()
   names = sorted(series)
-  cols = min(3, len(names))
-  nrows = math.ceil(len(names) / cols)
-  fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.6 * nrows), squeeze=False)
+  fig, axes = _panel_grid(plt, len(names))
   for ax, name in zip(axes.ravel(), names):
     for group, by_step in series[name].items():
       steps = sorted(by_step)
       ax.plot(steps, [np.mean(by_step[t]) for t in steps], label=_label(group))
     ax.set(xlabel="step", title=name)
     ax.grid(alpha=0.3)
-  for ax in axes.ravel()[len(names):]:
-    ax.axis("off")
-  axes.ravel()[0].legend(fontsize=6)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  _save_panels(plt, fig, axes, len(names), path)
   return True
 
 
@@ -578,9 +588,7 @@ def _plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
     return False
   plt = _pyplot()
   names = sorted(profiles)
-  cols = min(3, len(names))
-  nrows = math.ceil(len(names) / cols)
-  fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.6 * nrows), squeeze=False)
+  fig, axes = _panel_grid(plt, len(names))
   colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
   group_index = {g: i for i, g in enumerate(groups(runs))}
   for ax, name in zip(axes.ravel(), names):
@@ -592,10 +600,5 @@ def _plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
               label=f"{_label(group)} @ {step}")
     ax.set(xlabel="layer", title=name)
     ax.grid(alpha=0.3)
-  for ax in axes.ravel()[len(names):]:
-    ax.axis("off")
-  axes.ravel()[0].legend(fontsize=6)
-  fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  _save_panels(plt, fig, axes, len(names), path)
   return True
