@@ -230,35 +230,22 @@ def main(argv: list[str]) -> None:
   if _MODE.value == "eval":
     _eval(workdir, config)
     return
-  if _MODE.value == "bench":
-    from transformer.train.bench import run_benchmark  # noqa: PLC0415
-    try:
+  try:  # heavy imports after validation
+    if _MODE.value == "bench":
+      from transformer.train.bench import run_benchmark  # noqa: PLC0415
       run_benchmark(config, steps=_BENCH_STEPS.value, workdir=workdir)
-    except (ConfigError, RunError) as e:
-      _exit_with(e)
-    return
-  if _MODE.value == "data_bench":
-    from transformer.train.data_bench import run_data_benchmark  # noqa: PLC0415
-    try:
+    elif _MODE.value == "data_bench":
+      from transformer.train.data_bench import run_data_benchmark  # noqa: PLC0415
       run_data_benchmark(config, _DATA_BENCH_BATCHES.value, _BENCH_STEPS.value,
                          _DATA_BENCH_SKIP_MODEL.value)
-    except ConfigError as e:
-      sys.exit(f"Config error: {e}")
-    return
-  if _MODE.value == "diagnose":
-    from transformer.diagnostics import run_diagnose  # noqa: PLC0415
-    try:
+    elif _MODE.value == "diagnose":
+      from transformer.diagnostics import run_diagnose  # noqa: PLC0415
       run_diagnose(config, workdir)
-    except ConfigError as e:
-      sys.exit(f"Config error: {e}")
-    return
-  if _MODE.value == "train":
-    from transformer.train.loop import train_and_evaluate  # heavy imports after validation
-    try:
+    elif _MODE.value == "train":
+      from transformer.train.loop import train_and_evaluate  # noqa: PLC0415
       train_and_evaluate(config, workdir)
-    except (ConfigError, RunError) as e:
-      _exit_with(e)
-
+  except (ConfigError, RunError) as e:
+    _exit_with(e)
 
 def _exit_with(e: Exception) -> None:
   """One paragraph on stderr, exit status 1, no traceback."""
