@@ -98,6 +98,7 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.train.label_smoothing = 0.0  # training loss: eps of the target mass spread over the vocab
   c.train.z_loss = 0.0  # coefficient of log(Z)^2 of the output softmax (PaLM); 0 = off
   c.train.diagnostics_every = 0  # steps between per-layer diagnostics rows; 0 = off
+  c.train.samples_at_eval = True  # LMs and translation: greedy samples of fixed prompts per eval
 
   c.checkpoint = ml_collections.ConfigDict()
   c.checkpoint.every_steps = 200  # steps between checkpoints (and one at the end)

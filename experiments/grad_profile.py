@@ -1,7 +1,7 @@
 """Study 2: per-layer gradient norms at initialization, 12 layers (Xiong et al. 2020, Fig. 3).
 
   python launch.py --mode=sweep --sweep=experiments/grad_profile.py:cpu \
-      --sweep_dir=experiments/results/grad_profile --parallel=2
+      --sweep_dir=runs/studies/grad_profile --parallel=2
 
 Every placement, 12 layers, 3 seeds, one step at init; the report's per-layer diagnostics
 profile is the figure.

@@ -1,8 +1,13 @@
-"""Model and data sizes shared by the norm-placement studies (`--sweep=FILE.py:cpu|gpu`).
+"""Model, data and training sizes shared by the norm-placement studies (`--sweep=FILE.py:cpu|gpu`).
 
-`cpu`: small width on the byte-level Python-stdlib corpus (the default data), sized so a
-study finishes on 2 CPU cores in about an hour; `gpu`: the same data, a model sized for one
-accelerator. A study adds its own fields (placement, depth, learning rate, steps) on top.
+`cpu`: small width on the byte-level Python-stdlib corpus (the default data), sized so every
+study finishes on 2 CPU cores (two points at a time, one core each) in well under an hour;
+`gpu`: the same data, a model sized for one accelerator. A study adds its own fields
+(placement, depth, learning rate) on top.
+
+The three training studies (warm-up, LR sensitivity, qk-norm) share one recipe and one
+learning-rate grid, so a run that two studies need is the same run: `--reuse_runs_from` links
+it into the second study instead of training it twice.
 """
 
 SIZES = {
@@ -12,9 +17,29 @@ SIZES = {
             "data.seq_len": 512, "train.batch_size": 64, "data.eval_batches": 16},
 }
 
-# Every placement of the block (the norms branch adds peri, deepnorm, mix and admin).
+# Every placement of the block.
 PLACEMENTS = ["pre", "post", "peri", "deepnorm", "mix", "admin"]
 
 # One optimizer step at initialization, with per-layer diagnostics: the gradient studies.
+# Scanned layers compile in seconds at any depth (unrolled, 32 layers take minutes on a CPU);
+# their names and values are the unrolled ones (tests/test_diagnostics.py).
 AT_INIT = {"train.num_steps": 1, "optim.warmup_steps": 0, "train.log_every": 1,
-           "train.eval_every": 1, "checkpoint.every_steps": 1, "train.diagnostics_every": 1}
+           "train.eval_every": 1, "checkpoint.every_steps": 1, "train.diagnostics_every": 1,
+           "model.scan_layers": True, "train.samples_at_eval": False}
+
+# The training studies: steps, depth, warm-up length (the runs "with warm-up"), LR grid.
+STEPS = {"cpu": 240, "gpu": 5000}
+LAYERS = {"cpu": 6, "gpu": 12}
+WARMUP = {"cpu": 24, "gpu": 500}
+LRS = {"cpu": [3e-3, 1e-2, 3e-2, 1e-1], "gpu": [3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]}
+
+
+def training(size: str) -> dict:
+  """The fixed fields of a training study at `size`: length, depth, eval/checkpoint/log
+  cadence, per-layer diagnostics ten times per run (max attention logit, gradient and
+  residual profiles over training)."""
+  steps = STEPS[size]
+  return {"model.num_layers": LAYERS[size], "train.num_steps": steps,
+          "train.eval_every": steps // 3, "checkpoint.every_steps": steps // 2,
+          "train.log_every": steps // 24, "train.diagnostics_every": steps // 10,
+          "train.samples_at_eval": False}

@@ -1,7 +1,7 @@
 """Study 3: residual-stream growth with depth (Xiong et al. 2020, Lemma 2).
 
   python launch.py --mode=sweep --sweep=experiments/residual_growth.py:cpu \
-      --sweep_dir=experiments/results/residual_growth --parallel=2
+      --sweep_dir=runs/studies/residual_growth --parallel=2
 
 Pre vs post, 24 layers, 3 seeds, one step at init; the report's per-layer profile of the
 residual RMS is the figure (its square against layer should be a line for pre-norm).

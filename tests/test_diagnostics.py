@@ -94,6 +94,25 @@ def test_norms_match_gradients_taken_directly_and_sgd_update_ratio():
                                0.1 * norm(layer_g) / norm(layer_p), rtol=1e-4)
 
 
+def test_weight_matrix_grad_norm_is_that_kernels_gradient():
+  """`feed_forward/wo/grad_norm` is ||dL/dW_2|| of that layer's second feed-forward matrix
+  alone (Xiong et al.'s Theorem 1 quantity), for unrolled and scanned stacks."""
+  for scan in (False, True):
+    _, task, params, batch = _setup(scan_layers=scan)
+    stats = _stats(task, params, batch)
+
+    def mean_loss(p):
+      s, w = task.loss_sums(p, batch, None)
+      return s / w
+    grads = jax.grad(mean_loss)(params)["decoder"]
+    for i in range(3):
+      g = (grads[f"layer_{i}"]["feed_forward"]["wo"]["kernel"] if not scan
+           else grads["layers"]["feed_forward"]["wo"]["kernel"][i])
+      np.testing.assert_allclose(stats[f"decoder/layer_{i}/feed_forward/wo/grad_norm"],
+                                 np.linalg.norm(np.asarray(g, np.float64)), rtol=1e-4)
+      assert f"decoder/layer_{i}/feed_forward/wo/param_norm" not in stats
+
+
 def test_sown_statistics_match_numpy():
   """residual_rms, out_rms, attention entropy and max logit of a pre-norm model against a
   float64 NumPy forward pass."""

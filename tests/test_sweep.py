@@ -14,7 +14,7 @@ import pytest
 from configs.default import get_config
 from transformer import sweep as sw
 from transformer.config import ConfigError
-from transformer.sweep_local import Job, run_jobs, visible_gpus
+from transformer.sweep_local import Job, cpu_thread_env, run_jobs, visible_gpus
 from transformer.sweep_slurm import SlurmResources, array_script, submit, write_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -77,6 +77,37 @@ def test_norm_placement_sweep_validates_on_the_smoke_config():
   configs = sw.validate_points(get_config("smoke"), points)
   assert [(c.model.norm_placement, c.seed) for c in configs] == [
       ("pre", 0), ("pre", 1), ("pre", 2), ("post", 0), ("post", 1), ("post", 2)]
+
+
+def test_reuse_links_only_finished_runs_with_the_same_config(tmp_path):
+  """A finished run of another sweep whose config differs only in checkpoint settings and the
+  data-filled vocab size is linked; one with another learning rate, or unfinished, is not."""
+  base = get_config("smoke")
+  other_points = [{"optim.learning_rate": lr, "checkpoint.every_steps": 7}
+                  for lr in (1e-3, 3e-3, 1e-2)]
+  other_configs = sw.validate_points(base, other_points)
+  other = tmp_path / "other"
+  (tmp_path / "x.py").write_text("def get_sweep():\n  return []\n")
+  sw.write_manifest(str(other), str(tmp_path / "x.py"), "c.py", [], other_points, other_configs)
+  for i, (p, c) in enumerate(zip(other_points, other_configs)):
+    w = other / sw.point_name(p, other_points)
+    w.mkdir()
+    saved = c.to_dict()
+    saved["model"]["vocab_size"] = 259  # filled in from the tokenizer when the run started
+    (w / "config.json").write_text(json.dumps(saved))
+    final = c.train.num_steps if i < 2 else 1  # the third run did not finish
+    (w / "metrics.jsonl").write_text(json.dumps({"step": final, "split": "eval", "loss": 1}))
+  points = [{"optim.learning_rate": lr, "seed": 0} for lr in (1e-3, 1e-2, 3e-2)]
+  points.append({"optim.learning_rate": 3e-3, "seed": 1})
+  configs = sw.validate_points(base, points)
+  mine = tmp_path / "mine"
+  names = [sw.point_name(p, points) for p in points]
+  linked = sw.link_reusable_runs(str(mine), names, configs, [str(other)])
+  assert linked == [(names[0], str(other / "learning_rate=0.001"))]
+  assert os.path.islink(mine / names[0]) and sw.is_finished(str(mine / names[0]),
+                                                             configs[0].train.num_steps)
+  assert sorted(os.listdir(mine)) == [names[0]]
+  assert sw.link_reusable_runs(str(mine), names, configs, [str(other)]) == []  # already there
 
 
 def test_validate_points_names_the_bad_point():
@@ -189,6 +220,16 @@ def test_runner_isolates_failures_and_skips_finished_points_on_rerun(tmp_path):
                  print_fn=lines.append)
   assert len(out["finished"]) == 4 and not out["failed"]
   assert [j for j in pids if os.path.exists(os.path.join(tmp_path, "sweep", j, "pid"))] == ["p1"]
+
+
+def test_parallel_points_on_a_cpu_host_share_the_cores():
+  env = cpu_thread_env({"PATH": "/bin"}, parallel=2, cpus=2)
+  assert env["XLA_FLAGS"] == ("--xla_cpu_multi_thread_eigen=false "
+                              "intra_op_parallelism_threads=1")
+  assert cpu_thread_env({"XLA_FLAGS": "--a"}, 2, cpus=8)["XLA_FLAGS"] == (
+      "--a intra_op_parallelism_threads=4")
+  mine = {"XLA_FLAGS": "intra_op_parallelism_threads=3"}
+  assert cpu_thread_env(mine, 2, cpus=8) == mine and cpu_thread_env({}, 1) == {}
 
 
 def test_runner_gives_each_parallel_point_its_own_gpu(tmp_path, monkeypatch):

@@ -274,6 +274,7 @@ class TrainConfig:
   compilation_cache_dir: str = ""  # persistent XLA compilation cache; "" = off
   xla_gpu_flags: bool = True  # launcher adds XLA flags known to help on GPUs (GPU only)
   label_smoothing: float = 0.0  # training loss: eps on the uniform distribution (0 = none)
+  samples_at_eval: bool = True  # generative kinds: greedy samples of fixed prompts at every eval
   # Norm-study options (issue 9).
   z_loss: float = 0.0  # coefficient of log(Z)^2 of the output softmax (PaLM); 0 = off
   diagnostics_every: int = 0  # steps between per-layer diagnostics rows; 0 = off

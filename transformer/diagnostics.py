@@ -8,6 +8,9 @@ feed_forward; a sublayer's norms and Admin omega count with it):
   <stack>/layer_<i>/<sublayer>/update_ratio   ||optimizer update|| / ||W|| (the update the
                                               optimizer would apply to this batch's gradient)
   <stack>/layer_<i>/grad_norm, param_norm, update_ratio   the same over the whole block
+  <stack>/layer_<i>/<sublayer>/<matrix>/grad_norm   ||dL/dW|| of one weight matrix of the
+                                              sublayer (e.g. `feed_forward/wo`, the second
+                                              feed-forward matrix of Xiong et al.'s Theorem 1)
   <stack>/layer_<i>/residual_rms              sqrt(mean ||x_l||^2 / d) after the block
   <stack>/layer_<i>/<sublayer>/out_rms        RMS of the sublayer's (branch) output
   <stack>/layer_<i>/<sublayer>/attn_entropy   mean attention entropy (nats) over the visible keys
@@ -115,6 +118,7 @@ def norm_stats(grads, params, updates) -> dict:
   """Gradient norm, parameter norm and update/parameter ratio per layer and sublayer (and
   per group of parameters outside the blocks), as float32 scalars."""
   sums = {}  # name -> [grad sq, param sq, update sq]
+  kernel_sq = {}  # name of one weight matrix -> grad sq
 
   def add(name, g, p, u):
     acc = sums.setdefault(name, [0.0, 0.0, 0.0])
@@ -129,7 +133,10 @@ def norm_stats(grads, params, updates) -> dict:
       continue
     add(f"{stack}/layer_{layer}", g, p, u)
     add(f"{stack}/layer_{layer}/{_sublayer(rest[0])}", g, p, u)
-  out = {}
+    if len(rest) >= 3 and rest[-1] == "kernel":
+      name = f"{stack}/layer_{layer}/{_sublayer(rest[0])}/{'/'.join(rest[1:-1])}/grad_norm"
+      kernel_sq[name] = jnp.sum(jnp.square(g.astype(jnp.float32)))
+  out = {name: jnp.sqrt(sq) for name, sq in kernel_sq.items()}
   for name, (g, p, u) in sums.items():
     out[f"{name}/grad_norm"] = jnp.sqrt(g)
     out[f"{name}/param_norm"] = jnp.sqrt(p)

@@ -228,6 +228,61 @@ def is_finished(workdir: str, num_steps: int) -> bool:
   return False
 
 
+# Fields that change neither what a run computes nor what it logs: a finished run elsewhere
+# whose config differs from a point's only here (or in what the data fills in, such as the
+# vocabulary size) is that point's run, and `--reuse_runs_from` links it instead of rerunning.
+REUSE_IGNORES = ("checkpoint.", "train.prefetch", "train.profile_steps",
+                 "train.compilation_cache_dir", "train.xla_gpu_flags", "train.samples_at_eval",
+                 "train.peak_flops_per_device")
+
+
+def _flat(d: Mapping, prefix: str = "") -> dict:
+  out = {}
+  for k, v in d.items():
+    if isinstance(v, Mapping):
+      out.update(_flat(v, f"{prefix}{k}."))
+    else:
+      out[f"{prefix}{k}"] = list(v) if isinstance(v, tuple) else v
+  return out
+
+
+def run_identity(config_dict: Mapping) -> str:
+  """What makes two runs the same run: their config without `REUSE_IGNORES` and the
+  data-derived fields, as canonical JSON."""
+  from transformer.kinds import FROM_DATA  # noqa: PLC0415
+  flat = {k: v for k, v in _flat(config_dict).items()
+          if k not in FROM_DATA and not any(k.startswith(i) if i.endswith(".") else k == i
+                                            for i in REUSE_IGNORES)}
+  return json.dumps(flat, sort_keys=True, default=str)
+
+
+def link_reusable_runs(sweep_dir: str, names: Sequence[str], configs: Sequence[ExperimentConfig],
+                       reuse_dirs: Sequence[str]) -> list[tuple[str, str]]:
+  """For each point without a workdir yet, a finished run in one of the sweep dirs
+  `reuse_dirs` with the same `run_identity` is symlinked as its workdir (the report then reads
+  it like any other). Returns the (point name, linked workdir) pairs."""
+  finished = {}
+  for other in reuse_dirs:
+    manifest = read_manifest(other)
+    for p in manifest["points"]:
+      workdir = os.path.abspath(os.path.join(other, p["name"]))
+      config_path = os.path.join(workdir, "config.json")
+      if os.path.exists(config_path) and is_finished(workdir, p["num_steps"]):
+        with open(config_path) as f:
+          finished.setdefault(run_identity(json.load(f)), workdir)
+  linked = []
+  for name, config in zip(names, configs):
+    target = os.path.join(sweep_dir, name)
+    if os.path.lexists(target):
+      continue
+    source = finished.get(run_identity(config.to_dict()))
+    if source and os.path.abspath(source) != os.path.abspath(target):
+      os.makedirs(sweep_dir, exist_ok=True)
+      os.symlink(source, target)
+      linked.append((name, source))
+  return linked
+
+
 def write_manifest(sweep_dir: str, sweep_file: str, config_arg: str, overrides: Sequence[str],
                    points: Sequence[Point], configs: Sequence[ExperimentConfig],
                    given_dir: str = "") -> str:

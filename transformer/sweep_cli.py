@@ -31,6 +31,9 @@ _DRY_RUN = flags.DEFINE_bool("dry_run", False, "sweep: write and print the sbatc
                              "without submitting it (--launcher=slurm), or list the points.")
 _REPORT_METRIC = flags.DEFINE_string("report_metric", "", "report: the eval metric of the "
                                      "plots; default bits_per_byte if logged, else loss.")
+_REUSE = flags.DEFINE_list("reuse_runs_from", [], "sweep: other sweep dirs whose finished runs "
+                           "with the same config (checkpoint settings aside) are linked into "
+                           "this sweep instead of run again.")
 _SLURM_GPUS = flags.DEFINE_integer("slurm_gpus_per_task", 1, "slurm: GPUs per point (0: none).")
 _SLURM_CPUS = flags.DEFINE_integer("slurm_cpus_per_task", 0, "slurm: CPUs per point (0: default).")
 _SLURM_MEM = flags.DEFINE_string("slurm_mem", "", "slurm: memory per point, e.g. 32G.")
@@ -85,6 +88,10 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
   sweep_lib.write_manifest(sweep_dir, _SWEEP.value, given_config, overrides, points, configs,
                            given_dir=given_dir)
   print(f"[sweep] {len(points)} points from {_SWEEP.value} in {sweep_dir}")
+  if _REUSE.value:
+    linked = sweep_lib.link_reusable_runs(sweep_dir, names, configs, _REUSE.value)
+    print(f"[sweep] {len(linked)} point(s) linked to finished runs with the same config in "
+          f"{', '.join(_REUSE.value)}" + "".join(f"\n  {n} -> {s}" for n, s in linked))
 
   if _LAUNCHER.value == "slurm":
     return _slurm(sweep_dir, points, configs, names, commands)

@@ -52,6 +52,22 @@ def visible_gpus(env: Optional[dict] = None) -> list[str]:
   return [str(i) for i, line in enumerate(out.stdout.splitlines()) if line.startswith("GPU ")]
 
 
+def cpu_thread_env(env: dict, parallel: int, cpus: Optional[int] = None) -> dict:
+  """On a CPU-only host running `parallel` points at once, each child gets its share of the
+  cores (XLA's intra-op thread pool), unless XLA_FLAGS already sets it. Small models gain
+  nothing from a second thread (measured: 190 vs 197 ms/step for a 6-layer d_model=64 LM on
+  2 cores), so two single-threaded points train at nearly twice the rate of two that fight
+  over both cores."""
+  flags = env.get("XLA_FLAGS", "")
+  if parallel <= 1 or "intra_op_parallelism_threads" in flags:
+    return env
+  threads = max(1, (cpus or os.cpu_count() or 1) // parallel)
+  extra = f"intra_op_parallelism_threads={threads}"
+  if threads == 1:
+    extra = "--xla_cpu_multi_thread_eigen=false " + extra
+  return {**env, "XLA_FLAGS": f"{flags} {extra}".strip()}
+
+
 def _die_with_parent() -> None:
   """In the child, before exec: get SIGTERM (save and exit) if the runner dies."""
   try:
@@ -139,6 +155,8 @@ def run_jobs(jobs: Sequence[Job], parallel: int, gpus: Sequence[str] = (),
           env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
           if parallel > len(gpus):
             env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        else:
+          env = cpu_thread_env(env, parallel)
         _start(job, env)
         slot_of[job.name] = slot
         running.append(job)

@@ -333,7 +333,8 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
         eval_loss = final_eval["loss"]
         writer.write(step, "eval", {k: v for k, v in final_eval.items() if k != "step"})
         log(f"eval at step {step}: {format_eval(final_eval)} ({time.time() - t0:.1f}s)")
-        evaluation.write_samples(task, par, state, writer, step, writer.workdir, log)
+        if config.train.samples_at_eval:
+          evaluation.write_samples(task, par, state, writer, step, writer.workdir, log)
         interval_start += time.time() - t0  # keep eval time out of tokens/s
 
       # Agreeing on a stop is a collective that waits for every process: in a multi-process
