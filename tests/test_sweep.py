@@ -164,6 +164,11 @@ def test_is_finished_reads_the_final_eval(tmp_path):
   with open(w / "metrics.jsonl", "a") as f:
     f.write("\n" + json.dumps({"step": 10, "split": "eval", "loss": 0.5}) + "\n")
   assert sw.is_finished(str(w), 10)
+  d = tmp_path / "diverged"
+  d.mkdir()
+  (d / "metrics.jsonl").write_text(json.dumps({"step": 4, "split": "train", "loss": None,
+                                               "grad_norm": None, "diverged": 1}) + "\n")
+  assert sw.is_finished(str(d), 10)  # a run that stopped at a non-finite step has ended
 
 
 # A stand-in for `launch.py --mode=train`: `fake_train.py WORKDIR BEHAVIOUR`.

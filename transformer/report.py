@@ -10,6 +10,8 @@
   min..max spread shaded;
 - `final_vs_<field>.png` for every swept field with several values: the final metric against
   it, one line per value of the other swept fields;
+- a `Verdict` section when the sweep file defines `analyze(runs)` (the studies in
+  `experiments/`): the file's own test of its claim on these runs, as Markdown lines;
 - `diagnostics.png` when runs log rows with `"split": "diagnostics"`: per-layer profiles of
   every metric whose name carries a layer index (`.../layer_3/...`), at the first and last
   diagnostics step.
@@ -248,6 +250,7 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
            *([f"**Claim under test:** {manifest['claim']}", ""] if manifest.get("claim") else []),
            f"{len(runs)} points: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
            ""]
+  lines += study_verdict(manifest, runs)
   group_cols = [k for k in fields]
   header = group_cols + ["healthy / runs"] + [m + (" *" if m == metric else "") for m in names]
   lines += ["## Final eval", "",
@@ -299,6 +302,25 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   with open(out, "w") as f:
     f.write("\n".join(lines) + "\n")
   return out
+
+
+def study_verdict(manifest: dict, runs: Sequence[Run]) -> list[str]:
+  """The `## Verdict` lines of a study: its sweep file's `analyze(runs)`, which measures the
+  claim's quantities on these runs and says whether they agree; [] for a plain sweep. A
+  failing analysis is reported in the report (and printed), never hidden."""
+  try:
+    module = sweep_lib.sweep_module(manifest["sweep_file"])
+  except Exception as e:  # noqa: BLE001
+    return [f"(No verdict: the sweep file {manifest['sweep_file']} did not load: {e})", ""]
+  analyze = getattr(module, "analyze", None)
+  if analyze is None:
+    return []
+  try:
+    return ["## Verdict", "", *analyze(list(runs)), ""]
+  except Exception as e:  # noqa: BLE001
+    print(f"[report] {manifest['sweep_file']}: analyze() failed: {type(e).__name__}: {e}")
+    return ["## Verdict", "", f"The analysis failed ({type(e).__name__}: {e}); the tables "
+            "below are the raw results.", ""]
 
 
 def initial_loss(run: Run) -> float:

@@ -88,10 +88,22 @@ def sweep_report_settings(spec_arg: str) -> dict:
   """What the sweep file tells the report: `CLAIM` (the published claim a study tests) and
   `REPORT_DIAGNOSTICS` (per-layer diagnostics whose last layer to plot against the swept
   fields, by a part of their name such as "feed_forward/grad_norm")."""
-  path = spec_arg.split(".py:", 1)[0] + ".py" if ".py:" in spec_arg else spec_arg
-  module = _import(path)
+  module = sweep_module(spec_arg)
   return {"claim": str(getattr(module, "CLAIM", "")),
           "report_diagnostics": list(getattr(module, "REPORT_DIAGNOSTICS", ()))}
+
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def sweep_module(spec_arg: str):
+  """The module of the sweep file `FILE[:ARG]`, found as given or else relative to the
+  repository root (a sweep dir's manifest keeps the path as it was given)."""
+  path = spec_arg.split(".py:", 1)[0] + ".py" if ".py:" in spec_arg else spec_arg
+  if not os.path.isabs(path) and not os.path.exists(path):
+    if os.path.exists(os.path.join(_REPO_ROOT, path)):
+      path = os.path.join(_REPO_ROOT, path)
+  return _import(path)
 
 
 def _import(path: str):
@@ -213,7 +225,8 @@ def point_command(launch_py: str, config_arg: str, overrides: Sequence[str], poi
 
 
 def is_finished(workdir: str, num_steps: int) -> bool:
-  """The run in `workdir` has its final eval (an eval row at step >= num_steps)."""
+  """The run in `workdir` has ended: its final eval (an eval row at step >= num_steps), or a
+  `diverged` row (training stopped at a non-finite step; rerunning would only repeat it)."""
   path = os.path.join(workdir, "metrics.jsonl")
   if not os.path.exists(path):
     return False
@@ -224,6 +237,8 @@ def is_finished(workdir: str, num_steps: int) -> bool:
       except json.JSONDecodeError:  # a line cut by a kill
         continue
       if row.get("split") == "eval" and row.get("step", -1) >= num_steps:
+        return True
+      if row.get("diverged"):
         return True
   return False
 

@@ -225,6 +225,8 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
       final_eval = _run_steps(config, task, state, train_step, eval_step, schedule,
                               dropout_rng, checkpointer, writer, stop_after, par)
     except NonFiniteError as e:  # the good checkpoints finish writing; then say where they are
+      # The metrics say how the run ended (reports mark it diverged; sweeps do not rerun it).
+      writer.write(e.step, "train", {"loss": e.loss, "grad_norm": e.grad_norm, "diverged": 1})
       checkpointer.close()
       writer.close()
       last = checkpointer.latest_step()
