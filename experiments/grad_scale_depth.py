@@ -49,7 +49,9 @@ def analyze(runs):
   (bp, hp), (bq, hq) = fits["post"], fits["pre"]
   exact = a.contains(bp, hp, 0.0) and a.contains(bq, hq, -0.5)
   separated = bq + hq < bp - hp
-  if exact:
+  if not (math.isfinite(bp) and math.isfinite(bq)):
+    agreement = a.verdict(None, "Too few finished runs to fit both exponents.")
+  elif exact:
     agreement = a.verdict(True, "Both fitted exponents' 95% intervals contain the theorem's.")
   elif separated:
     agreement = a.verdict(
