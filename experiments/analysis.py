@@ -133,6 +133,9 @@ def table(header: Sequence[str], rows: Iterable[Sequence]) -> list[str]:
           + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
 
 
-def verdict(agrees: Optional[bool], why: str) -> str:
-  word = {True: "**Agrees.**", False: "**Disagrees.**", None: "**Inconclusive.**"}[agrees]
+def verdict(agrees, why: str) -> str:
+  """`agrees`: True, "partly" (the direction holds, the size does not), False, or None
+  (the data cannot tell)."""
+  word = {True: "**Agrees.**", "partly": "**Partly agrees.**", False: "**Disagrees.**",
+          None: "**Inconclusive.**"}[agrees]
   return f"{word} {why}"
