@@ -9,7 +9,7 @@ loss (clipped at the initial loss; diverged runs count as the initial loss) minu
 Run this study before warmup_stability and qk_norm_logits: they reuse its runs.
 """
 
-from experiments.presets import LRS, PLACEMENTS, SIZES, WARMUP, training
+from experiments.presets import LRS, PLACEMENTS, TRAINING_SIZES, WARMUP, training
 from transformer.sweep import preset, product
 
 CLAIM = ("Wortsman et al. 2023: LR sensitivity (expected loss gap to the best LR over a "
@@ -18,7 +18,7 @@ CLAIM = ("Wortsman et al. 2023: LR sensitivity (expected loss gap to the best LR
 
 
 def get_sweep(size: str = "cpu"):
-  base = preset(SIZES, size)  # first: an unknown size is a clear error
+  base = preset(TRAINING_SIZES, size)  # first: an unknown size is a clear error
   return product(base, [training(size)], [{"optim.warmup_steps": WARMUP[size]}],
                  {"model.norm_placement": PLACEMENTS},
                  {"optim.learning_rate": LRS[size]}, {"seed": [0, 1, 2]})

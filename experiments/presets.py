@@ -1,7 +1,7 @@
 """Model, data and training sizes shared by the norm-placement studies (`--sweep=FILE.py:cpu|gpu`).
 
-`cpu`: small width on the byte-level Python-stdlib corpus (the default data), sized so every
-study finishes on 2 CPU cores (two points at a time, one core each) in well under an hour;
+`cpu`: small width on the byte-level Python-stdlib corpus (the default data), sized so each
+study finishes on 2 CPU cores (two points at a time, one core each) in about an hour or less;
 `gpu`: the same data, a model sized for one accelerator. A study adds its own fields
 (placement, depth, learning rate) on top.
 
@@ -17,6 +17,11 @@ SIZES = {
             "data.seq_len": 512, "train.batch_size": 64, "data.eval_batches": 16},
 }
 
+# The training studies: the same model on 64-byte rows (half the tokens of the gradient
+# studies' rows; on 2 CPU cores two 240-step points at 128 bytes took 140 s each, too long for
+# the 72 + 60 + 12 runs the three studies need).
+TRAINING_SIZES = {"cpu": {**SIZES["cpu"], "data.seq_len": 64}, "gpu": dict(SIZES["gpu"])}
+
 # Every placement of the block.
 PLACEMENTS = ["pre", "post", "peri", "deepnorm", "mix", "admin"]
 
@@ -28,9 +33,9 @@ AT_INIT = {"train.num_steps": 1, "optim.warmup_steps": 0, "train.log_every": 1,
            "model.scan_layers": True, "train.samples_at_eval": False}
 
 # The training studies: steps, depth, warm-up length (the runs "with warm-up"), LR grid.
-STEPS = {"cpu": 240, "gpu": 5000}
+STEPS = {"cpu": 200, "gpu": 5000}
 LAYERS = {"cpu": 6, "gpu": 12}
-WARMUP = {"cpu": 24, "gpu": 500}
+WARMUP = {"cpu": 20, "gpu": 500}
 LRS = {"cpu": [3e-3, 1e-2, 3e-2, 1e-1], "gpu": [3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]}
 
 

@@ -10,7 +10,7 @@ its learning-rate table the LR sensitivity with and without qk-norm. The qk_norm
 are lr_sensitivity's pre-norm runs (same config): `--reuse_runs_from` links them.
 """
 
-from experiments.presets import LRS, SIZES, WARMUP, training
+from experiments.presets import LRS, TRAINING_SIZES, WARMUP, training
 from transformer.sweep import preset, product
 
 CLAIM = ("Wortsman et al. 2023; Dehghani et al. 2023: at high learning rates the attention "
@@ -19,7 +19,7 @@ CLAIM = ("Wortsman et al. 2023; Dehghani et al. 2023: at high learning rates the
 
 
 def get_sweep(size: str = "cpu"):
-  base = preset(SIZES, size)  # first: an unknown size is a clear error
+  base = preset(TRAINING_SIZES, size)  # first: an unknown size is a clear error
   return product(base, [training(size)],
                  [{"optim.warmup_steps": WARMUP[size], "model.norm_placement": "pre"}],
                  {"model.qk_norm": [False, True]},

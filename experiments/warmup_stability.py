@@ -11,7 +11,7 @@ per placement and warm-up, the largest LR at which every seed trained (not diver
 collapsed to the unigram entropy).
 """
 
-from experiments.presets import LRS, SIZES, WARMUP, training
+from experiments.presets import LRS, TRAINING_SIZES, WARMUP, training
 from transformer.sweep import preset, product
 
 CLAIM = ("Xiong et al. 2020; Liu et al. 2020 (Admin); Wang et al. 2022 (DeepNet): post-norm "
@@ -21,7 +21,7 @@ PLACEMENTS = ["post", "pre", "deepnorm", "admin"]
 
 
 def get_sweep(size: str = "cpu"):
-  base = preset(SIZES, size)
+  base = preset(TRAINING_SIZES, size)
   return product(base, [training(size)], {"model.norm_placement": PLACEMENTS},
                  {"optim.warmup_steps": [0, WARMUP[size]]},
                  {"optim.learning_rate": LRS[size]}, {"seed": [0, 1, 2]})
