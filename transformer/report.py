@@ -226,8 +226,11 @@ def swept_fields(runs: Sequence[Run]) -> list[str]:
                                     for r in runs}) > 1]
 
 
-def _label(group: tuple) -> str:
-  return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in group) or "all"
+def _label(group: tuple, swept: Optional[Sequence[str]] = None) -> str:
+  """`placement=post, learning_rate=0.01`: the group's fields (only those in `swept`, the
+  fields that vary across the sweep, when given) by their last name part."""
+  return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in group
+                   if swept is None or k in swept) or "all"
 
 
 def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
@@ -415,6 +418,7 @@ def _mean_curve(runs: Sequence[Run], split: str, key: str):
 
 
 def _plot_curves(runs: Sequence[Run], metric: str, path: str) -> bool:
+  swept = swept_fields(runs)
   plt = _pyplot()
   fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
   colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -426,7 +430,7 @@ def _plot_curves(runs: Sequence[Run], metric: str, path: str) -> bool:
       curve = _mean_curve(ok, split, key)
       if curve is not None:
         steps, mean, lo, hi = curve
-        ax.plot(steps, mean, color=color, label=f"{_label(group)} (n={len(ok)})",
+        ax.plot(steps, mean, color=color, label=f"{_label(group, swept)} (n={len(ok)})",
                 marker="o" if split == "eval" else None, ms=3)
         ax.fill_between(steps, lo, hi, color=color, alpha=0.2)
         drawn = True
@@ -569,6 +573,7 @@ def _save_panels(plt, fig, axes, n: int, path: str) -> None:
   plt.close(fig)
 
 def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
+  swept = swept_fields(runs)
   series: dict[str, dict[tuple, dict[int, list[float]]]] = {}  # metric -> group -> step -> [v]
   for r in runs:
     rows = r.metrics.get("diagnostics", [])
@@ -588,14 +593,16 @@ def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
   for ax, name in zip(axes.ravel(), names):
     for group, by_step in series[name].items():
       steps = sorted(by_step)
-      ax.plot(steps, [np.mean(by_step[t]) for t in steps], label=_label(group))
-    ax.set(xlabel="step", title=name)
+      ax.plot(steps, [np.mean(by_step[t]) for t in steps], label=_label(group, swept))
+    ax.set_xlabel("step")
+    ax.set_title(name, fontsize=8)
     ax.grid(alpha=0.3)
   _save_panels(plt, fig, axes, len(names), path)
   return True
 
 
 def _plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
+  swept = swept_fields(runs)
   profiles: dict[str, dict[tuple, list]] = {}  # metric -> (group, first/last) -> [{layer: v}]
   for r in runs:
     rows = r.metrics.get("diagnostics", [])
@@ -619,8 +626,9 @@ def _plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
       mean = [np.mean([p[l] for p in profs]) for l in layers]
       ax.plot(layers, mean, marker="o", ms=3, ls="-" if which == "last" else "--",
               color=colors[group_index[group] % len(colors)],
-              label=f"{_label(group)} @ {step}")
-    ax.set(xlabel="layer", title=name)
+              label=f"{_label(group, swept)} @ {step}")
+    ax.set_xlabel("layer")
+    ax.set_title(name, fontsize=8)
     ax.grid(alpha=0.3)
   _save_panels(plt, fig, axes, len(names), path)
   return True
