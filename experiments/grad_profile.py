@@ -3,8 +3,8 @@
   python launch.py --mode=sweep --sweep=experiments/grad_profile.py:cpu \
       --sweep_dir=runs/studies/grad_profile --parallel=2
 
-Every placement, 12 layers, 3 seeds, one step at init; the report's per-layer diagnostics
-profile is the figure.
+Every placement, 12 layers, 3 seeds (10 for post and pre), one step at init; the report's
+per-layer diagnostics profile is the figure.
 """
 
 import math
@@ -17,8 +17,12 @@ CLAIM = ("Xiong et al. 2020, Fig. 3: at initialization the per-layer gradient no
 
 
 def get_sweep(size: str = "cpu"):
-  return product(preset(SIZES, size), [AT_INIT], [{"model.num_layers": 12}],
-                 {"model.norm_placement": PLACEMENTS}, {"seed": [0, 1, 2]})
+  """Every placement with 3 seeds, and post and pre with 7 more (one batch per seed makes
+  the per-layer profile noisy; Xiong et al. average 10 seeds)."""
+  base = [preset(SIZES, size), [AT_INIT], [{"model.num_layers": 12}]]
+  return (product(*base, {"model.norm_placement": PLACEMENTS}, {"seed": [0, 1, 2]})
+          + product(*base, {"model.norm_placement": ["pre", "post"]},
+                    {"seed": list(range(3, 10))}))
 
 # Xiong et al.'s Fig. 3(a,b) plots the gradient of each layer's second feed-forward matrix.
 METRIC = "feed_forward/wo/grad_norm"

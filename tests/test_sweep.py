@@ -59,15 +59,16 @@ STUDIES = ("grad_scale_depth", "grad_profile", "residual_growth", "warmup_stabil
 
 @pytest.mark.parametrize("study", STUDIES)
 def test_study_files_list_cpu_and_gpu_presets_with_three_seeds(study):
-  """The study sweep files load; the keys another branch adds (placements beyond pre/post,
-  qk_norm, diagnostics_every) are not validated here."""
+  """The study sweep files load, every point is a valid config, each has a claim and a
+  verdict (`analyze`)."""
   path = os.path.join(ROOT, "experiments", f"{study}.py")
   cpu, gpu = sw.load_sweep(f"{path}:cpu"), sw.load_sweep(f"{path}:gpu")
   for points in (cpu, gpu):
-    assert {p["seed"] for p in points} == {0, 1, 2}
+    sw.validate_points(get_config(), points)
+    assert {p["seed"] for p in points} >= {0, 1, 2}
     assert len({sw.point_name(p, points) for p in points}) == len(points)
   assert cpu[0]["model.d_model"] < gpu[0]["model.d_model"]
-  assert sw.sweep_report_settings(path)["claim"]
+  assert sw.sweep_report_settings(path)["claim"] and callable(sw.sweep_module(path).analyze)
   with pytest.raises(ConfigError, match="Unknown sweep preset 'tpu'"):
     sw.load_sweep(f"{path}:tpu")
 
