@@ -253,21 +253,92 @@ def build_parallel(config: ExperimentConfig, task, tx) -> Parallel:
                   skip_nonfinite=config.train.nonfinite == "skip")
 
 
+class _ThroughputLog:
+  """The periodic `train` row and log line: mean loss and gradient norm of the steps since the
+  last row, tokens/s and ms/step with compilation and eval time left out, and MFU."""
+
+  def __init__(self, config, par, schedule, guard: HealthGuard, writer):
+    self._config, self._par, self._schedule = config, par, schedule
+    self._guard, self._writer = guard, writer
+    self._step_flops = flops.experiment_flops_per_step(config)
+    self._peak, self._peak_source = flops.peak_flops_per_device(
+        config.train.peak_flops_per_device, config.model.dtype)
+    if self._peak:
+      log(f"MFU: {self._step_flops / 1e9:,.4g} GFLOPs per step (MaxText convention) against "
+          f"{self._peak * par.num_devices / 1e12:,.3f} TFLOP/s peak ({self._peak_source}).")
+    self.pending, self._start, self._steps = [], time.time(), 0
+
+  def add(self, metrics) -> None:
+    self.pending.append(metrics)
+    self._steps += 1
+
+  def restart(self) -> None:
+    """The interval starts now (after compilation)."""
+    self._start = time.time()
+
+  def leave_out(self, seconds: float) -> None:
+    """`seconds` spent on something else (an eval) do not count in tokens/s."""
+    self._start += seconds
+
+  def write(self, step: int, num_steps: int) -> None:
+    fetched = jax.device_get(self.pending)
+    elapsed = time.time() - self._start
+    tokens = float(sum(m["tokens"] for m in fetched))
+    step_time = elapsed / max(self._steps, 1)
+    applied = [m for m in fetched if m["finite"]] or fetched  # skipped steps: not in means
+    row = {"loss": float(np.mean([m["loss"] for m in applied])),
+           "grad_norm": float(np.mean([m["grad_norm"] for m in applied])),
+           "learning_rate": float(self._schedule(step - 1)),
+           "tokens_per_sec": tokens / max(elapsed, 1e-9),
+           "step_time": step_time}
+    if self._peak:
+      mfu = self._step_flops / max(step_time, 1e-9) / (self._peak * self._par.num_devices)
+      if mfu <= 1.0:
+        row["mfu"] = mfu
+      else:  # a false figure is worse than none
+        log(f"WARNING: MFU would be {mfu:.0%}: the peak ({self._peak_source}) is too low, e.g. "
+            "a CPU peak measured while the machine was busy. MFU is not reported from here "
+            "on; delete the cached peak (or set train.peak_flops_per_device) to fix it.")
+        self._peak = None
+    skipped = self._guard.skipped
+    if self._guard.mode == "skip":
+      row["skipped_steps"] = skipped
+    self._writer.write(step, "train", row)
+    log(f"step {step:>6}/{num_steps} | loss {row['loss']:.4f} | lr {row['learning_rate']:.2e} "
+        f"| grad_norm {row['grad_norm']:.3f} | {row['tokens_per_sec']:,.0f} tok/s "
+        f"| {step_time * 1e3:,.0f} ms/step"
+        + (f" | MFU {row['mfu']:.1%}" if "mfu" in row else "")
+        + (f" | skipped {skipped}" if skipped else "")
+        + f" | ETA {format_duration(step_time * (num_steps - step))}")
+    self.pending, self._start, self._steps = [], time.time(), 0
+
+
+def _eval_and_log(config, task, par, eval_step, state, step: int, last: bool, outputs_step,
+                  writer) -> tuple[dict, float]:
+  """The eval at `step` (the final one sees the whole eval split), written and logged, with
+  samples for generative kinds; returns its metrics (with `step`) and the seconds it took."""
+  t0 = time.time()
+  max_batches = 0 if last else config.data.eval_batches
+  metrics = dict(evaluate(task, eval_step, state, max_batches, outputs_step), step=step)
+  writer.write(step, "eval", {k: v for k, v in metrics.items() if k != "step"})
+  log(f"eval at step {step}: {format_eval(metrics)} ({time.time() - t0:.1f}s)")
+  if config.train.samples_at_eval:
+    evaluation.write_samples(task, par, state, writer, step, writer.workdir, log)
+  return metrics, time.time() - t0
+
+
 def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
                dropout_rng, checkpointer, writer, stop_after, par) -> Optional[dict]:
+  """Trains from the state's step to `train.num_steps` (or `stop_after`, or a stop signal),
+  with logs, evals, diagnostics and checkpoints on their schedules; returns the final eval,
+  or None when it stopped early."""
   num_steps = config.train.num_steps
   outputs_step = evaluation.outputs_step(task, par)
-  step_flops = flops.experiment_flops_per_step(config)
-  peak, peak_source = flops.peak_flops_per_device(
-      config.train.peak_flops_per_device, config.model.dtype)
-  if peak:
-    log(f"MFU: {step_flops / 1e9:,.4g} GFLOPs per step (MaxText convention) against "
-        f"{peak * par.num_devices / 1e12:,.3f} TFLOP/s peak ({peak_source}).")
   step = int(par.to_checkpoint(state).step)
-  pending, interval_start, interval_steps = [], time.time(), 0
   compiled = False
   final_eval = None
   guard = HealthGuard(config.train.nonfinite, log=log)  # checks where the loop syncs anyway
+  throughput = _ThroughputLog(config, par, schedule, guard, writer)
   diag = diagnostics.maybe_recorder(config, task, par)  # None unless train.diagnostics_every
   batches = Prefetcher(task.data.next_train_batch, par.place_batch, config.train.prefetch, step,
                        lambda s: (s % config.checkpoint.every_steps == 0 or s >= num_steps
@@ -286,58 +357,23 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
       if not compiled:  # keep compilation out of the throughput figures
         jax.block_until_ready(state)
         log(f"First step (with compilation) took {time.time() - t0:.1f}s.")
-        compiled, interval_start = True, time.time()
+        compiled = True
+        throughput.restart()
       else:
-        pending.append(metrics)
-        interval_steps += 1
+        throughput.add(metrics)
 
       last = step == num_steps
-      if (step % config.train.log_every == 0 or last) and pending:
+      if (step % config.train.log_every == 0 or last) and throughput.pending:
         guard.check()
-        fetched = jax.device_get(pending)
-        elapsed = time.time() - interval_start
-        tokens = float(sum(m["tokens"] for m in fetched))
-        step_time = elapsed / max(interval_steps, 1)
-        applied = [m for m in fetched if m["finite"]] or fetched  # skipped steps: not in means
-        row = {"loss": float(np.mean([m["loss"] for m in applied])),
-               "grad_norm": float(np.mean([m["grad_norm"] for m in applied])),
-               "learning_rate": float(schedule(step - 1)),
-               "tokens_per_sec": tokens / max(elapsed, 1e-9),
-               "step_time": step_time}
-        if peak:
-          mfu = step_flops / max(step_time, 1e-9) / (peak * par.num_devices)
-          if mfu <= 1.0:
-            row["mfu"] = mfu
-          else:  # a false figure is worse than none
-            log(f"WARNING: MFU would be {mfu:.0%}: the peak ({peak_source}) is too low, e.g. a "
-                "CPU peak measured while the machine was busy. MFU is not reported from here "
-                "on; delete the cached peak (or set train.peak_flops_per_device) to fix it.")
-            peak = None
-        if guard.mode == "skip":
-          row["skipped_steps"] = guard.skipped
-        writer.write(step, "train", row)
-        eta = step_time * (num_steps - step)
-        log(f"step {step:>6}/{num_steps} | loss {row['loss']:.4f} | lr {row['learning_rate']:.2e} "
-            f"| grad_norm {row['grad_norm']:.3f} | {row['tokens_per_sec']:,.0f} tok/s "
-            f"| {step_time * 1e3:,.0f} ms/step"
-            + (f" | MFU {row['mfu']:.1%}" if "mfu" in row else "")
-            + (f" | skipped {guard.skipped}" if guard.skipped else "")
-            + f" | ETA {format_duration(eta)}")
-        pending, interval_start, interval_steps = [], time.time(), 0
+        throughput.write(step, num_steps)
 
       eval_loss = None
       if step % config.train.eval_every == 0 or last:
         guard.check()
-        t0 = time.time()
-        max_batches = 0 if last else config.data.eval_batches  # the final eval sees it all
-        final_eval = dict(evaluate(task, eval_step, state, max_batches, outputs_step),
-                          step=step)
+        final_eval, seconds = _eval_and_log(config, task, par, eval_step, state, step, last,
+                                            outputs_step, writer)
         eval_loss = final_eval["loss"]
-        writer.write(step, "eval", {k: v for k, v in final_eval.items() if k != "step"})
-        log(f"eval at step {step}: {format_eval(final_eval)} ({time.time() - t0:.1f}s)")
-        if config.train.samples_at_eval:
-          evaluation.write_samples(task, par, state, writer, step, writer.workdir, log)
-        interval_start += time.time() - t0  # keep eval time out of tokens/s
+        throughput.leave_out(seconds)
 
       # Agreeing on a stop is a collective that waits for every process: in a multi-process
       # run, ask every STOP_CHECK_EVERY steps only (all processes ask at the same steps).
