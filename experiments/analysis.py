@@ -14,6 +14,7 @@ from typing import Callable, Iterable, Optional, Sequence
 import numpy as np
 
 from transformer.report import Run, initial_loss, layer_profiles, mean_ci
+from transformer.report import largest_stable_lr as report_largest_stable_lr
 
 PLACEMENT = "model.norm_placement"
 LR = "optim.learning_rate"
@@ -114,11 +115,9 @@ def per_seed(runs: Sequence[Run], statistic: Callable[[Sequence[Run]], Optional[
 
 
 def largest_stable_lr(runs: Sequence[Run]) -> Optional[float]:
-  """The largest learning rate at which every run (seed) finished healthily."""
-  lrs = sorted({r.overrides[LR] for r in runs})
-  stable = [lr for lr in lrs if all(r.status == "finished" for r in runs
-                                    if r.overrides[LR] == lr)]
-  return max(stable) if stable else None
+  """The largest learning rate such that at it and at every smaller one of the grid every
+  run (seed) finished healthily (`transformer.report.largest_stable_lr`)."""
+  return report_largest_stable_lr(runs, LR)
 
 
 def status_counts(runs: Sequence[Run]) -> str:

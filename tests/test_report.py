@@ -116,3 +116,28 @@ def test_report_marks_runs_and_averages_only_healthy_ones(sweep_dir):
 def test_report_metric_can_be_any_eval_metric(sweep_dir):
   text = open(report.write_report(sweep_dir, metric="accuracy")).read()
   assert "accuracy * |" in text
+
+
+def _run_with(train_losses, final_loss, num_steps=200):
+  rows = {"train": [{"step": s, "split": "train", "loss": l} for s, l in train_losses],
+          "eval": [{"step": num_steps, "split": "eval", "loss": final_loss}]}
+  return report.Run("p", {}, num_steps, "/nowhere", rows)
+
+
+def test_collapse_is_judged_on_the_trend_not_on_two_noisy_rows():
+  """A real collapsed run (post-norm, LR 0.01, CPU preset): at the unigram entropy (3.3194)
+  since step 66, but its logged batch losses swing by ±0.1, more than the tolerance. The
+  first and last rows of the second half differ by 0.074 > 0.02 * 3.3194; the trend is flat."""
+  noisy = [3.136, 3.111, 3.038, 3.298, 3.202, 3.265, 3.351, 3.190, 3.301, 3.247, 3.182, 3.210]
+  run = _run_with(list(zip(range(104, 200, 8), noisy)), 3.3426)
+  report.classify(run, 3.3194)
+  assert run.status == "collapsed", run.detail
+  # The same noise on a run still falling 0.2 per 50 steps at the entropy: not collapsed.
+  falling = [l - 0.004 * (s - 104) + 0.4 for s, l in zip(range(104, 200, 8), noisy)]
+  run = _run_with(list(zip(range(104, 200, 8), falling)), 3.3426)
+  report.classify(run, 3.3194)
+  assert run.status == "finished"
+  # Below the entropy by more than the tolerance: trained, whatever the trend.
+  run = _run_with(list(zip(range(104, 200, 8), noisy)), 3.0)
+  report.classify(run, 3.3194)
+  assert run.status == "finished"

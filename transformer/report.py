@@ -119,14 +119,22 @@ def classify(run: Run, unigram_entropy: Optional[float]) -> None:
 
 
 def _stuck_at(run: Run, entropy: float) -> bool:
-  """The final eval loss is at (or above) `entropy` and the train loss no longer falls: over
-  the second half of training it moved by less than COLLAPSE_TOLERANCE * entropy. (A short run
-  still on its way down is not collapsed, only unfinished in spirit.)"""
+  """The final eval loss is at (or above) `entropy` and the train loss no longer falls: the
+  least-squares line through the train losses of the second half of training drops by less
+  than COLLAPSE_TOLERANCE * entropy over that half. (A line, not the half's first and last
+  rows: one logged batch's loss is noisy, by more than the tolerance on 1k-token batches. A
+  short run still on its way down is not collapsed, only unfinished in spirit.)"""
   if run.final["loss"] < (1 - COLLAPSE_TOLERANCE) * entropy:
     return False
-  train = run.metrics.get("train", [])
-  half = [r["loss"] for r in train if r["step"] >= run.final["step"] / 2]
-  return len(half) >= 2 and abs(half[0] - half[-1]) < COLLAPSE_TOLERANCE * entropy
+  half = [(r["step"], r["loss"]) for r in run.metrics.get("train", [])
+          if r["step"] >= run.final["step"] / 2]
+  if len(half) < 2:
+    return False
+  steps, losses = np.array(half, dtype=np.float64).T
+  if steps[-1] == steps[0]:
+    return False
+  slope = np.polyfit(steps, losses, 1)[0]
+  return -slope * (steps[-1] - steps[0]) < COLLAPSE_TOLERANCE * entropy
 
 
 def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
@@ -272,7 +280,7 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
     lines += ["", "## Runs not averaged in", "", "| point | status | detail | log |",
               "|---|---|---|---|"]
     for r in marked:
-      lines.append(f"| {r.name} | {r.status} | {r.detail} | {os.path.join(r.workdir, 'log.txt')} |")
+      lines.append(f"| {r.name} | {r.status} | {r.detail} | `{r.name}/log.txt` |")
 
   lr_field = next((f for f in fields if f.rsplit(".", 1)[-1] == "learning_rate"), None)
   if lr_field:
@@ -337,6 +345,18 @@ def initial_loss(run: Run) -> float:
   return train[0]["loss"] if train else float("nan")
 
 
+def largest_stable_lr(runs: Sequence[Run], lr_field: str) -> Optional[float]:
+  """The largest learning rate of the grid such that at it and at every smaller one every run
+  (seed) finished healthily; None when the smallest already fails. (Contiguous from the
+  bottom: a lucky seed set above an LR where training failed does not count as stable.)"""
+  largest = None
+  for lr in sorted({r.overrides[lr_field] for r in runs}):
+    if not all(r.status == "finished" for r in runs if r.overrides[lr_field] == lr):
+      break
+    largest = lr
+  return largest
+
+
 def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[str]) -> list[str]:
   """Markdown lines: per value of the other swept fields, the best learning rate, the largest
   one at which every seed trained healthily, and the LR sensitivity of Wortsman et al. (2023):
@@ -347,8 +367,8 @@ def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[st
   lines = ["## Learning-rate sweep", "",
            "LR sensitivity (Wortsman et al. 2023): mean over the LR grid of min(final eval loss, "
            "initial loss ln V) minus the best LR's; diverged runs count as the initial loss. "
-           "Largest stable LR: the largest with every seed finished (neither diverged nor "
-           "collapsed).", "",
+           "Largest stable LR: the largest such that at it and at every smaller LR of the grid "
+           "every seed finished (neither diverged nor collapsed).", "",
            "| " + " | ".join(others + ["best LR", "best eval loss", "largest stable LR",
                                        "LR sensitivity", "grid points"]) + " |",
            "|" + "---|" * (len(others) + 5)]
@@ -357,7 +377,6 @@ def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[st
     by_other.setdefault(tuple(r.overrides.get(f) for f in others), []).append(r)
   for key, members in by_other.items():
     per_lr: dict[float, list[float]] = {}
-    stable = []
     for lr in sorted({r.overrides[lr_field] for r in members}):
       at = [r for r in members if r.overrides[lr_field] == lr]
       done = [r for r in at if r.status in ("finished", "collapsed", "diverged")]
@@ -367,15 +386,14 @@ def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[st
           r.final.get("loss", float("nan"))) else min(r.final["loss"], initial_loss(r))
                  for r in done]
       per_lr[lr] = clipped
-      if all(r.status == "finished" for r in at):
-        stable.append(lr)
+    stable = largest_stable_lr(members, lr_field)
     if not per_lr:
       continue
     means = {lr: float(np.mean(v)) for lr, v in per_lr.items()}
     best_lr = min(means, key=means.get)
     sensitivity = float(np.mean([m - means[best_lr] for m in means.values()]))
     cells = [str(v) for v in key] + [f"{best_lr:g}", f"{means[best_lr]:.4f}",
-                                     f"{max(stable):g}" if stable else "none",
+                                     f"{stable:g}" if stable else "none",
                                      f"{sensitivity:.4f}", str(len(means))]
     lines.append("| " + " | ".join(cells) + " |")
   return lines
