@@ -14,10 +14,17 @@ from typing import Callable, Iterable, Optional, Sequence
 import numpy as np
 
 from transformer.report import Run, initial_loss, layer_profiles, mean_ci
+from transformer.report import clipped_final_loss as report_clipped_final_loss
+from transformer.report import mean_clipped_loss_per_lr
 from transformer.report import largest_stable_lr as report_largest_stable_lr
 
 PLACEMENT = "model.norm_placement"
 LR = "optim.learning_rate"
+
+
+def activation_name(activation: str) -> str:
+  """How a paper writes `model.activation`: ReLU, GELU, SwiGLU."""
+  return {"relu": "ReLU", "gelu": "GELU", "swiglu": "SwiGLU"}.get(activation, activation)
 
 
 def fmt(mean: float, half: float, digits: int = 3) -> str:
@@ -82,28 +89,15 @@ def select(runs: Sequence[Run], **fields) -> list[Run]:
 
 
 def clipped_final_loss(run: Run) -> Optional[float]:
-  """Wortsman et al.'s min(final eval loss, initial loss): a diverged run counts as the
-  initial loss ln V; None for a run that has not ended."""
-  if run.status == "diverged":
-    return initial_loss(run)
-  if run.status not in ("finished", "collapsed") or "loss" not in run.final:
-    return None
-  loss = run.final["loss"]
-  return initial_loss(run) if not math.isfinite(loss) else min(loss, initial_loss(run))
+  """Wortsman et al.'s min(final eval loss, initial loss) (`transformer.report`)."""
+  return report_clipped_final_loss(run)
 
 
 def lr_sensitivity(runs: Sequence[Run]) -> Optional[float]:
   """Wortsman et al.'s LR sensitivity of runs that differ only in the learning rate: the mean
   over the grid of the clipped final loss minus the best grid point's."""
-  by_lr = {}
-  for r in runs:
-    v = clipped_final_loss(r)
-    if v is not None:
-      by_lr.setdefault(r.overrides[LR], []).append(v)
-  if not by_lr:
-    return None
-  means = [float(np.mean(v)) for v in by_lr.values()]
-  return float(np.mean(means) - min(means))
+  means = list(mean_clipped_loss_per_lr(runs, LR).values())
+  return float(np.mean(means) - min(means)) if means else None
 
 
 def per_seed(runs: Sequence[Run], statistic: Callable[[Sequence[Run]], Optional[float]]):
@@ -115,8 +109,8 @@ def per_seed(runs: Sequence[Run], statistic: Callable[[Sequence[Run]], Optional[
 
 
 def largest_stable_lr(runs: Sequence[Run]) -> Optional[float]:
-  """The largest learning rate such that at it and at every smaller one of the grid every
-  run (seed) finished healthily (`transformer.report.largest_stable_lr`)."""
+  """The largest learning rate up to which every run (seed) finished healthily, counted up
+  from the best one (`transformer.report.largest_stable_lr`)."""
   return report_largest_stable_lr(runs, LR)
 
 
@@ -130,6 +124,12 @@ def status_counts(runs: Sequence[Run]) -> str:
 def table(header: Sequence[str], rows: Iterable[Sequence]) -> list[str]:
   return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
           + ["| " + " | ".join(str(c) for c in row) + " |" for row in rows])
+
+
+def verdict_word(agrees) -> str:
+  """`verdict`'s outcome as words inside a sentence: "agrees", "partly agrees", ..."""
+  return {True: "agrees", "partly": "partly agrees", False: "disagrees",
+          None: "is inconclusive"}[agrees]
 
 
 def verdict(agrees, why: str) -> str:

@@ -3,8 +3,10 @@
   python launch.py --mode=sweep --sweep=experiments/grad_profile.py:cpu \
       --sweep_dir=runs/studies/grad_profile --parallel=2
 
-Every placement, 12 layers, 3 seeds (10 for post and pre), one step at init; the report's
-per-layer diagnostics profile is the figure.
+Every placement, 12 layers, 3 seeds (10 for post and pre), one step at init; and post and pre
+again with the paper's ReLU feed-forward net (Xiong et al.'s Table 1; our default is GELU), 10
+seeds each. The verdict is on the paper's architecture (ReLU); the GELU rows say whether the
+claim carries over to our default. The report's per-layer diagnostics profile is the figure.
 """
 
 import math
@@ -18,60 +20,87 @@ CLAIM = ("Xiong et al. 2020, Fig. 3: at initialization the per-layer gradient no
 
 def get_sweep(size: str = "cpu"):
   """Every placement with 3 seeds, and post and pre with 7 more (one batch per seed makes
-  the per-layer profile noisy; Xiong et al. average 10 seeds)."""
+  the per-layer profile noisy; Xiong et al. average 10 seeds); then post and pre with the
+  paper's ReLU feed-forward net, 10 seeds."""
   base = [preset(SIZES, size), [AT_INIT], [{"model.num_layers": 12}]]
   return (product(*base, {"model.norm_placement": PLACEMENTS}, {"seed": [0, 1, 2]})
           + product(*base, {"model.norm_placement": ["pre", "post"]},
-                    {"seed": list(range(3, 10))}))
+                    {"seed": list(range(3, 10))})
+          + product(*base, {"model.norm_placement": ["pre", "post"]},
+                    {"model.activation": [PAPER_ACTIVATION]}, {"seed": list(range(10))}))
 
 # Xiong et al.'s Fig. 3(a,b) plots the gradient of each layer's second feed-forward matrix.
 METRIC = "feed_forward/wo/grad_norm"
 FLAT = 1.5  # "nearly flat": the last layer's gradient within a factor 1.5 of the first's
+PAPER_ACTIVATION = "relu"  # Xiong et al.'s FFN: ReLU(x W1 + b1) W2 + b2
+DEFAULT_ACTIVATION = "gelu"  # configs/default.py's, for the points that do not set it
+
+
+def _trend(profs):
+  """The fitted last/first ratio exp(s (L - 1)) of log ||dL/dW_2|| = c + s * l over every
+  layer of every seed, as (low, estimate, high) of its 95% interval."""
+  from experiments import analysis as a  # noqa: PLC0415
+  layers = sorted(set.intersection(*(set(q) for q in profs)))
+  slope, half = a.slope_ci([l for q in profs for l in layers],
+                           [math.log(q[l]) for q in profs for l in layers])
+  span = layers[-1] - layers[0]
+  return tuple(math.exp(x * span) for x in (slope - half, slope, slope + half))
+
+
+def _judge(trend, activation):
+  """The verdict on one activation's post and pre trends."""
+  from experiments import analysis as a  # noqa: PLC0415
+  post, pre = trend.get(("post", activation)), trend.get(("pre", activation))
+  if post is None or pre is None:
+    return None, f"post-norm or pre-norm runs with {activation} are missing."
+  post_grows = post[0] > 1.0
+  pre_flat = 1 / FLAT <= pre[0] and pre[2] <= FLAT
+  fitted = lambda t: f"{t[1]:.3g} [{t[0]:.3g}, {t[2]:.3g}]"  # noqa: E731
+  if post_grows and pre_flat:
+    return True, (f"post-norm's gradient grows toward the output ({fitted(post)}) and "
+                  f"pre-norm's stays within a factor {FLAT} across the layers ({fitted(pre)}).")
+  if post_grows:
+    return "partly", (f"post-norm's gradient grows toward the output as claimed (fitted "
+                      f"last/first {fitted(post)}), but pre-norm's is not flat: it falls "
+                      f"toward the output, {fitted(pre)} (flat: within a factor {FLAT}).")
+  return False, ("post-norm's gradient does not grow toward the output with 95% confidence "
+                 f"(fitted last/first ratio {fitted(post)}).")
 
 
 def analyze(runs):
-  """Per placement: the per-layer profile of ||dL/dW_2|| at init (mean over seeds), the
-  last-to-first-layer ratio per seed, and the trend fitted to every layer of every seed:
-  log ||dL/dW_2|| = c + s * l, reported as the fitted last/first ratio exp(s (L - 1))."""
+  """Per placement and activation: the per-layer profile of ||dL/dW_2|| at init (mean over
+  seeds), the last-to-first-layer ratio per seed, and the trend fitted to every layer of
+  every seed (`_trend`). The verdict is on the paper's ReLU runs; GELU's is stated too."""
   from experiments import analysis as a  # noqa: PLC0415
-  placements = list(dict.fromkeys(r.overrides["model.norm_placement"] for r in runs))
+  act = lambda r: r.overrides.get("model.activation", DEFAULT_ACTIVATION)  # noqa: E731
+  groups = list(dict.fromkeys((r.overrides[a.PLACEMENT], act(r)) for r in runs))
   rows, trend = [], {}
-  for p in placements:
-    profs = [a.at_init(r, METRIC) for r in a.select(runs, model__norm_placement=p)]
+  for p, f in groups:
+    profs = [a.at_init(r, METRIC) for r in runs
+             if r.overrides[a.PLACEMENT] == p and act(r) == f]
     profs = [q for q in profs if q]
     if not profs:
       continue
     layers = sorted(set.intersection(*(set(q) for q in profs)))
     mean = {l: sum(q[l] for q in profs) / len(profs) for l in layers}
     ratios = [q[layers[-1]] / q[layers[0]] for q in profs]
-    slope, half = a.slope_ci([l for q in profs for l in layers],
-                             [math.log(q[l]) for q in profs for l in layers])
-    span = layers[-1] - layers[0]
-    trend[p] = (math.exp((slope - half) * span), math.exp(slope * span),
-                math.exp((slope + half) * span))
+    trend[(p, f)] = _trend(profs)
     shown = [layers[0], layers[len(layers) // 2], layers[-1]]
-    rows.append([p] + [f"{mean[l]:.3g}" for l in shown] + [a.ci(ratios)]
-                + [f"{trend[p][1]:.3g} [{trend[p][0]:.3g}, {trend[p][2]:.3g}]", len(profs)])
-  post_grows = "post" in trend and trend["post"][0] > 1.0
-  pre_flat = "pre" in trend and 1 / FLAT <= trend["pre"][0] and trend["pre"][2] <= FLAT
-  if "post" not in trend or "pre" not in trend:
-    agreement = a.verdict(None, "Post-norm or pre-norm runs are missing.")
-  elif post_grows and pre_flat:
-    agreement = a.verdict(True, "Post-norm's gradient grows toward the output and pre-norm's "
-                          f"stays within a factor {FLAT} across the layers (fitted trend, 95%).")
-  elif post_grows:
-    agreement = a.verdict(
-        "partly", "Post-norm's gradient grows toward the output as claimed, but pre-norm's is "
-        f"not flat here: its fitted last/first ratio is {trend['pre'][1]:.3g} "
-        f"[{trend['pre'][0]:.3g}, {trend['pre'][2]:.3g}] (flat: within a factor {FLAT}).")
-  else:
-    agreement = a.verdict(False, "Post-norm's gradient does not grow toward the output with "
-                          f"95% confidence (fitted last/first ratio {trend['post'][1]:.3g} "
-                          f"[{trend['post'][0]:.3g}, {trend['post'][2]:.3g}]).")
-  return [f"Gradient norm of each layer's second feed-forward matrix (`{METRIC}`) at "
-          "initialization: mean over seeds at the first, middle and last layer; the last/first "
-          "ratio per seed (mean ± 95% CI); and the trend fitted to every layer of every seed "
-          "(log-linear in the layer index; fitted last/first ratio with its 95% interval):", "",
-          *a.table(["placement", "layer 0", "middle layer", "last layer", "last / first",
-                    "fitted last / first", "seeds"], rows), "",
-          agreement]
+    lo, mid, hi = trend[(p, f)]
+    rows.append([p, f] + [f"{mean[l]:.3g}" for l in shown] + [a.ci(ratios)]
+                + [f"{mid:.3g} [{lo:.3g}, {hi:.3g}]", len(profs)])
+  paper_ok, paper_why = _judge(trend, PAPER_ACTIVATION)
+  lines = [f"Gradient norm of each layer's second feed-forward matrix (`{METRIC}`) at "
+           "initialization: mean over seeds at the first, middle and last layer; the last/first "
+           "ratio per seed (mean ± 95% CI); and the trend fitted to every layer of every seed "
+           "(log-linear in the layer index; fitted last/first ratio with its 95% interval):", "",
+           *a.table(["placement", "activation", "layer 0", "middle layer", "last layer",
+                     "last / first", "fitted last / first", "seeds"], rows), "",
+           f"Judged on the paper's architecture (a {a.activation_name(PAPER_ACTIVATION)} feed-forward net, "
+           "Xiong et al.'s Table 1):", "",
+           a.verdict(paper_ok, paper_why[0].upper() + paper_why[1:])]
+  if any(f == DEFAULT_ACTIVATION for _, f in trend):
+    ok, why = _judge(trend, DEFAULT_ACTIVATION)
+    lines += ["", f"With our default {a.activation_name(DEFAULT_ACTIVATION)} feed-forward net the same "
+              f"test {a.verdict_word(ok)}: {why}"]
+  return lines

@@ -52,15 +52,33 @@ def test_lr_sensitivity_is_wortsmans_formula():
   assert a.largest_stable_lr(runs) == 1e-2
 
 
-def _depth_runs(post_exponent, pre_exponent):
+def test_largest_stable_lr_counts_up_from_the_best_lr():
+  """Best at 1e-3 (loss 2.0), one seed collapsed at 1e-2, every seed fine at 1e-1: stable up
+  to 1e-3, not 'up to 1e-1'. A slow, collapsed-looking run below the best LR (1e-4) is not
+  instability; nothing is stable when the best LR's own runs fail."""
+  def run(lr, s):
+    bad = (lr == 1e-2 and s == 1) or (lr == 1e-4 and s == 0)
+    return _run({a.LR: lr, "seed": s}, status="collapsed" if bad else "finished",
+                final_loss={1e-4: 3.3, 1e-3: 2.0, 1e-2: 3.3, 1e-1: 2.5}[lr])
+  runs = [run(lr, s) for lr in (1e-4, 1e-3, 1e-2, 1e-1) for s in range(3)]
+  assert a.largest_stable_lr(runs) == 1e-3
+  runs = [r for r in runs if r.overrides[a.LR] != 1e-3]  # now 1e-1 is best: all fine there
+  assert a.largest_stable_lr(runs) == 1e-1
+  runs = [_run({a.LR: lr, "seed": s}, status="collapsed" if lr == 1e-2 else "finished",
+               final_loss=2.0 if lr == 1e-2 else 3.0) for lr in (1e-3, 1e-2) for s in range(2)]
+  assert a.largest_stable_lr(runs) is None  # the best LR (lowest loss) collapsed
+
+
+def _depth_runs(post_exponent, pre_exponent, activation="relu"):
   """Last-layer gradients 1.7 L^b, seeds at factors e^0.02, e^-0.02, 1 (the fit is exact)."""
+  act = {"model.activation": activation} if activation else {}
   runs = []
   for p, b in (("post", post_exponent), ("pre", pre_exponent)):
     for depth in (2, 4, 8, 16, 32):
       for seed in range(3):
         g = 1.7 * depth ** b * math.exp((0.02, -0.02, 0.0)[seed])
         values = [1.0] * (depth - 1) + [g]
-        runs.append(_run({a.PLACEMENT: p, "model.num_layers": depth, "seed": seed},
+        runs.append(_run({a.PLACEMENT: p, "model.num_layers": depth, **act, "seed": seed},
                          diagnostics=[_layers("feed_forward/wo/grad_norm", values)]))
   return runs
 
@@ -69,8 +87,8 @@ def test_grad_scale_depth_fits_the_exponents():
   lines = grad_scale_depth.analyze(_depth_runs(0.0, -0.5))
   assert _verdict(lines).startswith("**Agrees.**") and "Both fitted" in _verdict(lines)
   text = "\n".join(lines)
-  post = float(text.split("post b = ")[1].split(" ")[0])
-  pre = float(text.split("pre b = ")[1].split(" ")[0])
+  post = float(text.split("post b = ")[1].split(" ")[0].strip("*"))
+  pre = float(text.split("pre b = ")[1].split(" ")[0].strip("*"))
   assert post == pytest.approx(0.0, abs=1e-3) and pre == pytest.approx(-0.5, abs=1e-3)
   lines = grad_scale_depth.analyze(_depth_runs(-0.25, -0.3))
   assert _verdict(lines).startswith("**Partly agrees.** In direction")  # not in the rates
@@ -78,8 +96,20 @@ def test_grad_scale_depth_fits_the_exponents():
   assert _verdict(lines).startswith("**Disagrees.**")
 
 
-def _profile_runs(post_profile, pre_profile):
-  return [_run({a.PLACEMENT: p, "seed": s},
+def test_grad_scale_depth_judges_relu_and_states_gelu():
+  lines = grad_scale_depth.analyze(_depth_runs(0.0, -0.5)
+                                   + _depth_runs(0.1, -0.25, activation=None))
+  text = "\n".join(lines)
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert "- GELU: **post b = 0.1" in text and "**pre b = -0.25" in text
+  assert "With our default GELU feed-forward net the same test partly agrees." in text
+  lines = grad_scale_depth.analyze(_depth_runs(0.0, -0.5, activation=None))
+  assert _verdict(lines).startswith("**Inconclusive.**")  # the paper's ReLU not measured
+
+
+def _profile_runs(post_profile, pre_profile, activation="relu"):
+  act = {"model.activation": activation} if activation else {}
+  return [_run({a.PLACEMENT: p, **act, "seed": s},
                diagnostics=[_layers("feed_forward/wo/grad_norm",
                                     np.asarray(prof) * (1 + 0.01 * s))])
           for p, prof in (("post", post_profile), ("pre", pre_profile)) for s in range(3)]
@@ -91,6 +121,18 @@ def test_grad_profile_checks_growth_and_flatness():
   assert _verdict(grad_profile.analyze(_profile_runs(grows, falls))).startswith(
       "**Partly agrees.**")
   assert _verdict(grad_profile.analyze(_profile_runs(flat, flat))).startswith("**Disagrees.**")
+
+
+def test_grad_profile_judges_the_papers_relu_and_states_gelu():
+  """The verdict is the ReLU runs' (Xiong et al.'s FFN); runs without an activation override
+  are the default GELU, judged in a sentence of their own."""
+  grows, flat = np.linspace(1, 3, 12), np.full(12, 2.0)
+  runs = _profile_runs(grows, flat) + _profile_runs(flat, flat, activation=None)
+  lines = grad_profile.analyze(runs)
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert "With our default GELU feed-forward net the same test disagrees" in "\n".join(lines)
+  assert _verdict(grad_profile.analyze(_profile_runs(grows, flat, activation=None))).startswith(
+      "**Inconclusive.**")  # no ReLU runs: nothing to judge the paper's claim on
 
 
 def test_residual_growth_checks_linearity_and_constancy():
@@ -124,8 +166,10 @@ def test_warmup_stability_names_who_needs_warmup():
   lines = warmup_stability.analyze(_warmup_runs({"post"}))
   assert _verdict(lines).startswith("**Agrees.**")
   assert "| post | 0.001 | 0.01 |" in "\n".join(lines)
+  assert "costs more than 0.05 nats/token with 95% confidence for post (at 0.01)" in "\n".join(
+      lines)  # the collapsed runs' loss: ln V - 0.01 against 2.0
   lines = warmup_stability.analyze(_warmup_runs({"post", "pre"}))
-  assert not _verdict(lines).startswith("**Agrees.**") and "pre" in _verdict(lines)
+  assert _verdict(lines).startswith("**Partly agrees.**") and "for: pre." in _verdict(lines)
   lines = warmup_stability.analyze(_warmup_runs(set()))
   assert _verdict(lines).startswith("**Disagrees.**")
 

@@ -345,12 +345,40 @@ def initial_loss(run: Run) -> float:
   return train[0]["loss"] if train else float("nan")
 
 
+def clipped_final_loss(run: Run) -> Optional[float]:
+  """Wortsman et al.'s min(final eval loss, initial loss): a diverged run counts as the
+  initial loss ln V; None for a run that has not ended."""
+  if run.status == "diverged":
+    return initial_loss(run)
+  if run.status not in ("finished", "collapsed") or "loss" not in run.final:
+    return None
+  loss = run.final["loss"]
+  return initial_loss(run) if not math.isfinite(loss) else min(loss, initial_loss(run))
+
+
+def mean_clipped_loss_per_lr(runs: Sequence[Run], lr_field: str) -> dict[float, float]:
+  """`{lr: mean over seeds of clipped_final_loss}` for the LRs with an ended run."""
+  per_lr: dict[float, list[float]] = {}
+  for r in runs:
+    v = clipped_final_loss(r)
+    if v is not None:
+      per_lr.setdefault(r.overrides[lr_field], []).append(v)
+  return {lr: float(np.mean(v)) for lr, v in sorted(per_lr.items())}
+
+
 def largest_stable_lr(runs: Sequence[Run], lr_field: str) -> Optional[float]:
-  """The largest learning rate of the grid such that at it and at every smaller one every run
-  (seed) finished healthily; None when the smallest already fails. (Contiguous from the
-  bottom: a lucky seed set above an LR where training failed does not count as stable.)"""
+  """The largest LR of the grid up to which training is stable: every run (seed) finished
+  healthily at it and at every grid LR from the best one (lowest mean clipped final loss) up
+  to it; None when the best LR's runs already fail. Counted up from the best LR, not from the
+  grid's smallest: below it a short run learns slowly, and one that ends near the unigram
+  entropy there is slow, not unstable; and a lucky set of seeds above an LR where training
+  failed does not count as stable."""
+  means = mean_clipped_loss_per_lr(runs, lr_field)
+  if not means:
+    return None
+  best = min(means, key=means.get)
   largest = None
-  for lr in sorted({r.overrides[lr_field] for r in runs}):
+  for lr in sorted(lr for lr in means if lr >= best):
     if not all(r.status == "finished" for r in runs if r.overrides[lr_field] == lr):
       break
     largest = lr
@@ -367,8 +395,8 @@ def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[st
   lines = ["## Learning-rate sweep", "",
            "LR sensitivity (Wortsman et al. 2023): mean over the LR grid of min(final eval loss, "
            "initial loss ln V) minus the best LR's; diverged runs count as the initial loss. "
-           "Largest stable LR: the largest such that at it and at every smaller LR of the grid "
-           "every seed finished (neither diverged nor collapsed).", "",
+           "Largest stable LR: the largest such that at it and at every grid LR from the best "
+           "one up to it every seed finished (neither diverged nor collapsed).", "",
            "| " + " | ".join(others + ["best LR", "best eval loss", "largest stable LR",
                                        "LR sensitivity", "grid points"]) + " |",
            "|" + "---|" * (len(others) + 5)]
@@ -376,20 +404,10 @@ def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[st
   for r in runs:
     by_other.setdefault(tuple(r.overrides.get(f) for f in others), []).append(r)
   for key, members in by_other.items():
-    per_lr: dict[float, list[float]] = {}
-    for lr in sorted({r.overrides[lr_field] for r in members}):
-      at = [r for r in members if r.overrides[lr_field] == lr]
-      done = [r for r in at if r.status in ("finished", "collapsed", "diverged")]
-      if not done:
-        continue
-      clipped = [initial_loss(r) if r.status == "diverged" or not math.isfinite(
-          r.final.get("loss", float("nan"))) else min(r.final["loss"], initial_loss(r))
-                 for r in done]
-      per_lr[lr] = clipped
-    stable = largest_stable_lr(members, lr_field)
-    if not per_lr:
+    means = mean_clipped_loss_per_lr(members, lr_field)
+    if not means:
       continue
-    means = {lr: float(np.mean(v)) for lr, v in per_lr.items()}
+    stable = largest_stable_lr(members, lr_field)
     best_lr = min(means, key=means.get)
     sensitivity = float(np.mean([m - means[best_lr] for m in means.values()]))
     cells = [str(v) for v in key] + [f"{best_lr:g}", f"{means[best_lr]:.4f}",
