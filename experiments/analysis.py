@@ -100,12 +100,17 @@ def lr_sensitivity(runs: Sequence[Run]) -> Optional[float]:
   return float(np.mean(means) - min(means)) if means else None
 
 
-def per_seed(runs: Sequence[Run], statistic: Callable[[Sequence[Run]], Optional[float]]):
-  """`statistic` computed on each seed's runs alone (each seed a replicate of the whole
-  grid), as a list over seeds; seeds where it is None are left out."""
+def by_seed(runs: Sequence[Run], statistic: Callable[[Sequence[Run]], Optional[float]]):
+  """`{seed: statistic of that seed's runs alone}` (each seed a replicate of the whole grid),
+  leaving out seeds where it is None: for comparisons paired by seed."""
   seeds = sorted({r.overrides.get("seed") for r in runs}, key=str)
-  out = [statistic([r for r in runs if r.overrides.get("seed") == s]) for s in seeds]
-  return [v for v in out if v is not None]
+  out = {s: statistic([r for r in runs if r.overrides.get("seed") == s]) for s in seeds}
+  return {s: v for s, v in out.items() if v is not None}
+
+
+def per_seed(runs: Sequence[Run], statistic: Callable[[Sequence[Run]], Optional[float]]):
+  """`by_seed`'s values, as a list over seeds."""
+  return list(by_seed(runs, statistic).values())
 
 
 def largest_stable_lr(runs: Sequence[Run]) -> Optional[float]:

@@ -226,3 +226,19 @@ def test_report_shows_the_sweep_files_verdict_or_why_not(tmp_path):
                                               "num_steps": 5}]}, f)
     text = open(report.write_report(str(tmp_path / "sweep"))).read()
     assert expected in text
+
+
+def test_qk_norm_sensitivity_is_compared_paired_by_seed():
+  """Seeds that spread the LR sensitivity widely (unpaired intervals overlap) but lower it by
+  0.05 with qk-norm in every seed: the paired comparison sees it."""
+  out = []
+  for qk in (False, True):
+    for lr in (1e-3, 1e-1):
+      for s in range(3):
+        logit = 100.0 if (not qk and lr == 1e-1) else 5.0
+        loss = 2.0 if lr == 1e-3 else 2.0 + (0.2 if qk else 0.3) + 0.2 * s
+        out.append(_run({"model.qk_norm": qk, a.LR: lr, "seed": s}, final_loss=loss,
+                        diagnostics=[_layers("self_attention/attn_max_logit", [1.0, logit])]))
+  lines = qk_norm_logits.analyze(out)
+  assert "without minus with qk-norm 0.05 ± 0" in "\n".join(lines)
+  assert _verdict(lines).startswith("**Agrees.**")
