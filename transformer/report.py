@@ -236,8 +236,9 @@ def swept_fields(runs: Sequence[Run]) -> list[str]:
 
 def _label(group: tuple, swept: Optional[Sequence[str]] = None) -> str:
   """`placement=post, learning_rate=0.01`: the group's fields (only those in `swept`, the
-  fields that vary across the sweep, when given) by their last name part."""
-  return ", ".join(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in group
+  fields that vary across the sweep, when given) by their last name part; a field the group's
+  points leave unset shows as `config` (the value of --config)."""
+  return ", ".join(f"{k.rsplit('.', 1)[-1]}={'config' if v is None else v}" for k, v in group
                    if swept is None or k in swept) or "all"
 
 
