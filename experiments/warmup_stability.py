@@ -7,8 +7,8 @@
 Post, pre, DeepNorm and Admin (the placements the claim names) x {no warm-up, warm-up} x the
 LR grid x 3 seeds. The runs with warm-up are lr_sensitivity's (same config): with
 `--reuse_runs_from` they are linked, not trained again. The report's learning-rate table gives,
-per placement and warm-up, the largest LR at which every seed trained (not diverged, not
-collapsed to the unigram entropy).
+per placement and warm-up, the largest LR up to which every seed trained (not diverged, not
+collapsed to the unigram entropy), counted up from the best LR.
 """
 
 from experiments.presets import LRS, TRAINING_SIZES, WARMUP, training
@@ -58,7 +58,8 @@ def analyze(runs):
     costly[p] = [lr for lr, g in zip(lrs, gaps)
                  if len(g) > 1 and a.mean_ci(g)[0] - a.mean_ci(g)[1] > LOSS_MARGIN]
   lines = ["Largest LR up to which every seed trained (neither diverged nor collapsed, at that "
-           f"LR and every smaller one), without warm-up and with {some} warm-up steps; and the "
+           f"LR and every grid LR from the best one up to it), without warm-up and with {some} "
+           "warm-up steps; and the "
            "cost of dropping warm-up: final eval loss (clipped at ln V) without minus with "
            "warm-up, paired by seed, mean ± 95% CI:", "",
            *a.table(["placement", "largest stable LR, no warm-up",
