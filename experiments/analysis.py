@@ -13,13 +13,18 @@ from typing import Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
-from transformer.report import Run, initial_loss, layer_profiles, mean_ci
-from transformer.report import clipped_final_loss as report_clipped_final_loss
-from transformer.report import mean_clipped_loss_per_lr
+from experiments.presets import DEFAULT_ACTIVATION, PAPER_ACTIVATION  # noqa: F401
+from transformer.report import (Run, clipped_final_loss, layer_profiles, mean_ci,  # noqa: F401
+                                mean_clipped_loss_per_lr)
 from transformer.report import largest_stable_lr as report_largest_stable_lr
 
 PLACEMENT = "model.norm_placement"
 LR = "optim.learning_rate"
+
+
+def activation(run: Run) -> str:
+  """The run's `model.activation` (`DEFAULT_ACTIVATION` when its point leaves it unset)."""
+  return run.overrides.get("model.activation", DEFAULT_ACTIVATION)
 
 
 def activation_name(activation: str) -> str:
@@ -86,11 +91,6 @@ def select(runs: Sequence[Run], **fields) -> list[Run]:
   """Runs whose overrides have every `field=value` (dots in field names written as `__`)."""
   want = {k.replace("__", "."): v for k, v in fields.items()}
   return [r for r in runs if all(r.overrides.get(k) == v for k, v in want.items())]
-
-
-def clipped_final_loss(run: Run) -> Optional[float]:
-  """Wortsman et al.'s min(final eval loss, initial loss) (`transformer.report`)."""
-  return report_clipped_final_loss(run)
 
 
 def lr_sensitivity(runs: Sequence[Run]) -> Optional[float]:

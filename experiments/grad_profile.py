@@ -11,7 +11,7 @@ claim carries over to our default. The report's per-layer diagnostics profile is
 
 import math
 
-from experiments.presets import AT_INIT, PLACEMENTS, SIZES
+from experiments.presets import AT_INIT, PAPER_ACTIVATION, PLACEMENTS, SIZES
 from transformer.sweep import preset, product
 
 CLAIM = ("Xiong et al. 2020, Fig. 3: at initialization the per-layer gradient norm of "
@@ -32,8 +32,6 @@ def get_sweep(size: str = "cpu"):
 # Xiong et al.'s Fig. 3(a,b) plots the gradient of each layer's second feed-forward matrix.
 METRIC = "feed_forward/wo/grad_norm"
 FLAT = 1.5  # "nearly flat": the last layer's gradient within a factor 1.5 of the first's
-PAPER_ACTIVATION = "relu"  # Xiong et al.'s FFN: ReLU(x W1 + b1) W2 + b2
-DEFAULT_ACTIVATION = "gelu"  # configs/default.py's, for the points that do not set it
 
 
 def _trend(profs):
@@ -72,12 +70,11 @@ def analyze(runs):
   seeds), the last-to-first-layer ratio per seed, and the trend fitted to every layer of
   every seed (`_trend`). The verdict is on the paper's ReLU runs; GELU's is stated too."""
   from experiments import analysis as a  # noqa: PLC0415
-  act = lambda r: r.overrides.get("model.activation", DEFAULT_ACTIVATION)  # noqa: E731
-  groups = list(dict.fromkeys((r.overrides[a.PLACEMENT], act(r)) for r in runs))
+  groups = list(dict.fromkeys((r.overrides[a.PLACEMENT], a.activation(r)) for r in runs))
   rows, trend = [], {}
   for p, f in groups:
     profs = [a.at_init(r, METRIC) for r in runs
-             if r.overrides[a.PLACEMENT] == p and act(r) == f]
+             if r.overrides[a.PLACEMENT] == p and a.activation(r) == f]
     profs = [q for q in profs if q]
     if not profs:
       continue
@@ -89,18 +86,18 @@ def analyze(runs):
     lo, mid, hi = trend[(p, f)]
     rows.append([p, f] + [f"{mean[l]:.3g}" for l in shown] + [a.ci(ratios)]
                 + [f"{mid:.3g} [{lo:.3g}, {hi:.3g}]", len(profs)])
-  paper_ok, paper_why = _judge(trend, PAPER_ACTIVATION)
+  paper_ok, paper_why = _judge(trend, a.PAPER_ACTIVATION)
   lines = [f"Gradient norm of each layer's second feed-forward matrix (`{METRIC}`) at "
            "initialization: mean over seeds at the first, middle and last layer; the last/first "
            "ratio per seed (mean ± 95% CI); and the trend fitted to every layer of every seed "
            "(log-linear in the layer index; fitted last/first ratio with its 95% interval):", "",
            *a.table(["placement", "activation", "layer 0", "middle layer", "last layer",
                      "last / first", "fitted last / first", "seeds"], rows), "",
-           f"Judged on the paper's architecture (a {a.activation_name(PAPER_ACTIVATION)} feed-forward net, "
-           "Xiong et al.'s Table 1):", "",
+           f"Judged on the paper's architecture (a {a.activation_name(a.PAPER_ACTIVATION)} "
+           "feed-forward net, Xiong et al.'s Table 1):", "",
            a.verdict(paper_ok, paper_why[0].upper() + paper_why[1:])]
-  if any(f == DEFAULT_ACTIVATION for _, f in trend):
-    ok, why = _judge(trend, DEFAULT_ACTIVATION)
-    lines += ["", f"With our default {a.activation_name(DEFAULT_ACTIVATION)} feed-forward net the same "
-              f"test {a.verdict_word(ok)}: {why}"]
+  if any(f == a.DEFAULT_ACTIVATION for _, f in trend):
+    ok, why = _judge(trend, a.DEFAULT_ACTIVATION)
+    lines += ["", f"With our default {a.activation_name(a.DEFAULT_ACTIVATION)} feed-forward net "
+              f"the same test {a.verdict_word(ok)}: {why}"]
   return lines

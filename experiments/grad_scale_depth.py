@@ -12,7 +12,7 @@ log-log) is the figure to compare with the theorem.
 
 import math
 
-from experiments.presets import AT_INIT, SIZES
+from experiments.presets import AT_INIT, PAPER_ACTIVATION, SIZES
 from transformer.sweep import preset, product
 
 CLAIM = ("Xiong et al. 2020, Theorem 1: at initialization the gradient norm of the last "
@@ -21,10 +21,6 @@ CLAIM = ("Xiong et al. 2020, Theorem 1: at initialization the gradient norm of t
 # Plotted (last layer, at init) against depth: the gradient norm of the second feed-forward
 # matrix W_2 (the diagnostics name it `decoder/layer_<i>/feed_forward/wo/grad_norm`).
 REPORT_DIAGNOSTICS = ("feed_forward/wo/grad_norm",)
-
-
-PAPER_ACTIVATION = "relu"  # Xiong et al.'s FFN: ReLU(x W1 + b1) W2 + b2
-DEFAULT_ACTIVATION = "gelu"  # configs/default.py's, for the points that do not set it
 
 
 def get_sweep(size: str = "cpu"):
@@ -86,10 +82,9 @@ def analyze(runs):
   The verdict is the paper's ReLU runs'."""
   from experiments import analysis as a  # noqa: PLC0415
   metric = REPORT_DIAGNOSTICS[0]
-  act = lambda r: r.overrides.get("model.activation", DEFAULT_ACTIVATION)  # noqa: E731
   depths = sorted({r.overrides["model.num_layers"] for r in runs})
-  activations = sorted({act(r) for r in runs}, key=lambda f: f != PAPER_ACTIVATION)
-  per_act = {f: _fit([r for r in runs if act(r) == f], metric) for f in activations}
+  activations = sorted({a.activation(r) for r in runs}, key=lambda f: f != a.PAPER_ACTIVATION)
+  per_act = {f: _fit([r for r in runs if a.activation(r) == f], metric) for f in activations}
   cols = [(p, f) for f in activations for p in ("post", "pre")]
   rows = [[L] + [a.ci(per_act[f][0].get((p, L), [])) for p, f in cols] for L in depths]
   lines = [f"Gradient norm of the last layer's second feed-forward matrix (`{metric}`) at "
@@ -107,15 +102,16 @@ def analyze(runs):
                  f"L^{a.fmt(*rms_fit)}, ||dL/dW_2|| * rms(x_L) like L^{a.fmt(*prod_fit)} ("
                  + ("flat" if a.contains(*prod_fit, 0.0) else "not flat") + " at 95%).")
   lines.append("")
-  if PAPER_ACTIVATION in per_act:
-    ok, why = _judge(per_act[PAPER_ACTIVATION][1])
-    lines += [f"Judged on the paper's architecture (a {a.activation_name(PAPER_ACTIVATION)} feed-forward "
+  paper, default = a.PAPER_ACTIVATION, a.DEFAULT_ACTIVATION
+  if paper in per_act:
+    ok, why = _judge(per_act[paper][1])
+    lines += [f"Judged on the paper's architecture (a {a.activation_name(paper)} feed-forward "
               "net, the one Theorem 1 is proved for):", "", a.verdict(ok, why)]
   else:
-    lines.append(a.verdict(None, f"No {a.activation_name(PAPER_ACTIVATION)} runs: the paper's "
+    lines.append(a.verdict(None, f"No {a.activation_name(paper)} runs: the paper's "
                            "architecture was not measured."))
-  if DEFAULT_ACTIVATION in per_act and PAPER_ACTIVATION in per_act:
-    ok, why = _judge(per_act[DEFAULT_ACTIVATION][1])
-    lines += ["", f"With our default {a.activation_name(DEFAULT_ACTIVATION)} feed-forward net the same "
+  if default in per_act and paper in per_act:
+    ok, _ = _judge(per_act[default][1])
+    lines += ["", f"With our default {a.activation_name(default)} feed-forward net the same "
               f"test {a.verdict_word(ok)}."]
   return lines

@@ -22,6 +22,12 @@ SIZES = {
 # the 72 + 60 + 12 runs the three studies need).
 TRAINING_SIZES = {"cpu": {**SIZES["cpu"], "data.seq_len": 64}, "gpu": dict(SIZES["gpu"])}
 
+# The gradient studies judge Xiong et al.'s claims on the paper's FFN, ReLU(x W1 + b1) W2 + b2
+# (their Table 1), and report our default's beside it; points that do not set
+# `model.activation` run configs/default.py's.
+PAPER_ACTIVATION = "relu"
+DEFAULT_ACTIVATION = "gelu"
+
 # Every placement of the block.
 PLACEMENTS = ["pre", "post", "peri", "deepnorm", "mix", "admin"]
 

@@ -64,17 +64,16 @@ def analyze(runs):
   # qk-norm's own scales (Flax derives each parameter's key from its module path), so the
   # per-seed difference removes the seed-to-seed spread the unpaired intervals carry.
   diffs = [paired[False][s] - paired[True][s] for s in paired[False] if s in paired[True]]
-  md, hd = a.mean_ci(diffs) if diffs else (float("nan"), float("nan"))
+  md, hd = a.mean_ci(diffs)
   calmer = len(diffs) > 1 and md - hd > 0
+  intervals = lambda ok: "95% intervals " + ("disjoint" if ok else "overlap")  # noqa: E731
   checks = [("without qk-norm the max logit grows with the LR (highest vs lowest LR)", grows,
-             "95% intervals"),
-            ("qk-norm keeps it lower at the highest LR", bounded, "95% intervals"),
+             intervals(grows)),
+            ("qk-norm keeps it lower at the highest LR", bounded, intervals(bounded)),
             ("qk-norm lowers the LR sensitivity", calmer,
              f"paired by seed: without minus with qk-norm {a.fmt(md, hd)}, 95% CI over "
              f"{len(diffs)} seeds")]
-  said = lambda ok, how: how + ((" disjoint" if ok else " overlap")  # noqa: E731
-                                 if how == "95% intervals" else "")
-  lines += [f"- {text}: {'yes' if ok else 'no'} ({said(ok, how)})" for text, ok, how in checks]
+  lines += [f"- {text}: {'yes' if ok else 'no'} ({how})" for text, ok, how in checks]
   lines.append("")
   if all(ok for _, ok, _ in checks):
     lines.append(a.verdict(True, "All three parts of the claim hold here."))

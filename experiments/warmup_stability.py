@@ -59,9 +59,8 @@ def analyze(runs):
                  if len(g) > 1 and a.mean_ci(g)[0] - a.mean_ci(g)[1] > LOSS_MARGIN]
   lines = ["Largest LR up to which every seed trained (neither diverged nor collapsed, at that "
            f"LR and every grid LR from the best one up to it), without warm-up and with {some} "
-           "warm-up steps; and the "
-           "cost of dropping warm-up: final eval loss (clipped at ln V) without minus with "
-           "warm-up, paired by seed, mean ± 95% CI:", "",
+           "warm-up steps; and the cost of dropping warm-up: final eval loss (clipped at ln V) "
+           "without minus with warm-up, paired by seed, mean ± 95% CI:", "",
            *a.table(["placement", "largest stable LR, no warm-up",
                      f"largest stable LR, warm-up {some}",
                      *(f"loss cost @ {lr:g}" for lr in lrs), "runs without warm-up"], rows), "",

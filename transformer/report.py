@@ -128,11 +128,9 @@ def _stuck_at(run: Run, entropy: float) -> bool:
     return False
   half = [(r["step"], r["loss"]) for r in run.metrics.get("train", [])
           if r["step"] >= run.final["step"] / 2]
-  if len(half) < 2:
+  if len(half) < 2:  # read_metrics keeps one row per step: two rows span two steps
     return False
   steps, losses = np.array(half, dtype=np.float64).T
-  if steps[-1] == steps[0]:
-    return False
   slope = np.polyfit(steps, losses, 1)[0]
   return -slope * (steps[-1] - steps[0]) < COLLAPSE_TOLERANCE * entropy
 
