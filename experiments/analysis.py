@@ -1,6 +1,6 @@
 """What the studies measure on their runs: the pieces their `analyze(runs)` verdicts share.
 
-A study's sweep file defines `analyze(runs)` (runs: `transformer.report.Run`, one per point);
+A study's sweep file defines `analyze(runs)` (runs: `transformer.sweep.report.Run`, one per point);
 the report puts the Markdown lines it returns under `## Verdict`. Every number in a verdict is
 computed here from the runs' `metrics.jsonl`; the thresholds that turn numbers into "agrees"
 are stated in the verdict text next to the numbers.
@@ -14,9 +14,9 @@ from typing import Callable, Iterable, Optional, Sequence
 import numpy as np
 
 from experiments.presets import DEFAULT_ACTIVATION, PAPER_ACTIVATION  # noqa: F401
-from transformer.report import (Run, clipped_final_loss, layer_profiles, mean_ci,  # noqa: F401
+from transformer.sweep.report import (Run, clipped_final_loss, layer_profiles, mean_ci,  # noqa: F401
                                 mean_clipped_loss_per_lr)
-from transformer.report import largest_stable_lr as report_largest_stable_lr
+from transformer.sweep.report import largest_stable_lr as report_largest_stable_lr
 
 PLACEMENT = "model.norm_placement"
 LR = "optim.learning_rate"
@@ -115,7 +115,7 @@ def per_seed(runs: Sequence[Run], statistic: Callable[[Sequence[Run]], Optional[
 
 def largest_stable_lr(runs: Sequence[Run]) -> Optional[float]:
   """The largest learning rate up to which every run (seed) finished healthily, counted up
-  from the best one (`transformer.report.largest_stable_lr`)."""
+  from the best one (`transformer.sweep.report.largest_stable_lr`)."""
   return report_largest_stable_lr(runs, LR)
 
 

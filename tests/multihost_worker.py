@@ -104,7 +104,7 @@ def main():
   p.add_argument("--num_processes", type=int, default=None)
   p.add_argument("--process_id", type=int, default=None)
   args = p.parse_args()
-  from transformer.launch import exit_at_once_on_failure, initialize_distributed
+  from transformer.cli.launch import exit_at_once_on_failure, initialize_distributed
   initialize_distributed(args.coordinator_address, args.num_processes, args.process_id,
                          heartbeat_timeout=args.heartbeat_timeout)
   import jax

@@ -8,7 +8,7 @@ import pytest
 
 from configs.default import get_config
 from transformer.config import ConfigError, from_config_dict
-from transformer.launch import default_workdir
+from transformer.cli.launch import default_workdir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

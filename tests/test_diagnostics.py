@@ -14,7 +14,7 @@ import optax
 import pytest
 
 from tests import numpy_reference as ref
-from transformer import diagnostics
+from transformer.train import diagnostics
 from transformer.config import ModelConfig
 from transformer.model.models import DecoderLM
 from transformer.train.losses import cross_entropy_sums

@@ -118,7 +118,7 @@ def test_a_run_stops_at_the_first_nonfinite_step_and_keeps_its_good_checkpoints(
   message = str(e)
   assert "step 7" in message and "checkpoints/6" in message and "nonfinite=skip" in message
   # The metrics end with the divergence: a report marks the run diverged, a sweep is done.
-  from transformer import report, sweep  # noqa: PLC0415
+  from transformer.sweep import points as sweep, report  # noqa: PLC0415
   last = report.read_metrics(workdir)["train"][-1]
   assert last["step"] == 7 and last["diverged"] == 1 and not np.isfinite(last["loss"])
   assert sweep.is_finished(workdir, 16)

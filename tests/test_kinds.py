@@ -17,7 +17,7 @@ from tests.test_tasks import package_corpus  # noqa: F401 -- a module-scoped fix
 from tests.test_train import _tiny_config
 from transformer import kinds
 from transformer.config import ConfigError, ModelConfig, OptimConfig, ParallelConfig
-from transformer.evaluate import evaluate_workdir
+from transformer.evaluation.evaluate import evaluate_workdir
 from transformer.model.models import build_model
 from transformer.tasks import build_task
 from transformer.train import flops, init_from, optim

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests import numpy_reference as ref
-from transformer import decode
+from transformer.evaluation import decode
 from transformer.config import ConfigError, ModelConfig, TrainConfig
 from transformer.model.block import Block, deepnorm_constants
 from transformer.model.models import DecoderLM, EncoderDecoder, MaskedLM

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from transformer import report
-from transformer.sweep import MANIFEST, point_name
+from transformer.sweep import report
+from transformer.sweep.points import MANIFEST, point_name
 
 
 def test_mean_ci_uses_the_t_distribution():

@@ -9,7 +9,7 @@ import pytest
 from tests.test_train import _tiny_config
 from transformer.config import ConfigError
 from transformer.data.tokenizers import ByteTokenizer
-from transformer.sample import sample_from_workdir
+from transformer.evaluation.sample import sample_from_workdir
 from transformer.tasks import build_task, load_params
 from transformer.train.loop import train_and_evaluate
 

@@ -11,7 +11,7 @@ import pytest
 from configs import gpt2_small
 from configs.default import get_config
 from transformer.config import ConfigError, ModelConfig, from_config_dict
-from transformer.launch import initialize_distributed
+from transformer.cli.launch import initialize_distributed
 from transformer.model.models import DecoderLM
 from transformer.train.flops import training_flops_per_step
 

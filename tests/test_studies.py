@@ -12,8 +12,8 @@ import pytest
 from experiments import analysis as a
 from experiments import (grad_profile, grad_scale_depth, lr_sensitivity, qk_norm_logits,
                          residual_growth, warmup_stability)
-from transformer import report
-from transformer.sweep import MANIFEST
+from transformer.sweep import report
+from transformer.sweep.points import MANIFEST
 
 LN_V = math.log(259)
 

@@ -12,10 +12,10 @@ import time
 import pytest
 
 from configs.default import get_config
-from transformer import sweep as sw
+from transformer.sweep import points as sw
 from transformer.config import ConfigError
-from transformer.sweep_local import Job, cpu_thread_env, run_jobs, visible_gpus
-from transformer.sweep_slurm import SlurmResources, array_script, submit, write_script
+from transformer.sweep.local import Job, cpu_thread_env, run_jobs, visible_gpus
+from transformer.sweep.slurm import SlurmResources, array_script, submit, write_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,7 +41,7 @@ def test_product_and_zip_axes():
 
 def test_load_sweep_with_argument(tmp_path):
   f = tmp_path / "s.py"
-  f.write_text("from transformer.sweep import product\n"
+  f.write_text("from transformer.sweep.points import product\n"
                "def get_sweep(arg='a,b'):\n"
                "  return product({'model.norm_placement': arg.split(',')}, {'seed': [0, 1]})\n")
   assert len(sw.load_sweep(str(f))) == 4
@@ -259,8 +259,8 @@ def test_sigint_reaches_every_child_once_and_leaves_no_process(tmp_path):
   runner = tmp_path / "runner.py"
   runner.write_text(textwrap.dedent(f"""
       import sys
-      from transformer.sweep_local import Job, run_jobs
-      from transformer.sweep import is_finished
+      from transformer.sweep.local import Job, run_jobs
+      from transformer.sweep.points import is_finished
       jobs = [Job(n, w, c, finished=lambda w=w: is_finished(w, 3)) for n, w, c in {
           [(j.name, j.workdir, j.command) for j in jobs]!r}]
       out = run_jobs(jobs, parallel=2, poll_s=0.05)
@@ -337,7 +337,7 @@ def test_sweep_cli_end_to_end_slurm_then_local_rerun_and_report(tiny_corpus, tmp
   """Real `launch.py` training: two points through a fake sbatch, then the local runner finds
   both finished, skips them and writes the report (about 1-2 minutes on 2 cores)."""
   f = tmp_path / "two.py"
-  f.write_text("from transformer.sweep import product\n"
+  f.write_text("from transformer.sweep.points import product\n"
                "def get_sweep():\n"
                "  return product({'model.norm_placement': ['pre', 'post']})\n")
   bin_dir = tmp_path / "bin"

@@ -14,8 +14,8 @@ from configs import seq2seq_base
 from transformer.config import from_config_dict
 from transformer.data import catalog
 from transformer.data.tokenizers import ByteTokenizer
-from transformer.evaluate import evaluate_workdir, outputs_step
-from transformer.sample import sample_from_workdir
+from transformer.evaluation.evaluate import evaluate_workdir, outputs_step
+from transformer.evaluation.sample import sample_from_workdir
 from transformer.tasks import Seq2SeqTask
 from transformer.train.init_from import load_params
 from transformer.tasks import build_task

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer import decode
+from transformer.evaluation import decode
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.model.models import build_model, shift_right
 from transformer.train import init_from

@@ -18,7 +18,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer import diagnostics, evaluate as evaluation, kinds
+from transformer import kinds
+from transformer.evaluation import evaluate as evaluation
+from transformer.train import diagnostics
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.tasks import build_task
 from transformer.train import flops, optim
@@ -136,7 +138,7 @@ def format_eval(metrics: dict) -> str:
 
 def evaluate(task, eval_step, state, max_batches: int, outputs_step=None) -> dict:
   """Sums `eval_step(state, batch)` over the eval split (or its first `max_batches`), then
-  summarizes; with `outputs_step` (`transformer.evaluate.outputs_step`), adds the task's
+  summarizes; with `outputs_step` (`transformer.evaluation.evaluate.outputs_step`), adds the task's
   host-side metrics of those outputs (BLEU, ...)."""
   totals, template, outputs = None, None, []
   batches = iter(task.data.eval_batches(max_batches))

@@ -16,7 +16,8 @@ from typing import Sequence
 
 from absl import flags
 
-from transformer import sweep as sweep_lib
+from transformer import REPO_ROOT
+from transformer.sweep import points as sweep_lib
 from transformer.config import ConfigError
 
 _SWEEP = flags.DEFINE_string("sweep", None, "sweep: a Python file whose get_sweep() returns "
@@ -42,8 +43,7 @@ _SLURM_PARTITION = flags.DEFINE_string("slurm_partition", "", "slurm: partition.
 _SLURM_ACCOUNT = flags.DEFINE_string("slurm_account", "", "slurm: account.")
 _SLURM_EXTRA = flags.DEFINE_list("slurm_extra", [], "slurm: more sbatch options, e.g. qos=high.")
 
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_LAUNCH_PY = os.path.join(_REPO_ROOT, "launch.py")
+_LAUNCH_PY = os.path.join(REPO_ROOT, "launch.py")
 
 
 def default_sweep_dir(sweep_file: str) -> str:
@@ -60,7 +60,7 @@ def main(mode: str, config_dict, config_arg: str, argv: Sequence[str]) -> int:
       if not _SWEEP_DIR.value:
         raise ConfigError("--mode=report needs --sweep_dir=DIR (a directory made by "
                           "--mode=sweep).")
-      from transformer.report import write_report  # noqa: PLC0415
+      from transformer.sweep.report import write_report  # noqa: PLC0415
       print(f"Report: {write_report(_SWEEP_DIR.value, _REPORT_METRIC.value)}")
       return 0
     return _sweep(config_dict, config_arg, argv)
@@ -100,7 +100,7 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
       print(f"{n}: {' '.join(c)}")
     return 0
 
-  from transformer.sweep_local import Job, run_jobs, visible_gpus  # noqa: PLC0415
+  from transformer.sweep.local import Job, run_jobs, visible_gpus  # noqa: PLC0415
   jobs = [Job(n, os.path.join(sweep_dir, n), c,
               finished=lambda w=os.path.join(sweep_dir, n), s=cfg.train.num_steps:
               sweep_lib.is_finished(w, s))
@@ -116,7 +116,7 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
     print("[sweep] Interrupted: run the same command again to resume.")
     return 130
   try:
-    from transformer.report import write_report  # noqa: PLC0415
+    from transformer.sweep.report import write_report  # noqa: PLC0415
     print(f"[sweep] Report: {write_report(sweep_dir, _REPORT_METRIC.value)}")
   except Exception as e:  # noqa: BLE001 -- the runs are safe; say why the report is missing
     print(f"[sweep] The report failed ({type(e).__name__}: {e}); rerun it with "
@@ -126,7 +126,7 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
 
 
 def _slurm(sweep_dir, points, configs, names, commands) -> int:
-  from transformer.sweep_slurm import SlurmResources, array_script, submit, write_script  # noqa
+  from transformer.sweep.slurm import SlurmResources, array_script, submit, write_script  # noqa
   todo = [i for i, (n, c) in enumerate(zip(names, configs))
           if not sweep_lib.is_finished(os.path.join(sweep_dir, n), c.train.num_steps)]
   if not todo:
@@ -139,7 +139,7 @@ def _slurm(sweep_dir, points, configs, names, commands) -> int:
                        max_parallel=_PARALLEL.value if _PARALLEL.value > 1 else 0,
                        extra=tuple(_SLURM_EXTRA.value))
   text = array_script([names[i] for i in todo], [commands[i] for i in todo], sweep_dir,
-                      _REPO_ROOT, res, job_name="sweep-" + os.path.basename(sweep_dir))
+                      REPO_ROOT, res, job_name="sweep-" + os.path.basename(sweep_dir))
   path = write_script(text, sweep_dir)
   print(f"[sweep] {len(todo)} of {len(points)} points to run; sbatch script: {path}")
   if _DRY_RUN.value:

@@ -18,8 +18,9 @@ from typing import Any
 
 from absl import flags
 
-DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                              "configs", "default.py")
+from transformer import REPO_ROOT
+
+DEFAULT_CONFIG = os.path.join(REPO_ROOT, "configs", "default.py")
 
 
 class CommandLineError(Exception):

@@ -14,8 +14,8 @@ import traceback
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from transformer import sweep_cli  # noqa: F401 -- defines the sweep / report flags
-from transformer.cli import DEFAULT_CONFIG, config_arg, parse_flags
+from transformer.sweep import cli as sweep_cli  # noqa: F401 -- defines the sweep / report flags
+from transformer.cli.args import DEFAULT_CONFIG, config_arg, parse_flags
 from transformer.config import ConfigError, from_config_dict
 from transformer.errors import RunError
 
@@ -32,7 +32,7 @@ _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "sample", "bench", 
                           "(encoder-decoder) with the run in --workdir; bench: time train steps; "
                           "diagnose: per-layer statistics on one batch, at init or from "
                           "--workdir's latest checkpoint; sweep: run --sweep's points "
-                          "(transformer/sweep_cli.py); report: the report of --sweep_dir; "
+                          "(transformer/sweep/cli.py); report: the report of --sweep_dir; "
                           "data_bench: input pipeline vs train step tokens/s.")
 _PROMPT = flags.DEFINE_string("prompt", "", "sample: the text to continue.")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 200, "sample: tokens to generate.")
@@ -219,7 +219,7 @@ def main(argv: list[str]) -> None:
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
   if _MODE.value in ("train", "bench"):  # files, devices, workdir: before data or compiling
-    from transformer.preflight import check_before_run  # noqa: PLC0415
+    from transformer.cli.preflight import check_before_run  # noqa: PLC0415
     try:
       check_before_run(config, workdir if _MODE.value == "train" else None)
     except (ConfigError, RunError) as e:
@@ -239,7 +239,7 @@ def main(argv: list[str]) -> None:
       run_data_benchmark(config, _DATA_BENCH_BATCHES.value, _BENCH_STEPS.value,
                          _DATA_BENCH_SKIP_MODEL.value)
     elif _MODE.value == "diagnose":
-      from transformer.diagnostics import run_diagnose  # noqa: PLC0415
+      from transformer.train.diagnostics import run_diagnose  # noqa: PLC0415
       run_diagnose(config, workdir)
     elif _MODE.value == "train":
       from transformer.train.loop import train_and_evaluate  # noqa: PLC0415
@@ -253,7 +253,7 @@ def _exit_with(e: Exception) -> None:
 
 
 def _sample(workdir: str) -> None:
-  from transformer.sample import sample_from_workdir
+  from transformer.evaluation.sample import sample_from_workdir
   text_in = _SOURCE.value or _PROMPT.value
   try:
     texts = sample_from_workdir(
@@ -273,7 +273,7 @@ def _sample(workdir: str) -> None:
 def _eval(workdir: str, config) -> None:
   """Scores a checkpoint of `workdir` in the layout of this command's `--config.parallel.*`
   (the run's own layout when none is given)."""
-  from transformer.evaluate import evaluate_workdir  # noqa: PLC0415
+  from transformer.evaluation.evaluate import evaluate_workdir  # noqa: PLC0415
   from transformer.train.loop import format_eval  # noqa: PLC0415
   layout_given = any(a.startswith("--config.parallel") for a in sys.argv)
   try:

@@ -17,7 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer import decode, kinds
+from transformer import kinds
+from transformer.evaluation import decode
 from transformer.config import ConfigError, ExperimentConfig, from_config_dict
 
 

@@ -35,7 +35,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from transformer import sweep as sweep_lib
+from transformer.sweep import points as sweep_lib
 
 COLLAPSE_TOLERANCE = 0.02  # relative: eval loss >= (1 - this) * unigram entropy = collapsed
 _NOT_METRICS = ("step", "split", "time", "tokens", "examples")

@@ -49,7 +49,7 @@ def evaluate_workdir(workdir: str, *, split: str = "", step: Optional[int] = Non
   Returns:
     The metrics, also written to `<workdir>/eval/<split>-<step>.json` with `step` and `split`.
   """
-  from transformer.sample import run_config  # noqa: PLC0415
+  from transformer.evaluation.sample import run_config  # noqa: PLC0415
   from transformer.tasks import build_task  # noqa: PLC0415 -- TensorFlow from here on
   from transformer.train import optim  # noqa: PLC0415
   from transformer.train.checkpoint import Checkpointer  # noqa: PLC0415
@@ -99,7 +99,7 @@ LM_SAMPLE_TOKENS = 48
 def sample_prompts(task) -> list[str]:
   """A few fixed inputs of a generative run, from its first eval batch (the same every eval):
   the first tokens of eval rows (decoder LM) or eval sources (encoder-decoder)."""
-  from transformer.sample import _until_eos  # noqa: PLC0415
+  from transformer.evaluation.sample import _until_eos  # noqa: PLC0415
   tok = task.data.tokenizer
   batch = next(iter(task.data.eval_batches(1)))
   length = LM_PROMPT_TOKENS if kinds_generative(task) == "lm" else batch["inputs"].shape[1]
@@ -120,7 +120,7 @@ def write_samples(task, par, state, writer, step: int, workdir: str, log=print) 
   `<workdir>/samples.txt` and written to TensorBoard (text); nothing for other kinds."""
   if not kinds_generative(task):
     return
-  from transformer.sample import generate_texts  # noqa: PLC0415
+  from transformer.evaluation.sample import generate_texts  # noqa: PLC0415
   if not hasattr(task, "_sample_prompts"):
     task._sample_prompts = sample_prompts(task)
   config = task.config

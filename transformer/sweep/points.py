@@ -28,6 +28,7 @@ import os
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from transformer import REPO_ROOT
 from transformer.config import ConfigError, ExperimentConfig, from_config_dict
 
 Point = dict[str, Any]
@@ -93,7 +94,6 @@ def sweep_report_settings(spec_arg: str) -> dict:
           "report_diagnostics": list(getattr(module, "REPORT_DIAGNOSTICS", ()))}
 
 
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def sweep_module(spec_arg: str):
@@ -101,8 +101,8 @@ def sweep_module(spec_arg: str):
   repository root (a sweep dir's manifest keeps the path as it was given)."""
   path = spec_arg.split(".py:", 1)[0] + ".py" if ".py:" in spec_arg else spec_arg
   if not os.path.isabs(path) and not os.path.exists(path):
-    if os.path.exists(os.path.join(_REPO_ROOT, path)):
-      path = os.path.join(_REPO_ROOT, path)
+    if os.path.exists(os.path.join(REPO_ROOT, path)):
+      path = os.path.join(REPO_ROOT, path)
   return _import(path)
 
 

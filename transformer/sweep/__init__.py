@@ -1,0 +1,9 @@
+"""Sweeps: points declared in a file (`points`), run locally (`local`) or as a SLURM array
+(`slurm`), driven by `--mode=sweep` / `--mode=report` (`cli`) and summarized (`report`).
+
+A sweep file needs only `from transformer.sweep import product, zip_axes, preset`.
+"""
+
+from transformer.sweep.points import preset, product, zip_axes
+
+__all__ = ["preset", "product", "zip_axes"]
