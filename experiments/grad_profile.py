@@ -11,7 +11,8 @@ claim carries over to our default. The report's per-layer diagnostics profile is
 
 import math
 
-from experiments.presets import AT_INIT, PAPER_ACTIVATION, PLACEMENTS, SIZES
+from experiments.presets import AT_INIT, PAPER_ACTIVATION, SIZES
+from transformer.config import NORM_PLACEMENTS
 from transformer.sweep import preset, product
 
 CLAIM = ("Xiong et al. 2020, Fig. 3: at initialization the per-layer gradient norm of "
@@ -23,7 +24,7 @@ def get_sweep(size: str = "cpu"):
   the per-layer profile noisy; Xiong et al. average 10 seeds); then post and pre with the
   paper's ReLU feed-forward net, 10 seeds."""
   base = [preset(SIZES, size), [AT_INIT], [{"model.num_layers": 12}]]
-  return (product(*base, {"model.norm_placement": PLACEMENTS}, {"seed": [0, 1, 2]})
+  return (product(*base, {"model.norm_placement": NORM_PLACEMENTS}, {"seed": [0, 1, 2]})
           + product(*base, {"model.norm_placement": ["pre", "post"]},
                     {"seed": list(range(3, 10))})
           + product(*base, {"model.norm_placement": ["pre", "post"]},

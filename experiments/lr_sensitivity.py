@@ -9,7 +9,8 @@ loss (clipped at the initial loss; diverged runs count as the initial loss) minu
 Run this study before warmup_stability and qk_norm_logits: they reuse its runs.
 """
 
-from experiments.presets import LRS, PLACEMENTS, TRAINING_SIZES, WARMUP, training
+from experiments.presets import LRS, TRAINING_SIZES, WARMUP, training
+from transformer.config import NORM_PLACEMENTS
 from transformer.sweep import preset, product
 
 CLAIM = ("Wortsman et al. 2023: LR sensitivity (expected loss gap to the best LR over a "
@@ -20,7 +21,7 @@ CLAIM = ("Wortsman et al. 2023: LR sensitivity (expected loss gap to the best LR
 def get_sweep(size: str = "cpu"):
   base = preset(TRAINING_SIZES, size)  # first: an unknown size is a clear error
   return product(base, [training(size)], [{"optim.warmup_steps": WARMUP[size]}],
-                 {"model.norm_placement": PLACEMENTS},
+                 {"model.norm_placement": NORM_PLACEMENTS},
                  {"optim.learning_rate": LRS[size]}, {"seed": [0, 1, 2]})
 
 

@@ -28,9 +28,6 @@ TRAINING_SIZES = {"cpu": {**SIZES["cpu"], "data.seq_len": 64}, "gpu": dict(SIZES
 PAPER_ACTIVATION = "relu"
 DEFAULT_ACTIVATION = "gelu"
 
-# Every placement of the block.
-PLACEMENTS = ["pre", "post", "peri", "deepnorm", "mix", "admin"]
-
 # One optimizer step at initialization, with per-layer diagnostics: the gradient studies.
 # Scanned layers compile in seconds at any depth (unrolled, 32 layers take minutes on a CPU);
 # their names and values are the unrolled ones (tests/test_diagnostics.py).

@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 
 from tests import numpy_reference as ref
-from transformer.config import ConfigError, ModelConfig
+from transformer.config import ACTIVATIONS, ATTENTION_IMPLS, ConfigError, ModelConfig
 from transformer.model.attention import (MultiHeadAttention, causal_mask, fused_attention,
                                          padding_mask, segment_mask)
 from transformer.model.feedforward import FeedForward
 from transformer.model.positions import apply_rope, sinusoidal_encoding
 
 B, T, D, H = 2, 6, 16, 4
+CPU_IMPLS = [i for i in ATTENTION_IMPLS if i != "cudnn"]  # cudnn needs a GPU
 
 
 def _randomize(params, seed, scale=0.3):
@@ -72,7 +73,7 @@ def test_reference_xla_and_flax_attention_agree(mask_name):
     assert np.all(weights[~np.broadcast_to(mask, weights.shape)] == 0)
 
 
-@pytest.mark.parametrize("impl", ["reference", "xla"])
+@pytest.mark.parametrize("impl", CPU_IMPLS)
 def test_grouped_query_attention_matches_numpy(impl):
   x = np.random.default_rng(0).normal(size=(B, T, D)).astype(np.float32)
   mha = MultiHeadAttention(num_heads=H, head_dim=D // H, num_kv_heads=2, implementation=impl)
@@ -135,7 +136,7 @@ def test_sinusoidal_encoding_matches_the_formula():
   np.testing.assert_allclose(got, ref.sinusoidal(50, 32), atol=2e-5)
 
 
-@pytest.mark.parametrize("activation", ["relu", "gelu", "swiglu"])
+@pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_feed_forward_matches_numpy(activation):
   x = np.random.default_rng(0).normal(size=(B, T, D)).astype(np.float32)
   ffn = FeedForward(d_ff=24, activation=activation)

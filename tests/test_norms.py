@@ -11,14 +11,11 @@ import pytest
 
 from tests import numpy_reference as ref
 from transformer.evaluation import decode
-from transformer.config import ConfigError, ModelConfig, TrainConfig
+from transformer.config import NORM_PLACEMENTS, ConfigError, ModelConfig, TrainConfig
 from transformer.model.block import Block, deepnorm_constants
 from transformer.model.models import DecoderLM, EncoderDecoder, MaskedLM
 from transformer.model.stacks import TransformerStack
 from transformer.train.losses import cross_entropy_sums
-
-PLACEMENTS = ("post", "pre", "peri", "deepnorm", "mix", "admin")
-
 
 def _randomize(params, seed):
   """Every parameter (norm scales, biases, DyT alpha, Admin omega) random, so no term of a
@@ -73,7 +70,7 @@ def _stack_scanned(params, cfg, num_layers):
   return params
 
 
-@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("placement", NORM_PLACEMENTS)
 def test_stack_matches_numpy_and_scan_equals_unrolled(placement):
   """A 4-layer stack (Mix-LN with 2 post + 2 pre layers) against NumPy, layer by layer with
   the final norm the placement calls for; the scanned stack computes the same."""

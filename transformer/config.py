@@ -31,6 +31,9 @@ def _positive(section: str, field: str, value: Any, allow_zero: bool = False) ->
     raise ConfigError(f"--config.{section}.{field}={value!r} must be a number {bound}.")
 
 
+# The choices of each option, written here only: the model, diagnostics, studies and tests
+# import them, and the mappings from a name to what it means (jnp dtypes, remat policies,
+# activation functions) are derived from these or checked against them (tests/test_options.py).
 NORM_PLACEMENTS = ("pre", "post", "peri", "deepnorm", "mix", "admin")
 NORMS = ("layernorm", "rmsnorm", "dyt", "none")
 POSITIONS = ("sinusoidal", "learned", "rope", "none")
@@ -49,6 +52,11 @@ MESH_AXES = ("data", "fsdp", "tensor")
 DEFAULT_LOGICAL_RULES = (("embed", "fsdp"), ("vocab", "tensor"), ("heads", "tensor"),
                          ("mlp", "tensor"), ("head_dim", ""), ("norm", ""), ("position", ""),
                          ("layers", ""))
+
+
+def options_text(names: tuple[str, ...]) -> str:
+  """`a, b or c`: choices as an error message lists them."""
+  return f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,6 +10,8 @@ from typing import Union
 import numpy as np
 import tensorflow as tf
 
+from transformer.config import TOKENIZERS, options_text
+
 
 class ByteTokenizer:
   """UTF-8 bytes: id = byte + 3; 0 = pad, 1 = bos, 2 = eos. Vocabulary of 259."""
@@ -139,4 +141,5 @@ def build_tokenizer(name: str, model_path: str = "") -> Tokenizer:
       raise ValueError(f"SentencePiece model file {model_path!r} does not exist; set "
                        "--config.data.spm_model to a .model file, or to '' to train one.")
     return SentencePieceTokenizer(model_path)
-  raise ValueError(f"Unknown tokenizer {name!r}; choose 'bytes' or 'sentencepiece'.")
+  raise ValueError(f"Unknown tokenizer {name!r}; choose "
+                   f"{options_text(tuple(map(repr, TOKENIZERS)))}.")

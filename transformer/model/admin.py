@@ -27,7 +27,7 @@ from typing import Any
 import flax.linen as nn
 import jax.numpy as jnp
 
-SUBLAYERS = ("self_attention", "cross_attention", "feed_forward")
+from transformer.model.block import SUBLAYERS
 
 
 def _layer_keys(stack: dict) -> list[str]:

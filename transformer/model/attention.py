@@ -26,10 +26,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from transformer.config import ATTENTION_IMPLS
 from transformer.model.common import fan_in_init, zeros_init
 from transformer.model.positions import apply_rope
-
-IMPLEMENTATIONS = ("reference", "xla", "cudnn")
 
 
 def causal_mask(q_len: int, kv_len: Optional[int] = None) -> jax.Array:
@@ -97,9 +96,9 @@ def reference_attention(query: jax.Array, key: jax.Array, value: jax.Array,
 
 def check_implementation(implementation: str, dtype) -> None:
   """Raises a clear error where `implementation` cannot run here (before any compilation)."""
-  if implementation not in IMPLEMENTATIONS:
+  if implementation not in ATTENTION_IMPLS:
     raise ValueError(f"Unknown attention implementation {implementation!r}; choose one of "
-                     f"{list(IMPLEMENTATIONS)} (--config.model.attention_impl).")
+                     f"{list(ATTENTION_IMPLS)} (--config.model.attention_impl).")
   if implementation == "cudnn":
     if jax.default_backend() != "gpu":
       raise ValueError(

@@ -40,6 +40,10 @@ from transformer.model.feedforward import FeedForward
 from transformer.model.norms import make_norm
 
 ROLES = ("decoder_only", "encoder_only", "encoder", "decoder")
+# A block's sublayers in execution order. Their names name parameters, sown values and
+# diagnostics metrics; Admin's omegas accumulate in this order.
+SUBLAYERS = SELF_ATTENTION, CROSS_ATTENTION, FEED_FORWARD = (
+    "self_attention", "cross_attention", "feed_forward")
 
 
 def mix_post_layers(cfg: ModelConfig, num_layers: int) -> int:
@@ -190,20 +194,20 @@ class Block(nn.Module):
                encoded: Optional[jax.Array] = None, cross_mask: Optional[jax.Array] = None, *,
                positions: Optional[jax.Array] = None, deterministic: bool = True) -> jax.Array:
     cfg = self.cfg
-    self_attention = self._attention("self_attention", True)
+    self_attention = self._attention(SELF_ATTENTION, True)
     x = self._residual(
         x, lambda h: self_attention(h, h, mask, positions=positions, deterministic=deterministic),
-        "self_attention", deterministic)
+        SELF_ATTENTION, deterministic)
     if self.cross_attention:
       if encoded is None:
         raise ValueError("A block with cross_attention=True needs `encoded` inputs.")
-      cross = self._attention("cross_attention", False)
+      cross = self._attention(CROSS_ATTENTION, False)
       x = self._residual(x, lambda h: cross(h, encoded, cross_mask, deterministic=deterministic),
-                         "cross_attention", deterministic)
+                         CROSS_ATTENTION, deterministic)
     ffn = FeedForward(d_ff=cfg.d_ff, activation=cfg.activation, use_bias=cfg.use_bias,
                       dtype=dtype_of(cfg.dtype), param_dtype=dtype_of(cfg.param_dtype),
-                      init_gain=self._init_gain(), name="feed_forward")
-    x = self._residual(x, ffn, "feed_forward", deterministic)
+                      init_gain=self._init_gain(), name=FEED_FORWARD)
+    x = self._residual(x, ffn, FEED_FORWARD, deterministic)
     if self.is_mutable_collection("diagnostics"):
       self.sow("diagnostics", "residual_rms", _rms(x), reduce_fn=_keep_last, init_fn=_zero)
     return x

@@ -5,11 +5,13 @@ from typing import Sequence
 import flax.linen as nn
 import jax.numpy as jnp
 
-DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+from transformer.config import DTYPES
+
+JNP_DTYPES = {name: getattr(jnp, name) for name in DTYPES}  # "bfloat16" -> jnp.bfloat16
 
 
 def dtype_of(name: str):
-  return DTYPES[name]
+  return JNP_DTYPES[name]
 
 
 def fan_in_init(logical: Sequence[str], gain: float = 1.0):

@@ -8,9 +8,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from transformer.config import ACTIVATIONS, options_text
 from transformer.model.common import fan_in_init, zeros_init
 
-ACTIVATIONS = {"relu": jax.nn.relu, "gelu": jax.nn.gelu}
+# The activations applied elementwise; with "swiglu" (gated, built below) they are
+# config.ACTIVATIONS (tests/test_options.py checks it).
+ELEMENTWISE = {"relu": jax.nn.relu, "gelu": jax.nn.gelu}
 
 
 class FeedForward(nn.Module):
@@ -35,10 +38,11 @@ class FeedForward(nn.Module):
                         kernel_init=fan_in_init(("embed", "mlp"), self.init_gain),
                         bias_init=zeros_init(("mlp",)))(x)
       h = jax.nn.silu(h) * linear
-    elif self.activation in ACTIVATIONS:
-      h = ACTIVATIONS[self.activation](h)
+    elif self.activation in ELEMENTWISE:
+      h = ELEMENTWISE[self.activation](h)
     else:
-      raise ValueError(f"Unknown activation {self.activation!r}; choose relu, gelu or swiglu.")
+      raise ValueError(f"Unknown activation {self.activation!r}; choose "
+                       f"{options_text(ACTIVATIONS)}.")
     return nn.Dense(d_model, use_bias=self.use_bias, dtype=self.dtype,
                     param_dtype=self.param_dtype, name="wo",
                     kernel_init=fan_in_init(("mlp", "embed"), self.init_gain),

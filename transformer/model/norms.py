@@ -4,6 +4,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from transformer.config import NORMS, options_text
 from transformer.model.common import ones_init, zeros_init
 
 
@@ -96,4 +97,4 @@ def make_norm(kind: str, *, epsilon: float, use_bias: bool, dtype, param_dtype,
                      param_dtype=param_dtype, name=name)
   if kind == "rmsnorm":
     return RMSNorm(epsilon=epsilon, dtype=dtype, param_dtype=param_dtype, name=name)
-  raise ValueError(f"Unknown norm {kind!r}; choose layernorm, rmsnorm, dyt or none.")
+  raise ValueError(f"Unknown norm {kind!r}; choose {options_text(NORMS)}.")

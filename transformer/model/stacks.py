@@ -19,7 +19,11 @@ from transformer.config import ModelConfig
 from transformer.model.block import Block, layer_placement, mix_post_layers, needs_final_norm, norm_for
 
 
-REMAT_POLICIES = {"full": None, "minimal": jax.checkpoint_policies.dots_with_no_batch_dims_saveable}
+# Names of the scanned layer modules: all layers, or Mix-LN's post-norm part and pre-norm part.
+SCANNED = LAYERS, POST_LAYERS, PRE_LAYERS = ("layers", "post_layers", "pre_layers")
+# The jax policy of each `ModelConfig.remat` but "none" (tests/test_options.py checks the keys).
+JAX_REMAT_POLICIES = {"full": None,
+                      "minimal": jax.checkpoint_policies.dots_with_no_batch_dims_saveable}
 
 
 class _LayerBlock(Block):
@@ -60,7 +64,7 @@ class TransformerStack(nn.Module):
     if cfg.remat != "none":
       # Nothing static among the arguments (deterministic is an attribute). Under scan, CSE
       # across iterations cannot undo the remat.
-      block = nn.remat(block, policy=REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers)
+      block = nn.remat(block, policy=JAX_REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers)
     if self.is_mutable_collection("admin_profile"):  # the variance of the stack's input
       self.sow("admin_profile", "input_var", jnp.var(x.astype(jnp.float32)),
                reduce_fn=lambda _, new: new, init_fn=lambda: jnp.zeros([], jnp.float32))
@@ -70,10 +74,10 @@ class TransformerStack(nn.Module):
       # "intermediates" (sown attention weights), "cache" (KV) and the sown scalars get the
       # layer axis too.
       if cfg.norm_placement == "mix":
-        segments = [("post", "post_layers", mix_post_layers(cfg, num_layers))]
-        segments.append(("pre", "pre_layers", num_layers - segments[0][2]))
+        segments = [("post", POST_LAYERS, mix_post_layers(cfg, num_layers))]
+        segments.append(("pre", PRE_LAYERS, num_layers - segments[0][2]))
       else:
-        segments = [("", "layers", num_layers)]
+        segments = [("", LAYERS, num_layers)]
       for placement, name, length in segments:
         if length:
           x, _ = nn.scan(block, variable_axes={"params": 0, "cache": 0, "intermediates": 0,

@@ -107,88 +107,136 @@ def run_jobs(jobs: Sequence[Job], parallel: int, gpus: Sequence[str] = (),
   if parallel < 1:
     raise ValueError(f"--parallel={parallel} must be >= 1.")
   outcome = {"finished": [], "failed": [], "stopped": [], "not_started": []}
-  todo = []
-  for job in jobs:
-    (outcome["finished"] if job.finished() else todo).append(job)
-  skipped = len(outcome["finished"])
-  if skipped:
-    print_fn(f"[sweep] {skipped} of {len(jobs)} points already finished; skipping them.")
+  todo = _skip_finished(jobs, outcome["finished"], print_fn)
   if gpus and parallel > len(gpus):
     print_fn(f"[sweep] {parallel} points at a time on {len(gpus)} GPU(s): points share GPUs.")
-  running: list[Job] = []
-  free_slots = list(range(parallel))
-  slot_of: dict[str, int] = {}
-  durations: list[float] = []
-  last_progress = 0.0
-  stop_deadline = None
-
-  def progress(force=False):
-    nonlocal last_progress
-    now = time.time()
-    if not force and now - last_progress < progress_every_s:
-      return
-    last_progress = now
-    left = len(todo) + len(outcome["not_started"])
-    eta = ""
-    if durations and (todo or running) and stop_deadline is None:  # no ETA once stopping
-      mean = sum(durations) / len(durations)
-      remaining = sum(max(mean - (now - j.started), 0) for j in running) + len(todo) * mean
-      eta = f" | ETA {format_duration(remaining / min(parallel, len(todo) + len(running)))}"
-    print_fn(f"[sweep] done {len(outcome['finished'])} | running {len(running)} | failed "
-             f"{len(outcome['failed'])} | left {left}{eta}")
-
+  pool = _Pool(todo, outcome, parallel, gpus, progress_every_s, print_fn)
   with _Stop() as stop:
-    while todo or running:
-      if stop.new:  # pass each signal on once to every running child
-        stop.new = False
-        sig = signal.SIGINT if stop.count == 1 else signal.SIGTERM
-        for j in running:
-          _signal(j, sig)
-        stop_deadline = time.time() + STOP_GRACE_S
-        outcome["not_started"] += todo
-        todo = []
-      while todo and free_slots and not stop.count:
-        job = todo.pop(0)
-        slot = free_slots.pop(0)
-        env = dict(os.environ)
-        if gpus:
-          env["CUDA_VISIBLE_DEVICES"] = gpus[slot % len(gpus)]
-          if parallel > len(gpus):
-            env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-        else:
-          env = cpu_thread_env(env, parallel)
-        _start(job, env)
-        slot_of[job.name] = slot
-        running.append(job)
-        print_fn(f"[sweep] start {job.name}" + (f" (GPU {env['CUDA_VISIBLE_DEVICES']})"
-                                                 if gpus else "") + f"; log: {job.log_path}")
-        progress(force=True)
-      for job in list(running):
-        rc = job.process.poll()
-        if rc is None:
-          continue
-        job.returncode = rc
-        running.remove(job)
-        free_slots.append(slot_of.pop(job.name))
-        if job.finished():
-          outcome["finished"].append(job)
-          durations.append(time.time() - job.started)
-          print_fn(f"[sweep] finished {job.name} in {format_duration(time.time() - job.started)}")
-        elif stop.count:
-          outcome["stopped"].append(job)
-          print_fn(f"[sweep] stopped {job.name} (exit {rc}); it resumes on the next run")
-        else:
-          outcome["failed"].append(job)
-          print_fn(f"[sweep] FAILED {job.name} (exit {rc}); log: {job.log_path}")
-        progress(force=True)
-      if stop_deadline is not None and running and time.time() > stop_deadline:
-        for j in running:
-          print_fn(f"[sweep] {j.name} did not stop within {STOP_GRACE_S}s; killing it.")
-          j.process.kill()
-        stop_deadline = time.time() + 60
-      progress()
+    while pool.todo or pool.running:
+      pool.step(stop)
       time.sleep(poll_s)
   return outcome
+
+
+def _skip_finished(jobs: Sequence[Job], finished: list[Job], print_fn) -> list[Job]:
+  """Appends the jobs finished before to `finished`; returns the others, in order."""
+  todo = []
+  for job in jobs:
+    (finished if job.finished() else todo).append(job)
+  if finished:
+    print_fn(f"[sweep] {len(finished)} of {len(jobs)} points already finished; skipping them.")
+  return todo
+
+
+class _Pool:
+  """The jobs of one `run_jobs` call while it runs: waiting (`todo`), `running` (each in one
+  of `parallel` slots; slot i gets GPU i mod len(gpus)), and done (`outcome`)."""
+
+  def __init__(self, todo: list[Job], outcome: dict[str, list[Job]], parallel: int,
+               gpus: Sequence[str], progress_every_s: float, print_fn):
+    self.todo = todo
+    self.outcome = outcome
+    self.parallel = parallel
+    self.gpus = gpus
+    self.progress_every_s = progress_every_s
+    self.print_fn = print_fn
+    self.running: list[Job] = []
+    self.free_slots = list(range(parallel))
+    self.slot_of: dict[str, int] = {}
+    self.durations: list[float] = []
+    self.last_progress = 0.0
+    self.stop_deadline: Optional[float] = None
+
+  def step(self, stop: _Stop) -> None:
+    """One poll: pass on a new stop request, start what fits, collect what ended."""
+    if stop.new:
+      self._pass_on(stop)
+    while self.todo and self.free_slots and not stop.count:
+      self._start_next()
+    for job in list(self.running):
+      rc = job.process.poll()
+      if rc is not None:
+        self._collect(job, rc, stop)
+    self._kill_overdue()
+    self.progress()
+
+  def _pass_on(self, stop: _Stop) -> None:
+    """Passes each signal on once to every running child; starts nothing more."""
+    stop.new = False
+    sig = signal.SIGINT if stop.count == 1 else signal.SIGTERM
+    for j in self.running:
+      _signal(j, sig)
+    self.stop_deadline = time.time() + STOP_GRACE_S
+    self.outcome["not_started"] += self.todo
+    self.todo = []
+
+  def _start_next(self) -> None:
+    job = self.todo.pop(0)
+    slot = self.free_slots.pop(0)
+    env = self._child_env(slot)
+    _start(job, env)
+    self.slot_of[job.name] = slot
+    self.running.append(job)
+    gpu = f" (GPU {env['CUDA_VISIBLE_DEVICES']})" if self.gpus else ""
+    self.print_fn(f"[sweep] start {job.name}{gpu}; log: {job.log_path}")
+    self.progress(force=True)
+
+  def _child_env(self, slot: int) -> dict:
+    env = dict(os.environ)
+    if not self.gpus:
+      return cpu_thread_env(env, self.parallel)
+    env["CUDA_VISIBLE_DEVICES"] = self.gpus[slot % len(self.gpus)]
+    if self.parallel > len(self.gpus):
+      env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    return env
+
+  def _collect(self, job: Job, rc: int, stop: _Stop) -> None:
+    """Files an ended job under finished, stopped or failed, and frees its slot."""
+    job.returncode = rc
+    self.running.remove(job)
+    self.free_slots.append(self.slot_of.pop(job.name))
+    if job.finished():
+      self.outcome["finished"].append(job)
+      self.durations.append(time.time() - job.started)
+      self.print_fn(f"[sweep] finished {job.name} in "
+                    f"{format_duration(time.time() - job.started)}")
+    elif stop.count:
+      self.outcome["stopped"].append(job)
+      self.print_fn(f"[sweep] stopped {job.name} (exit {rc}); it resumes on the next run")
+    else:
+      self.outcome["failed"].append(job)
+      self.print_fn(f"[sweep] FAILED {job.name} (exit {rc}); log: {job.log_path}")
+    self.progress(force=True)
+
+  def _kill_overdue(self) -> None:
+    """After a stop request, kills the children still running when the grace time is up."""
+    if self.stop_deadline is None or not self.running or time.time() <= self.stop_deadline:
+      return
+    for j in self.running:
+      self.print_fn(f"[sweep] {j.name} did not stop within {STOP_GRACE_S}s; killing it.")
+      j.process.kill()
+    self.stop_deadline = time.time() + 60
+
+  def progress(self, force: bool = False) -> None:
+    """Prints the counts (and an ETA), at most every `progress_every_s` unless `force`."""
+    now = time.time()
+    if not force and now - self.last_progress < self.progress_every_s:
+      return
+    self.last_progress = now
+    left = len(self.todo) + len(self.outcome["not_started"])
+    print_fn, outcome = self.print_fn, self.outcome
+    print_fn(f"[sweep] done {len(outcome['finished'])} | running {len(self.running)} | failed "
+             f"{len(outcome['failed'])} | left {left}{self._eta(now)}")
+
+  def _eta(self, now: float) -> str:
+    """` | ETA 1m05s` from the mean duration of the finished points; '' once stopping."""
+    if not self.durations or not (self.todo or self.running) or self.stop_deadline is not None:
+      return ""
+    mean = sum(self.durations) / len(self.durations)
+    remaining = (sum(max(mean - (now - j.started), 0) for j in self.running)
+                 + len(self.todo) * mean)
+    width = min(self.parallel, len(self.todo) + len(self.running))
+    return f" | ETA {format_duration(remaining / width)}"
 
 
 def _start(job: Job, env: dict) -> None:

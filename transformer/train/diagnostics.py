@@ -44,8 +44,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-SCANNED = ("layers", "post_layers", "pre_layers")
-SUBLAYERS = ("self_attention", "cross_attention", "feed_forward")
+from transformer.model.block import SELF_ATTENTION, SUBLAYERS
+from transformer.model.stacks import POST_LAYERS, PRE_LAYERS, SCANNED
 _LAYER = re.compile(r"layer_(\d+)$")
 
 
@@ -83,8 +83,8 @@ def _scan_offsets(flat) -> dict:
   offsets = {}
   for path, leaf in flat:
     for k, part in enumerate(path):
-      if part == "post_layers":
-        offsets[(path[:k], "pre_layers")] = int(np.shape(leaf)[0])
+      if part == POST_LAYERS:
+        offsets[(path[:k], PRE_LAYERS)] = int(np.shape(leaf)[0])
   return offsets
 
 
@@ -211,7 +211,7 @@ def maybe_recorder(config, task, par) -> Optional[Recorder]:
 # --- launch.py --mode=diagnose -------------------------------------------------------------
 
 _COLUMNS = ("grad_norm", "param_norm", "update_ratio", "residual_rms",
-            "self_attention/attn_entropy", "self_attention/attn_max_logit")
+            f"{SELF_ATTENTION}/attn_entropy", f"{SELF_ATTENTION}/attn_max_logit")
 
 
 def layer_table(stats: dict) -> list[dict]:
@@ -243,8 +243,8 @@ def _plot(rows: list[dict], stats: dict, title: str, path: str) -> None:
   import matplotlib.pyplot as plt  # noqa: PLC0415
   fig, axes = plt.subplots(2, 2, figsize=(11, 8))
   panels = [("grad_norm", "gradient norm", True), ("residual_rms", "residual RMS", False),
-            ("self_attention/attn_entropy", "attention entropy (nats)", False),
-            ("self_attention/attn_max_logit", "max attention logit", False)]
+            (f"{SELF_ATTENTION}/attn_entropy", "attention entropy (nats)", False),
+            (f"{SELF_ATTENTION}/attn_max_logit", "max attention logit", False)]
   for ax, (col, label, log) in zip(axes.flat, panels):
     for stack in sorted({r["stack"] for r in rows}):
       rs = [r for r in rows if r["stack"] == stack and col in r]

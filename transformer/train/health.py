@@ -17,6 +17,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
+from transformer.config import NONFINITE_MODES, options_text
 from transformer.errors import RunError
 
 HEALTH_KEYS = ("finite", "loss", "grad_norm")
@@ -68,8 +69,9 @@ class HealthGuard:
   mode it counts them (`skipped`) and says so once."""
 
   def __init__(self, mode: str, log=print):
-    if mode not in ("stop", "skip"):
-      raise ValueError(f"Unknown nonfinite mode {mode!r}; choose 'stop' or 'skip'.")
+    if mode not in NONFINITE_MODES:
+      raise ValueError(f"Unknown nonfinite mode {mode!r}; choose "
+                       f"{options_text(tuple(map(repr, NONFINITE_MODES)))}.")
     self.mode = mode
     self.skipped = 0  # steps skipped in this process
     self.last_finite: Optional[tuple[int, float, float]] = None
