@@ -91,8 +91,10 @@ def test_a_sweep_file_with_a_syntax_error_is_one_line_at_its_line(tmp_path):
     ("sample", "SMOKE with model.norm_placement=middle",
      ["its config is not valid", "norm_placement='middle' is not supported"]),
     ("eval", '{"modle": {}}', ["its config is not valid", "Unknown top-level config key"]),
+    ("train", '{"model": {}', ["config.json, line 1, column 13", "not valid JSON"]),
+    ("diagnose", '"smoke"', ["holds a JSON string, not an object"]),
 ], ids=["sample_bad_json", "eval_torn_json", "sample_not_an_object", "sample_bad_field",
-        "eval_unknown_section"])
+        "eval_unknown_section", "train_resume_bad_json", "diagnose_not_an_object"])
 def test_a_workdir_whose_config_json_is_bad_is_one_line_and_left_as_it_was(tmp_path, mode,
                                                                           text, phrases):
   workdir = tmp_path / "w"
@@ -108,6 +110,16 @@ def test_a_workdir_whose_config_json_is_bad_is_one_line_and_left_as_it_was(tmp_p
   _assert_clean_failure(rc, out, err, f"{workdir}/config.json", "--mode=train writes this file",
                         *phrases)
   assert _snapshot(workdir) == before
+
+
+def test_a_bad_config_json_is_refused_only_where_a_run_would_read_it(tmp_path):
+  from transformer.cli.preflight import check_saved_config  # noqa: PLC0415
+  from transformer.errors import UserFileError  # noqa: PLC0415
+  (tmp_path / "config.json").write_text("{")
+  check_saved_config(str(tmp_path))  # no checkpoint: no run yet, the file will be replaced
+  (tmp_path / "checkpoints" / "10").mkdir(parents=True)
+  with pytest.raises(UserFileError, match=r"config.json, line 1, column 2 \(the run's saved"):
+    check_saved_config(str(tmp_path))
 
 
 def test_sample_without_a_checkpoint_says_so(tmp_path):

@@ -24,6 +24,10 @@ from transformer.config import ConfigError
 from transformer.errors import CommandLineError, MissingFileError, UserFileError
 
 _FIX = "Fix the file and run the command again."
+# A workdir's config.json, as the readers of a run name it and say what to do.
+SAVED_CONFIG = "the run's saved config"
+SAVED_CONFIG_FIX = ("--mode=train writes this file: restore it from a copy of the run, or "
+                    "train into a new --workdir.")
 
 
 def location(path: str, line: Optional[int] = None, column: Optional[int] = None,

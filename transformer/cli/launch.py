@@ -225,6 +225,12 @@ def main(argv: list[str]) -> None:
       check_before_run(config, workdir if _MODE.value == "train" else None)
     except (ConfigError, RunError) as e:
       _exit_with(e)
+  if _MODE.value == "diagnose":  # it compares the saved config.json as train does
+    from transformer.cli.preflight import check_saved_config  # noqa: PLC0415
+    try:
+      check_saved_config(workdir)
+    except RunError as e:
+      _exit_with(e)
   if _MODE.value == "sample":
     _sample(workdir)
     return

@@ -23,23 +23,19 @@ from transformer.config import ConfigError, ExperimentConfig, from_config_dict
 from transformer.errors import CommandLineError
 
 
-_CONFIG_JSON_FIX = ("--mode=train writes this file: restore it from a copy of the run, or "
-                    "train into a new --workdir.")
-
-
 def run_config(workdir: str) -> ExperimentConfig:
   """The validated config a run saved in `<workdir>/config.json`. A file that is not valid
   JSON, not an object, or fails validation is a one-line error naming it."""
   path = os.path.join(workdir, "config.json")
   if not os.path.exists(path):
     raise ConfigError(f"--workdir={workdir!r} holds no config.json; point it at a trained run.")
-  what = "the run's saved config"
-  saved = user_files.read_json_object(path, what, _CONFIG_JSON_FIX)
+  what = user_files.SAVED_CONFIG
+  saved = user_files.read_json_object(path, what, user_files.SAVED_CONFIG_FIX)
   try:
     return from_config_dict(saved)
   except (ConfigError, TypeError, ValueError, AttributeError) as e:
-    raise user_files.file_error(path, f"its config is not valid: {e}", _CONFIG_JSON_FIX,
-                                what=what) from None
+    raise user_files.file_error(path, f"its config is not valid: {e}",
+                                user_files.SAVED_CONFIG_FIX, what=what) from None
 
 
 def run_tokenizer(config: ExperimentConfig, workdir: str):
@@ -164,7 +160,9 @@ def sample_from_workdir(workdir: str, prompt: str, *, max_new_tokens: int = 200,
   (encoder-decoder). A prompt cut to the model's context is said through `log`, once."""
   config, model, params, tok = load_for_sampling(workdir, step)
   if beam_size > 1 and kinds.get(config.model.kind).generative != "seq2seq":
-    raise ConfigError("--beam_size > 1 is for encoder_decoder runs; a decoder_lm samples.")
+    raise CommandLineError(f"--beam_size={beam_size}: beam search is for encoder_decoder runs; "
+                           f"{workdir} holds a decoder_lm, which samples (--temperature, "
+                           "--top_k, --top_p; --temperature=0 for greedy).")
   texts = []
   for i in range(num_samples):
     texts += generate_texts(config, model, params, tok, [prompt], max_new_tokens=max_new_tokens,

@@ -315,8 +315,9 @@ def link_reusable_runs(sweep_dir: str, names: Sequence[str], configs: Sequence[E
       workdir = os.path.abspath(os.path.join(other, p["name"]))
       config_path = os.path.join(workdir, "config.json")
       if os.path.exists(config_path) and is_finished(workdir, p["num_steps"]):
-        with open(config_path) as f:
-          finished.setdefault(run_identity(json.load(f)), workdir)
+        saved = user_files.read_json_object(config_path, "a run of --reuse_runs_from",
+                                            "Restore it, or drop that --reuse_runs_from.")
+        finished.setdefault(run_identity(saved), workdir)
   linked = []
   for name, config in zip(names, configs):
     target = os.path.join(sweep_dir, name)
