@@ -1,5 +1,6 @@
 """What a person sees from `launch.py` when a flag, a config argument or a cluster is wrong:
-one paragraph, no traceback, a non-zero exit, and nothing written."""
+one paragraph, no traceback, exit status 2 (3 for a cluster that does not form), and nothing
+written. Each check on its own, in-process: test_flag_checks.py."""
 
 import os
 import socket
@@ -39,6 +40,36 @@ def test_a_bad_argument_is_one_paragraph(tmp_path, args, expected):
   assert "Traceback" not in r.stderr
   assert len(r.stderr.strip().splitlines()) == 1, r.stderr
   assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--mode=sweep", "--sweep=experiments/norm_placement.py", "--parallel=0"],
+     "--parallel=0: must be at least 1."),
+    (["--mode=sweep", "--sweep=experiments/norm_placement.py", "--sweep_dir=README.md"],
+     "--sweep_dir=README.md is a file, not a directory."),
+    (["--mode=sweep", "--sweep=experiments"], "--sweep=experiments: experiments is a directory"),
+    (["--mode=sweep", "--sweep=experiments/norm_placement.py", "--workdir=runs/x"],
+     "--workdir is not read by --mode=sweep"),
+    (["--mode=report"], "--mode=report needs --sweep_dir=DIR"),
+    (["--mode=report", "--sweep_dir=configs"], "--sweep_dir=configs holds no sweep.json"),
+    (["--mode=sample", "--workdir=configs"], "--mode=sample needs the text to start from"),
+    (["--mode=sample", "--workdir=configs", "--prompt=x"], "--workdir=configs holds no "
+     "config.json"),
+    (["--mode=sample", "--workdir=/nowhere", "--prompt=x", "--max_new_tokens=0"],
+     "--max_new_tokens=0: must be at least 1."),
+    (["--mode=eval", "--workdir=/nowhere/run"], "--workdir=/nowhere/run does not exist"),
+    (["--mode=train", "--workdir=README.md"], "--workdir=README.md is a file, not a directory"),
+    (["--mode=train", "--prompt=def "], "--prompt is not read by --mode=train"),
+    (["--mode=bench", "--bench_steps=0"], "--bench_steps=0: must be at least 1."),
+    (["--num_processes=2"], "--coordinator_address, --num_processes and --process_id go "
+     "together"),
+])
+def test_a_bad_flag_of_a_mode_is_one_paragraph_before_anything_runs(args, expected):
+  r = _launch("--config=configs/default.py:smoke", *args)
+  assert r.returncode == 2, r.stderr
+  assert r.stderr.startswith("Error: " + expected), r.stderr
+  assert "Traceback" not in r.stderr
+  assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 def test_help_lists_the_modes_and_the_projects_flags():

@@ -1,7 +1,8 @@
 """Bad input through `launch.py`, as a user meets it: one short paragraph on stderr, exit
-status 1, no traceback, and nothing written (errors in the command line itself, exit status
-2, are in test_command_line.py) (no config.json) that would refuse the corrected
-command."""
+status 1, no traceback, and nothing written that would refuse the corrected command (no
+config.json; a workdir a failure read is left as it was). Errors in the command line itself,
+exit status 2, are in test_command_line.py; each file reader on its own in test_user_files.py.
+"""
 
 import json
 import os
@@ -53,6 +54,72 @@ def test_bad_input_is_one_paragraph_before_anything_is_written(tmp_path, flags, 
     flags = flags + [f"--workdir={workdir}"]
   _assert_clean_failure(*_launch(*flags), *phrases)
   assert not os.path.exists(os.path.join(workdir, "config.json"))
+
+
+def _snapshot(folder):
+  """Every file under `folder` with its bytes and modification time."""
+  out = {}
+  for root, _, files in os.walk(folder):
+    for f in files:
+      path = os.path.join(root, f)
+      out[path] = (open(path, "rb").read(), os.stat(path).st_mtime_ns)
+  return out
+
+
+def test_a_config_file_with_a_syntax_error_is_one_line_at_its_line(tmp_path):
+  config = tmp_path / "mine.py"
+  config.write_text("def get_config():\n  return {'model': {'d_model': 32,}\n")
+  rc, out, err = _launch(f"--config={config}", f"--workdir={tmp_path / 'w'}")
+  _assert_clean_failure(rc, out, err, f"Error: {config}, line 2", "(the --config file)",
+                        "Fix that line")
+  assert not (tmp_path / "w").exists()
+
+
+def test_a_sweep_file_with_a_syntax_error_is_one_line_at_its_line(tmp_path):
+  sweep = tmp_path / "mine.py"
+  sweep.write_text("def get_sweep():\n  return [{'seed': 0}\n\nx = (\n")
+  rc, out, err = _launch("--mode=sweep", f"--sweep={sweep}", f"--sweep_dir={tmp_path / 's'}")
+  _assert_clean_failure(rc, out, err, f"Error: {sweep}, line 2", "(the --sweep file)")
+  assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("mode, text, phrases", [
+    ("sample", '{"model": {"d_model": 32,}}',
+     ["config.json, line 1, column 26 (the run's saved config): not valid JSON"]),
+    ("eval", '{"model":\n', ["config.json, line 2, column 1", "not valid JSON"]),
+    ("sample", "[]", ["holds a JSON array, not an object"]),
+    ("sample", "SMOKE with model.norm_placement=middle",
+     ["its config is not valid", "norm_placement='middle' is not supported"]),
+    ("eval", '{"modle": {}}', ["its config is not valid", "Unknown top-level config key"]),
+    ("train", '{"model": {}', ["config.json, line 1, column 13", "not valid JSON"]),
+    ("diagnose", '"smoke"', ["holds a JSON string, not an object"]),
+], ids=["sample_bad_json", "eval_torn_json", "sample_not_an_object", "sample_bad_field",
+        "eval_unknown_section", "train_resume_bad_json", "diagnose_not_an_object"])
+def test_a_workdir_whose_config_json_is_bad_is_one_line_and_left_as_it_was(tmp_path, mode,
+                                                                          text, phrases):
+  workdir = tmp_path / "w"
+  (workdir / "checkpoints" / "10").mkdir(parents=True)
+  if text.startswith("SMOKE"):  # a whole saved config, one field changed by hand
+    saved = from_config_dict(get_config("smoke")).to_dict()
+    saved["model"]["norm_placement"] = "middle"
+    text = json.dumps(saved, indent=1)
+  (workdir / "config.json").write_text(text)
+  before = _snapshot(workdir)
+  rc, out, err = _launch(f"--workdir={workdir}", f"--mode={mode}",
+                         *(["--prompt=def "] if mode == "sample" else []))
+  _assert_clean_failure(rc, out, err, f"{workdir}/config.json", "--mode=train writes this file",
+                        *phrases)
+  assert _snapshot(workdir) == before
+
+
+def test_a_bad_config_json_is_refused_only_where_a_run_would_read_it(tmp_path):
+  from transformer.cli.preflight import check_saved_config  # noqa: PLC0415
+  from transformer.errors import UserFileError  # noqa: PLC0415
+  (tmp_path / "config.json").write_text("{")
+  check_saved_config(str(tmp_path))  # no checkpoint: no run yet, the file will be replaced
+  (tmp_path / "checkpoints" / "10").mkdir(parents=True)
+  with pytest.raises(UserFileError, match=r"config.json, line 1, column 2 \(the run's saved"):
+    check_saved_config(str(tmp_path))
 
 
 def test_sample_without_a_checkpoint_says_so(tmp_path):

@@ -46,3 +46,46 @@ def test_sample_continues_the_prompt_with_the_checkpoint(tiny_corpus, tmp_path):
 def test_sample_refuses_a_workdir_without_a_run(tmp_path):
   with pytest.raises(ConfigError, match="config.json"):
     sample_from_workdir(str(tmp_path), "x")
+
+
+def _random_lm(max_len):
+  """A tiny decoder LM at initialization, with the byte tokenizer (no training needed)."""
+  import jax  # noqa: PLC0415
+  from configs.default import get_config  # noqa: PLC0415
+  from transformer import kinds  # noqa: PLC0415
+  from transformer.config import from_config_dict  # noqa: PLC0415
+  c = get_config("smoke")
+  c.model.d_model, c.model.num_heads, c.model.num_layers, c.model.d_ff = 16, 2, 1, 32
+  c.model.max_len = max_len
+  config = from_config_dict(c, vocab_size=ByteTokenizer().vocab_size)
+  model = kinds.get(config.model.kind).build_model(config.model)
+  params = model.init(jax.random.PRNGKey(0), np.zeros((1, 4), np.int32))["params"]
+  return config, model, params, ByteTokenizer()
+
+
+def test_a_prompt_longer_than_the_context_keeps_its_last_tokens_and_says_so():
+  from transformer.evaluation.sample import generate_texts  # noqa: PLC0415
+  config, model, params, tok = _random_lm(max_len=16)
+  notes = []
+  long = generate_texts(config, model, params, tok, ["abcdefghijklmnopqrstuvwxyz"],
+                        max_new_tokens=5, log=notes.append)
+  # 16 positions = the start token + 10 prompt tokens + 5 new ones: 16 of 26 dropped.
+  assert len(notes) == 1
+  assert "the prompt is 26 tokens" in notes[0] and "kept its last 10 tokens" in notes[0]
+  assert "dropped the first 16" in notes[0]
+  tail = generate_texts(config, model, params, tok, ["qrstuvwxyz"], max_new_tokens=5,
+                        log=notes.append)
+  assert long == tail and len(notes) == 1  # what was kept is what the model saw; no note
+
+
+def test_max_new_tokens_that_fill_the_context_are_a_command_line_error():
+  from transformer.errors import CommandLineError  # noqa: PLC0415
+  from transformer.evaluation.sample import generate_texts  # noqa: PLC0415
+  config, model, params, tok = _random_lm(max_len=16)
+  with pytest.raises(CommandLineError, match="--max_new_tokens=16 does not fit the model's "
+                     "context of max_len=16 tokens .* give at most 15"):
+    generate_texts(config, model, params, tok, ["a"], max_new_tokens=16)
+  # The whole context for new tokens after the start token: the prompt is dropped, said once.
+  notes = []
+  out = generate_texts(config, model, params, tok, ["ab"], max_new_tokens=15, log=notes.append)
+  assert len(out) == 1 and "kept its last 0 tokens, dropped the first 2" in notes[0]

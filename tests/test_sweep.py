@@ -14,6 +14,7 @@ import pytest
 from configs.default import get_config
 from transformer.sweep import points as sw
 from transformer.config import ConfigError
+from transformer.errors import CommandLineError, UserFileError
 from transformer.sweep.local import Job, cpu_thread_env, run_jobs, visible_gpus
 from transformer.sweep.slurm import SlurmResources, array_script, submit, write_script
 
@@ -47,9 +48,9 @@ def test_load_sweep_with_argument(tmp_path):
   assert len(sw.load_sweep(str(f))) == 4
   assert [p["model.norm_placement"] for p in sw.load_sweep(f"{f}:post")] == ["post", "post"]
   (tmp_path / "none.py").write_text("x = 1\n")
-  with pytest.raises(ConfigError, match="no get_sweep"):
+  with pytest.raises(UserFileError, match="no get_sweep"):  # the file is wrong: exit 1
     sw.load_sweep(str(tmp_path / "none.py"))
-  with pytest.raises(ConfigError, match="not a file"):
+  with pytest.raises(CommandLineError, match="not a file"):  # the command line is: exit 2
     sw.load_sweep(str(tmp_path / "missing.py"))
 
 
@@ -327,7 +328,7 @@ def test_sweep_cli_rejects_a_bad_point_before_starting_anything(tmp_path):
                       "--config=configs/default.py:smoke", f"--sweep_dir={tmp_path / 'out'}"],
                      cwd=ROOT, capture_output=True, text=True, timeout=120,
                      env=dict(os.environ, PYTHONPATH=ROOT))
-  assert r.returncode == 2
+  assert r.returncode == 1  # the sweep file is wrong, not the command line (that is 2)
   assert "Sweep point 1 {'model.norm_plaecment': 'post'}" in r.stderr
   assert not os.path.exists(tmp_path / "out")
 

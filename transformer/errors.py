@@ -1,7 +1,51 @@
 """Errors a user can act on. `launch.py` prints their message and exits non-zero, without a
-traceback: the message itself says what went wrong and what to do."""
+traceback: the message itself says what went wrong and what to do.
+
+Exit status: 2 for a mistake on the command line (`CommandLineError`: a flag's value, a path
+of the wrong kind, a step that does not exist), 1 for everything else (a config value, the
+contents of a file, a run that failed).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from transformer.config import ConfigError
+
+COMMAND_LINE_STATUS = 2
+ERROR_STATUS = 1
 
 
 class RunError(RuntimeError):
   """A run stopped for a reason outside the config's values (training diverged, a checkpoint
   could not be read or written, a directory is not writable)."""
+
+
+class CommandLineError(Exception):
+  """A flag or config override on the command line is wrong; the message says how."""
+
+
+class UserFileError(RunError):
+  """A file the user handed in (a config or sweep file, a workdir's config.json or
+  metrics.jsonl) cannot be read or holds something wrong; the message names the file, the line
+  and what to do. See `transformer.user_files`."""
+
+
+class MissingFileError(UserFileError):
+  """The file is not there (or is a directory): callers that treat a missing file as "no run
+  yet" catch this one."""
+
+
+def exit_status(e: BaseException) -> int:
+  return COMMAND_LINE_STATUS if isinstance(e, CommandLineError) else ERROR_STATUS
+
+
+def error_line(e: BaseException) -> str:
+  """What `launch.py` prints for `e`: "Config error: ..." for a config value, else "Error: ..."."""
+  return f"Config error: {e}" if isinstance(e, ConfigError) else f"Error: {e}"
+
+
+def exit_with(e: BaseException) -> None:
+  """Prints `e` as one paragraph on stderr and exits with its status."""
+  print(error_line(e), file=sys.stderr, flush=True)
+  sys.exit(exit_status(e))

@@ -10,21 +10,17 @@ default, the known variants). Nothing is compiled or read before that.
 from __future__ import annotations
 
 import difflib
-import importlib.util
 import os
 import sys
-import traceback
 from typing import Any
 
 from absl import flags
 
-from transformer import REPO_ROOT
+from transformer import REPO_ROOT, user_files
+from transformer.config import ConfigError
+from transformer.errors import CommandLineError, UserFileError, exit_with
 
 DEFAULT_CONFIG = os.path.join(REPO_ROOT, "configs", "default.py")
-
-
-class CommandLineError(Exception):
-  """A flag or config override on the command line is wrong; the message says how."""
 
 
 def config_arg(argv: list[str], default: str = DEFAULT_CONFIG) -> str:
@@ -39,23 +35,43 @@ def config_arg(argv: list[str], default: str = DEFAULT_CONFIG) -> str:
   return found
 
 
+CONFIG_FIX = ("A config file defines get_config(variant=None) returning an "
+              "ml_collections.ConfigDict (see configs/default.py).")
+
+
 def load_config(arg: str):
-  """`get_config(variant)` of the file in `path[:variant]`, as a ConfigDict."""
+  """`get_config(variant)` of the file in `path[:variant]`, as a ConfigDict.
+
+  A missing file, or an error get_config raises for a variant (the configs refuse an unknown
+  one with a ValueError), is a CommandLineError; a file that fails otherwise (syntax, import,
+  no get_config, get_config raising) is a one-line UserFileError at its line."""
   path, _, variant = arg.partition(":")
   if not os.path.isfile(path):
     folder = os.path.dirname(path) or "."
     known = sorted(f for f in os.listdir(folder) if f.endswith(".py")) if os.path.isdir(folder) else []
     hint = f" Config files in {folder}/: {', '.join(known)}." if known else ""
+    if os.path.isdir(path):
+      known = sorted(f for f in os.listdir(path) if f.endswith(".py"))
+      hint = f" Config files there: {', '.join(known)}." if known else ""
+      raise CommandLineError(f"--config={arg}: {path} is a directory, not a file.{hint}")
     raise CommandLineError(f"--config={arg}: there is no file {path}.{hint}")
-  spec = importlib.util.spec_from_file_location(f"_config_{abs(hash(path))}", path)
-  module = importlib.util.module_from_spec(spec)
+  what = "the --config file"
+  module = user_files.load_python(path, what, name=f"_config_{abs(hash(path))}")
+  get_config = user_files.function(module, "get_config", what, CONFIG_FIX)
   try:
-    spec.loader.exec_module(module)
-    return module.get_config(variant) if variant else module.get_config()
+    config = get_config(variant) if variant else get_config()
+  except ValueError as e:  # includes ConfigError
+    if not variant:
+      raise user_files.exception_error(e, path, what, "in get_config()") from None
+    raise CommandLineError(f"--config={arg}: {user_files.one_line(e)}") from None
   except Exception as e:  # noqa: BLE001 -- any failure of the user's config file is reported
-    where = traceback.extract_tb(e.__traceback__)[-1]
-    raise CommandLineError(f"--config={arg}: {type(e).__name__}: {e} "
-                           f"({os.path.basename(where.filename)}, line {where.lineno}).") from None
+    raise user_files.exception_error(
+        e, path, what, "in get_config()",
+        default_line=user_files.def_line(get_config)) from None
+  if not hasattr(config, "items"):
+    raise user_files.file_error(path, f"get_config() returned a value of type {type(config).__name__}",
+                                CONFIG_FIX, line=user_files.def_line(get_config), what=what)
+  return config
 
 
 def _leaf_paths(config, prefix: str = "") -> dict[str, Any]:
@@ -127,15 +143,16 @@ def _unknown_flag_hint(name: str) -> str:
 
 def check_config_args(argv: list[str]) -> None:
   """Checks `--config` and its overrides in `argv` (the whole command line); on a problem,
-  prints one paragraph to stderr and exits with status 2.
+  prints one paragraph to stderr and exits with status 2 (a mistake on the command line) or 1
+  (the config file fails).
 
   Must run before the module defining the config flag is imported: ml-collections applies the
   overrides found in `sys.argv` when that flag is defined.
   """
   try:
     check_overrides(load_config(config_arg(argv[1:])), argv[1:])
-  except CommandLineError as e:
-    _fail(str(e))
+  except (CommandLineError, UserFileError, ConfigError) as e:
+    exit_with(e)
 
 
 def parse_flags(argv: list[str]) -> list[str]:

@@ -17,7 +17,7 @@ from ml_collections import config_flags
 from transformer.sweep import cli as sweep_cli  # noqa: F401 -- defines the sweep / report flags
 from transformer.cli.args import DEFAULT_CONFIG, config_arg, parse_flags
 from transformer.config import ConfigError, from_config_dict
-from transformer.errors import RunError
+from transformer.errors import CommandLineError, RunError, exit_with
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", DEFAULT_CONFIG,
@@ -192,12 +192,13 @@ def main(argv: list[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   logging.set_verbosity(logging.WARNING)  # orbax and TFDS log every file they touch at INFO
+  workdir = _WORKDIR.value or default_workdir(config_arg(sys.argv[1:], "configs/default.py"),
+                                              sys.argv)
+  _check_flags(workdir)
   try:
     config = from_config_dict(_CONFIG.value)
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
-  workdir = _WORKDIR.value or default_workdir(config_arg(sys.argv[1:], "configs/default.py"),
-                                              sys.argv)
   if _MODE.value in ("sweep", "report"):  # before anything touches a device
     sys.exit(sweep_cli.main(_MODE.value, _CONFIG.value,
                             config_arg(sys.argv[1:], "configs/default.py"), sys.argv))
@@ -224,6 +225,12 @@ def main(argv: list[str]) -> None:
       check_before_run(config, workdir if _MODE.value == "train" else None)
     except (ConfigError, RunError) as e:
       _exit_with(e)
+  if _MODE.value == "diagnose":  # it compares the saved config.json as train does
+    from transformer.cli.preflight import check_saved_config  # noqa: PLC0415
+    try:
+      check_saved_config(workdir)
+    except RunError as e:
+      _exit_with(e)
   if _MODE.value == "sample":
     _sample(workdir)
     return
@@ -247,9 +254,20 @@ def main(argv: list[str]) -> None:
   except (ConfigError, RunError) as e:
     _exit_with(e)
 
+def _check_flags(workdir: str) -> None:
+  """Every flag of this mode (transformer/cli/flag_checks.py); exit status 2 on a wrong one."""
+  from transformer.cli.flag_checks import check_flags  # noqa: PLC0415
+  names = [n for n in flags.FLAGS if n != "config" and not n.startswith("config.")]
+  try:
+    check_flags(_MODE.value, {n: flags.FLAGS[n].value for n in names},
+                {n for n in names if flags.FLAGS[n].present}, workdir)
+  except CommandLineError as e:
+    exit_with(e)
+
+
 def _exit_with(e: Exception) -> None:
-  """One paragraph on stderr, exit status 1, no traceback."""
-  sys.exit(f"Config error: {e}" if isinstance(e, ConfigError) else f"Error: {e}")
+  """One paragraph on stderr, exit status 2 for a command-line mistake, else 1; no traceback."""
+  exit_with(e)
 
 
 def _sample(workdir: str) -> None:
@@ -259,8 +277,9 @@ def _sample(workdir: str) -> None:
     texts = sample_from_workdir(
         workdir, text_in, max_new_tokens=_MAX_NEW.value, temperature=_TEMPERATURE.value,
         top_k=_TOP_K.value, top_p=_TOP_P.value, num_samples=_NUM_SAMPLES.value,
-        seed=_SAMPLE_SEED.value, beam_size=_BEAM_SIZE.value)
-  except (ConfigError, RunError) as e:
+        seed=_SAMPLE_SEED.value, beam_size=_BEAM_SIZE.value, step=_STEP.value,
+        log=lambda line: print(line, file=sys.stderr, flush=True))
+  except (ConfigError, RunError, CommandLineError) as e:
     _exit_with(e)
   for i, text in enumerate(texts):
     how = (f"beam {_BEAM_SIZE.value}" if _BEAM_SIZE.value > 1 else
@@ -279,8 +298,8 @@ def _eval(workdir: str, config) -> None:
   try:
     metrics = evaluate_workdir(workdir, split=_EVAL_SPLIT.value, step=_STEP.value,
                                parallel=config.parallel if layout_given else None)
-  except ConfigError as e:
-    sys.exit(f"Config error: {e}")
+  except (ConfigError, RunError) as e:
+    _exit_with(e)
   print(f"eval of step {metrics['step']} on '{metrics['split']}': {format_eval(metrics)}")
 
 

@@ -8,6 +8,7 @@ import os
 import tempfile
 from typing import Optional
 
+from transformer import user_files
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.errors import RunError
 
@@ -22,6 +23,17 @@ def check_workdir(workdir: str) -> None:
     raise RunError(f"--workdir={workdir!r} cannot be used: {e.strerror or e} "
                    f"({type(e).__name__}). Pass a --workdir in a directory you can write "
                    "to.") from None
+
+
+def check_saved_config(workdir: str) -> None:
+  """A workdir holding a run (a checkpoint) has a `config.json` that reads as a JSON object,
+  so that comparing it with this command's config cannot fail on the file itself. Without a
+  checkpoint the file is simply replaced, whatever it holds."""
+  path = os.path.join(workdir, "config.json")
+  checkpoints = os.path.join(workdir, "checkpoints")
+  has_run = os.path.isdir(checkpoints) and any(d.isdigit() for d in os.listdir(checkpoints))
+  if has_run and os.path.exists(path):
+    user_files.read_json_object(path, user_files.SAVED_CONFIG, user_files.SAVED_CONFIG_FIX)
 
 
 def check_files(config: ExperimentConfig) -> None:
@@ -55,3 +67,4 @@ def check_before_run(config: ExperimentConfig, workdir: Optional[str]) -> None:
   check_devices(config)
   if workdir is not None:
     check_workdir(workdir)
+    check_saved_config(workdir)

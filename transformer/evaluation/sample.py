@@ -11,24 +11,31 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer import kinds
+from transformer import kinds, user_files
 from transformer.evaluation import decode
 from transformer.config import ConfigError, ExperimentConfig, from_config_dict
+from transformer.errors import CommandLineError
 
 
 def run_config(workdir: str) -> ExperimentConfig:
-  """The validated config a run saved in `<workdir>/config.json`."""
+  """The validated config a run saved in `<workdir>/config.json`. A file that is not valid
+  JSON, not an object, or fails validation is a one-line error naming it."""
   path = os.path.join(workdir, "config.json")
   if not os.path.exists(path):
     raise ConfigError(f"--workdir={workdir!r} holds no config.json; point it at a trained run.")
-  with open(path) as f:
-    return from_config_dict(json.load(f))
+  what = user_files.SAVED_CONFIG
+  saved = user_files.read_json_object(path, what, user_files.SAVED_CONFIG_FIX)
+  try:
+    return from_config_dict(saved)
+  except (ConfigError, TypeError, ValueError, AttributeError) as e:
+    raise user_files.file_error(path, f"its config is not valid: {e}",
+                                user_files.SAVED_CONFIG_FIX, what=what) from None
 
 
 def run_tokenizer(config: ExperimentConfig, workdir: str):
@@ -56,22 +63,50 @@ def _pad_rows(rows: list[list[int]], length: int) -> np.ndarray:
   return out
 
 
+def prompt_room(max_len: int, max_new_tokens: int) -> int:
+  """How many prompt tokens fit in a context of `max_len` positions beside the start token
+  and `max_new_tokens` new ones; a CommandLineError if none does."""
+  room = max_len - 1 - max_new_tokens
+  if room < 0:
+    raise CommandLineError(f"--max_new_tokens={max_new_tokens} does not fit the model's context "
+                           f"of max_len={max_len} tokens (with the start token); give at most "
+                           f"{max_len - 1}.")
+  return room
+
+
+def keep_last(ids: list[int], room: int) -> tuple[list[int], int]:
+  """The last `room` tokens of `ids`, and how many were dropped from its start."""
+  dropped = max(0, len(ids) - room)
+  return ids[dropped:], dropped
+
+
 def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: list[str], *,
                    max_new_tokens: int, temperature: float = 0.0, top_k: int = 0,
-                   top_p: float = 1.0, beam_size: int = 1, seed: int = 0) -> list[str]:
+                   top_p: float = 1.0, beam_size: int = 1, seed: int = 0,
+                   log: Callable[[str], None] = print) -> list[str]:
   """One output per text in `texts`: the LM's continuation (text after the prompt, up to the
-  first EOS) or the encoder-decoder's decoded target. `params` may be sharded arrays."""
+  first EOS) or the encoder-decoder's decoded target. `params` may be sharded arrays.
+
+  A prompt longer than the model's context (`model.max_len` less `max_new_tokens` and the
+  start token) keeps its last tokens; a source longer than `data.src_len` its first ones.
+  Either is said through `log`."""
   generative = kinds.get(config.model.kind).generative
   rng = jax.random.PRNGKey(seed)
   if generative == "lm":
     # Training rows start documents with BOS when packed / padded, and follow an EOS in a
     # concatenated stream: begin the prompt the same way.
     start = tok.bos_id if config.data.packing != "concat" else tok.eos_id
-    rows = [[start] + list(tok.encode(t)) for t in texts]
-    longest = max(len(r) for r in rows)
-    if longest + max_new_tokens > config.model.max_len and config.model.positions == "learned":
-      raise ConfigError(f"prompt + max_new_tokens = {longest + max_new_tokens} exceeds the "
-                        f"model's max_len={config.model.max_len}.")
+    room = prompt_room(config.model.max_len, max_new_tokens)
+    rows = []
+    for t in texts:
+      ids = list(tok.encode(t))
+      kept, dropped = keep_last(ids, room)
+      if dropped:
+        log(f"Note: the prompt is {len(ids)} tokens and the model's context "
+            f"{config.model.max_len} (model.max_len), {max_new_tokens} of them for new tokens "
+            f"(--max_new_tokens): kept its last {len(kept)} tokens, dropped the first "
+            f"{dropped}.")
+      rows.append([start] + kept)
     run = jax.jit(lambda p, x, r: decode.lm_generate(
         model, p, x, max_new_tokens, eos_id=tok.eos_id, rng=r, temperature=temperature,
         top_k=top_k, top_p=top_p, pad_id=tok.pad_id))
@@ -79,8 +114,13 @@ def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: lis
     outs = [np.asarray(run(params, jnp.asarray([row], jnp.int32), rng))[0] for row in rows]
   elif generative == "seq2seq":
     src_len = config.data.src_len
-    sources = _pad_rows([list(tok.encode(t))[:src_len - 1] + [tok.eos_id] for t in texts],
-                        src_len)
+    encoded = [list(tok.encode(t)) for t in texts]
+    for ids in encoded:
+      if len(ids) > src_len - 1:
+        log(f"Note: the source is {len(ids)} tokens and the model reads {src_len} "
+            f"(data.src_len, with the end token): kept its first {src_len - 1} tokens, dropped "
+            f"the last {len(ids) - (src_len - 1)}.")
+    sources = _pad_rows([ids[:src_len - 1] + [tok.eos_id] for ids in encoded], src_len)
     run = jax.jit(lambda p, x, r: decode.seq2seq_decode(
         model, p, x, max_new_tokens, bos_id=tok.bos_id, eos_id=tok.eos_id, beam_size=beam_size,
         length_penalty=config.model.length_penalty, pad_id=tok.pad_id, rng=r,
@@ -111,18 +151,24 @@ def load_for_sampling(workdir: str, step: Optional[int] = None):
 
 def sample_from_workdir(workdir: str, prompt: str, *, max_new_tokens: int = 200,
                         temperature: float = 0.8, top_k: int = 0, top_p: float = 0.95,
-                        num_samples: int = 1, seed: int = 0, beam_size: int = 1) -> list[str]:
+                        num_samples: int = 1, seed: int = 0, beam_size: int = 1,
+                        step: Optional[int] = None,
+                        log: Callable[[str], None] = print) -> list[str]:
   """Continues `prompt` (decoder LM) or decodes it as a source (encoder-decoder)
-  `num_samples` times with the latest checkpoint in `workdir`; returns the outputs and
-  appends them to `<workdir>/samples.txt`. `beam_size` > 1: beam search (encoder-decoder)."""
-  config, model, params, tok = load_for_sampling(workdir)
+  `num_samples` times with checkpoint `step` (default: the latest) in `workdir`; returns the
+  outputs and appends them to `<workdir>/samples.txt`. `beam_size` > 1: beam search
+  (encoder-decoder). A prompt cut to the model's context is said through `log`, once."""
+  config, model, params, tok = load_for_sampling(workdir, step)
   if beam_size > 1 and kinds.get(config.model.kind).generative != "seq2seq":
-    raise ConfigError("--beam_size > 1 is for encoder_decoder runs; a decoder_lm samples.")
+    raise CommandLineError(f"--beam_size={beam_size}: beam search is for encoder_decoder runs; "
+                           f"{workdir} holds a decoder_lm, which samples (--temperature, "
+                           "--top_k, --top_p; --temperature=0 for greedy).")
   texts = []
   for i in range(num_samples):
     texts += generate_texts(config, model, params, tok, [prompt], max_new_tokens=max_new_tokens,
                             temperature=temperature, top_k=top_k, top_p=top_p,
-                            beam_size=beam_size, seed=seed + i)
+                            beam_size=beam_size, seed=seed + i,
+                            log=log if i == 0 else lambda _: None)
   with open(os.path.join(workdir, "samples.txt"), "a") as f:
     for text in texts:
       f.write(json.dumps({"prompt": prompt, "temperature": temperature, "top_k": top_k,

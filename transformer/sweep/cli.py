@@ -19,6 +19,7 @@ from absl import flags
 from transformer import REPO_ROOT
 from transformer.sweep import points as sweep_lib
 from transformer.config import ConfigError
+from transformer.errors import CommandLineError, RunError, error_line, exit_status
 
 _SWEEP = flags.DEFINE_string("sweep", None, "sweep: a Python file whose get_sweep() returns "
                              "the points (dicts of config field path -> value).")
@@ -54,25 +55,26 @@ def default_sweep_dir(sweep_file: str) -> str:
 
 
 def main(mode: str, config_dict, config_arg: str, argv: Sequence[str]) -> int:
-  """Runs `mode` ("sweep" or "report"); returns the process exit code."""
+  """Runs `mode` ("sweep" or "report"); returns the process exit code (2 for a mistake on the
+  command line, 1 for a bad sweep file or point)."""
   try:
     if mode == "report":
       if not _SWEEP_DIR.value:
-        raise ConfigError("--mode=report needs --sweep_dir=DIR (a directory made by "
-                          "--mode=sweep).")
+        raise CommandLineError("--mode=report needs --sweep_dir=DIR (a directory made by "
+                               "--mode=sweep).")
       from transformer.sweep.report import write_report  # noqa: PLC0415
       print(f"Report: {write_report(_SWEEP_DIR.value, _REPORT_METRIC.value)}")
       return 0
     return _sweep(config_dict, config_arg, argv)
-  except ConfigError as e:
-    print(f"Config error: {e}", file=sys.stderr)
-    return 2
+  except (CommandLineError, ConfigError, RunError) as e:
+    print(error_line(e), file=sys.stderr)
+    return exit_status(e)
 
 
 def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
   if not _SWEEP.value:
-    raise ConfigError("--mode=sweep needs --sweep=FILE, a Python file with get_sweep() "
-                      "(see experiments/).")
+    raise CommandLineError("--mode=sweep needs --sweep=FILE, a Python file with get_sweep() "
+                           "(see experiments/).")
   points = sweep_lib.load_sweep(_SWEEP.value)
   configs = sweep_lib.validate_points(config_dict, points)
   given_dir = _SWEEP_DIR.value or default_sweep_dir(_SWEEP.value)

@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
+import inspect
 import itertools
 import json
 import os
 import re
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from transformer import REPO_ROOT
+from transformer import REPO_ROOT, user_files
 from transformer.config import ConfigError, ExperimentConfig, from_config_dict
+from transformer.errors import CommandLineError
 
 Point = dict[str, Any]
 MANIFEST = "sweep.json"  # written into the sweep dir: the points, their names and commands
@@ -96,10 +97,22 @@ def sweep_report_settings(spec_arg: str) -> dict:
 
 
 
+SWEEP_FIX = ("A sweep file defines get_sweep() returning a list of points, each a dict of "
+             "'section.field' -> value (see experiments/).")
+
+
+def split_sweep_arg(spec_arg: str) -> tuple[str, Optional[str]]:
+  """`"exp/lr.py:cpu"` -> `("exp/lr.py", "cpu")`; `"exp/lr.py"` -> `("exp/lr.py", None)`."""
+  if ".py:" in spec_arg:
+    path, arg = spec_arg.split(".py:", 1)
+    return path + ".py", arg
+  return spec_arg, None
+
+
 def sweep_module(spec_arg: str):
   """The module of the sweep file `FILE[:ARG]`, found as given or else relative to the
   repository root (a sweep dir's manifest keeps the path as it was given)."""
-  path = spec_arg.split(".py:", 1)[0] + ".py" if ".py:" in spec_arg else spec_arg
+  path = split_sweep_arg(spec_arg)[0]
   if not os.path.isabs(path) and not os.path.exists(path):
     if os.path.exists(os.path.join(REPO_ROOT, path)):
       path = os.path.join(REPO_ROOT, path)
@@ -107,33 +120,52 @@ def sweep_module(spec_arg: str):
 
 
 def _import(path: str):
-  spec = importlib.util.spec_from_file_location(
-      "sweep_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0]), path)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  name = "sweep_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+  return user_files.load_python(path, "the --sweep file", name=name)
 
 
 def load_sweep(spec_arg: str) -> list[Point]:
   """Imports the sweep file `FILE[:ARG]` and returns its `get_sweep([ARG])` points (checked
-  shape). ARG, as in `configs/x.py:variant`, lets one file hold several sweeps (presets)."""
-  path, arg = spec_arg, None
-  if ".py:" in spec_arg:
-    path, arg = spec_arg.split(".py:", 1)
-    path += ".py"
+  shape). ARG, as in `configs/x.py:variant`, lets one file hold several sweeps (presets).
+
+  A missing file is a CommandLineError; a file that fails (syntax, import, get_sweep raising
+  or returning something else than points) a one-line UserFileError at its line."""
+  path, arg = split_sweep_arg(spec_arg)
   if not os.path.isfile(path):
-    raise ConfigError(f"--sweep={path} is not a file; give a Python file with get_sweep().")
+    raise CommandLineError(f"--sweep={spec_arg}: {path} is not a file; give a Python file with "
+                           "get_sweep().")
+  what = "the --sweep file"
   module = _import(path)
-  if not hasattr(module, "get_sweep"):
-    raise ConfigError(f"{path} has no get_sweep() function returning the sweep's points.")
-  points = list(module.get_sweep() if arg is None else module.get_sweep(arg))
+  get_sweep = user_files.function(module, "get_sweep", what, SWEEP_FIX)
+  _check_preset_arg(get_sweep, spec_arg, arg)
+  returned = user_files.call(get_sweep, *([] if arg is None else [arg]), path=path, what=what)
+  if isinstance(returned, (Mapping, str, bytes)) or not isinstance(returned, Iterable):
+    raise user_files.file_error(path, f"get_sweep() returned a value of type {type(returned).__name__}",
+                                SWEEP_FIX, line=user_files.def_line(get_sweep), what=what)
+  points = list(returned)
   if not points:
-    raise ConfigError(f"{spec_arg}: get_sweep() returned no points.")
+    raise user_files.file_error(path, "get_sweep() returned no points", SWEEP_FIX,
+                                line=user_files.def_line(get_sweep), what=what)
   for i, p in enumerate(points):
     if not isinstance(p, Mapping) or not all(isinstance(k, str) for k in p):
-      raise ConfigError(f"{path}: point {i} is {p!r}; each point is a dict of "
-                        "'section.field' -> value.")
+      raise user_files.file_error(path, f"point {i} is {p!r}", SWEEP_FIX,
+                                  line=user_files.def_line(get_sweep), what=what)
   return [dict(p) for p in points]
+
+
+def _check_preset_arg(get_sweep, spec_arg: str, arg: Optional[str]) -> None:
+  """A `:PRESET` for a get_sweep() that takes none (or none for one that needs it) is a
+  CommandLineError."""
+  try:
+    inspect.signature(get_sweep).bind(*([] if arg is None else [arg]))
+  except TypeError:
+    raise CommandLineError(
+        f"--sweep={spec_arg}: " + ("this file's get_sweep() takes no preset; drop "
+                                   f"':{arg}'." if arg is not None else
+                                   "this file's get_sweep(preset) needs one: "
+                                   "--sweep=FILE.py:PRESET.")) from None
+  except ValueError:  # no signature to read (a builtin): let the call say
+    pass
 
 
 def apply_point(config_dict, point: Point, index: int = 0):
@@ -283,8 +315,9 @@ def link_reusable_runs(sweep_dir: str, names: Sequence[str], configs: Sequence[E
       workdir = os.path.abspath(os.path.join(other, p["name"]))
       config_path = os.path.join(workdir, "config.json")
       if os.path.exists(config_path) and is_finished(workdir, p["num_steps"]):
-        with open(config_path) as f:
-          finished.setdefault(run_identity(json.load(f)), workdir)
+        saved = user_files.read_json_object(config_path, "a run of --reuse_runs_from",
+                                            "Restore it, or drop that --reuse_runs_from.")
+        finished.setdefault(run_identity(saved), workdir)
   linked = []
   for name, config in zip(names, configs):
     target = os.path.join(sweep_dir, name)
@@ -320,5 +353,5 @@ def read_manifest(sweep_dir: str) -> dict:
   if not os.path.exists(path):
     raise ConfigError(f"{path} does not exist: is {sweep_dir} a sweep dir "
                       "(made by --mode=sweep)?")
-  with open(path) as f:
-    return json.load(f)
+  return user_files.read_json_object(path, "the sweep's manifest, written by --mode=sweep",
+                                    "Run the --mode=sweep command again to rewrite it.")

@@ -1,0 +1,229 @@
+"""Every flag of every `launch.py` mode, checked before any work starts.
+
+`check_flags(mode, values, given, workdir)` raises a CommandLineError (exit status 2) for the
+first flag that is wrong: one a mode does not read, a count below its minimum, a path of the
+wrong kind, a checkpoint step that does not exist, a SLURM option sbatch would refuse. It only
+looks at the flags and the file system: no JAX, no TensorFlow, nothing written.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import Any, Collection, Mapping, Optional
+
+from transformer.errors import CommandLineError
+
+MODES = ("train", "eval", "sample", "bench", "diagnose", "sweep", "report", "data_bench")
+_DEVICE_MODES = ("train", "eval", "sample", "bench", "diagnose", "data_bench")
+_SLURM = ("slurm_gpus_per_task", "slurm_cpus_per_task", "slurm_mem", "slurm_time",
+          "slurm_partition", "slurm_account", "slurm_extra")
+
+# The modes that read a flag; a flag not listed here is read by every mode.
+READ_BY: dict[str, tuple[str, ...]] = {
+    "workdir": ("train", "eval", "sample", "bench", "diagnose"),
+    **{f: ("sample",) for f in ("prompt", "source", "max_new_tokens", "temperature", "top_k",
+                                "top_p", "num_samples", "sample_seed", "beam_size")},
+    "step": ("eval", "sample"),
+    "eval_split": ("eval",),
+    "bench_steps": ("bench", "data_bench"),
+    "data_bench_batches": ("data_bench",),
+    "data_bench_skip_model": ("data_bench",),
+    **{f: ("sweep",) for f in ("sweep", "parallel", "launcher", "dry_run", "reuse_runs_from",
+                               *_SLURM)},
+    "sweep_dir": ("sweep", "report"),
+    "report_metric": ("sweep", "report"),
+    **{f: _DEVICE_MODES for f in ("coordinator_address", "num_processes", "process_id",
+                                  "distributed_timeout", "heartbeat_timeout")},
+}
+
+# Integer flags and their least value (None, where allowed, means "not given").
+MINIMUM = {"max_new_tokens": 1, "num_samples": 1, "beam_size": 1, "top_k": 0, "step": 0,
+           "bench_steps": 1, "data_bench_batches": 1, "parallel": 1, "num_processes": 1,
+           "process_id": 0, "distributed_timeout": 1, "heartbeat_timeout": 1,
+           "slurm_gpus_per_task": 0, "slurm_cpus_per_task": 0}
+
+_HELP = "`python launch.py --help` lists the modes and flags."
+_NOT_READ_HINT = {("workdir", "sweep"): "each point runs in <--sweep_dir>/<point name>",
+                  ("workdir", "report"): "give the sweep's directory as --sweep_dir",
+                  ("step", "train"): "a run resumes from its latest checkpoint"}
+
+
+def check_flags(mode: str, values: Mapping[str, Any], given: Collection[str],
+                workdir: str) -> None:
+  """Raises CommandLineError for the first wrong flag of `--mode=mode`.
+
+  Args:
+    values: every flag's value by name (defaults included).
+    given: the names of the flags on the command line.
+    workdir: `--workdir`, or the default one when it is not given.
+  """
+  check_read_by_mode(mode, given)
+  check_numbers(values)
+  if mode == "sample":
+    check_sample_text(values.get("prompt", ""), values.get("source", ""))
+  check_multihost(values)
+  if mode in READ_BY["workdir"]:
+    check_workdir(mode, workdir, "workdir" in given)
+  if mode in ("eval", "sample") and values.get("step") is not None:
+    check_step(values["step"], workdir)
+  if mode == "sweep":
+    check_sweep(values)
+  if mode == "report":
+    check_report(values.get("sweep_dir"))
+
+
+def check_read_by_mode(mode: str, given: Collection[str]) -> None:
+  """A flag the mode does not read would be silently ignored: refuse it."""
+  for name in sorted(given):
+    modes = READ_BY.get(name)
+    if modes is not None and mode not in modes:
+      hint = _NOT_READ_HINT.get((name, mode), "drop it, or give the mode that reads it")
+      raise CommandLineError(f"--{name} is not read by --mode={mode} (only by "
+                             f"{', '.join(modes)}): {hint}. {_HELP}")
+
+
+def check_numbers(values: Mapping[str, Any]) -> None:
+  """Counts, seconds and indices at or above their least value; sampling settings in range."""
+  for name, least in MINIMUM.items():
+    value = values.get(name)
+    if value is not None and value < least:
+      raise CommandLineError(f"--{name}={value}: must be at least {least}.")
+  temperature = values.get("temperature", 0.0)
+  if not math.isfinite(temperature) or temperature < 0:
+    raise CommandLineError(f"--temperature={temperature}: must be >= 0 (0 = greedy).")
+  top_p = values.get("top_p", 1.0)
+  if not 0 < top_p <= 1:
+    raise CommandLineError(f"--top_p={top_p}: must be in (0, 1] (1 = all tokens).")
+
+
+def check_sample_text(prompt: str, source: str) -> None:
+  if prompt and source:
+    raise CommandLineError("--prompt and --source were both given: --prompt is the text a "
+                           "decoder LM continues, --source the text an encoder-decoder "
+                           "decodes; give the one for the run in --workdir.")
+  if not prompt and not source:
+    raise CommandLineError("--mode=sample needs the text to start from: --prompt=TEXT (a "
+                           "decoder LM continues it) or --source=TEXT (an encoder-decoder "
+                           "decodes it).")
+
+
+def check_multihost(values: Mapping[str, Any]) -> None:
+  names = ("coordinator_address", "num_processes", "process_id")
+  given = [values.get(n) is not None for n in names]
+  if any(given) and not all(given):
+    raise CommandLineError("--coordinator_address, --num_processes and --process_id go "
+                           "together; give all three (or none, inside SLURM / Open MPI / a "
+                           "TPU pod).")
+  if not all(given):
+    return
+  if values["process_id"] >= values["num_processes"]:
+    raise CommandLineError(f"--process_id={values['process_id']} must be in [0, "
+                           f"--num_processes={values['num_processes']}).")
+  address = values["coordinator_address"]
+  host, colon, port = address.rpartition(":")
+  if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    raise CommandLineError(f"--coordinator_address={address}: expected HOST:PORT, e.g. "
+                           "10.0.0.1:12345 (process 0's host and a free port).")
+
+
+def _workdir_flag(workdir: str, given: bool) -> str:
+  return f"--workdir={workdir}" if given else f"--workdir (default {workdir})"
+
+
+def check_workdir(mode: str, workdir: str, given: bool) -> None:
+  """eval and sample read a trained run's workdir; the other modes create one if needed."""
+  flag = _workdir_flag(workdir, given)
+  if os.path.exists(workdir) and not os.path.isdir(workdir):
+    raise CommandLineError(f"{flag} is a file, not a directory. Give a run's directory"
+                           + (" (it is created if missing)." if mode not in ("eval", "sample")
+                              else "."))
+  if mode not in ("eval", "sample"):
+    return
+  if not os.path.isdir(workdir):
+    raise CommandLineError(f"{flag} does not exist; --mode={mode} reads a trained run: point "
+                           "--workdir at the directory --mode=train wrote.")
+  if not os.path.isfile(os.path.join(workdir, "config.json")):
+    raise CommandLineError(f"{flag} holds no config.json, so no run; point it at the directory "
+                           "--mode=train wrote.")
+
+
+def checkpoint_steps(workdir: str) -> list[int]:
+  """The steps with a checkpoint folder in `<workdir>/checkpoints` (without importing orbax)."""
+  folder = os.path.join(workdir, "checkpoints")
+  if not os.path.isdir(folder):
+    return []
+  return sorted(int(d) for d in os.listdir(folder) if d.isdigit())
+
+
+def check_step(step: int, workdir: str) -> None:
+  """`--step` names a checkpoint of the run (a run without any is reported later, as such)."""
+  steps = checkpoint_steps(workdir)
+  if steps and step not in steps:
+    shown = ", ".join(map(str, steps))
+    raise CommandLineError(f"--step={step}: {workdir}/checkpoints has no checkpoint of that "
+                           f"step; it has steps {shown}. Leave --step out for the latest.")
+
+
+def _sweep_file(spec: str) -> str:
+  return spec.split(".py:", 1)[0] + ".py" if ".py:" in spec else spec
+
+
+def check_sweep(values: Mapping[str, Any]) -> None:
+  spec = values.get("sweep")
+  if not spec:
+    raise CommandLineError("--mode=sweep needs --sweep=FILE, a Python file with get_sweep() "
+                           "(see experiments/).")
+  path = _sweep_file(spec)
+  if not os.path.isfile(path):
+    kind = "is a directory" if os.path.isdir(path) else "does not exist"
+    raise CommandLineError(f"--sweep={spec}: {path} {kind}; give a Python file with "
+                           "get_sweep() (see experiments/).")
+  sweep_dir = values.get("sweep_dir")
+  if sweep_dir and os.path.exists(sweep_dir) and not os.path.isdir(sweep_dir):
+    raise CommandLineError(f"--sweep_dir={sweep_dir} is a file, not a directory. Give the "
+                           "sweep's directory (created if missing; one workdir per point).")
+  for other in values.get("reuse_runs_from") or ():
+    _check_sweep_dir(other, "--reuse_runs_from")
+  check_slurm(values)
+
+
+def check_report(sweep_dir: Optional[str]) -> None:
+  if not sweep_dir:
+    raise CommandLineError("--mode=report needs --sweep_dir=DIR (a directory made by "
+                           "--mode=sweep).")
+  _check_sweep_dir(sweep_dir, "--sweep_dir")
+
+
+def _check_sweep_dir(path: str, flag: str) -> None:
+  if not os.path.isdir(path):
+    kind = "is a file, not a directory" if os.path.exists(path) else "does not exist"
+    raise CommandLineError(f"{flag}={path} {kind}; give a directory made by --mode=sweep.")
+  if not os.path.isfile(os.path.join(path, "sweep.json")):
+    raise CommandLineError(f"{flag}={path} holds no sweep.json, so no sweep; give a directory "
+                           "made by --mode=sweep.")
+
+
+_SLURM_TIME = re.compile(r"^(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2})$")
+_SLURM_MEM = re.compile(r"^\d+[KMGT]?$", re.IGNORECASE)
+_SLURM_OPTION = re.compile(r"^-{0,2}[A-Za-z][\w-]*(=\S+)?$")
+
+
+def check_slurm(values: Mapping[str, Any]) -> None:
+  """Values that go into the sbatch script's `#SBATCH` lines, in forms sbatch accepts."""
+  time = values.get("slurm_time") or ""
+  if time and not _SLURM_TIME.match(time):
+    raise CommandLineError(f"--slurm_time={time}: expected MINUTES, HH:MM:SS or D-HH:MM:SS "
+                           "(e.g. 04:00:00).")
+  mem = values.get("slurm_mem") or ""
+  if mem and not _SLURM_MEM.match(mem):
+    raise CommandLineError(f"--slurm_mem={mem}: expected a size such as 32G or 16000M.")
+  for option in values.get("slurm_extra") or ():
+    if not _SLURM_OPTION.match(option):
+      raise CommandLineError(f"--slurm_extra: {option!r} is not an sbatch option; give "
+                             "NAME=VALUE items without spaces, e.g. --slurm_extra=qos=high.")
+  for name in ("slurm_partition", "slurm_account"):
+    value = values.get(name) or ""
+    if re.search(r"\s", value):
+      raise CommandLineError(f"--{name}={value!r}: a SLURM name has no spaces.")
