@@ -14,12 +14,13 @@ import optax
 import pytest
 
 from tests import numpy_reference as ref
-from transformer.train import diagnostics
 from transformer import kinds
+from transformer.train import diagnostics
 from transformer.config import (CheckpointConfig, DataConfig, ExperimentConfig, ModelConfig,
                                 OptimConfig, TrainConfig)
 from transformer.data.facts import DataFacts
 from transformer.model.models import DecoderLM
+from transformer.train.losses import cross_entropy_sums
 
 V, T = 23, 6
 
@@ -164,6 +165,25 @@ def test_scanned_and_unrolled_stacks_give_the_same_names_and_values(placement):
   assert sorted(scan_stats) == sorted(stats)
   for k in stats:
     np.testing.assert_allclose(scan_stats[k], stats[k], rtol=1e-4, atol=1e-6, err_msg=k)
+
+
+def test_diagnostics_score_the_tasks_own_training_loss():
+  """A masked LM with label smoothing, z-loss and dropout: the diagnostics' loss is the task's
+  `loss_sums` on the same batch and key (BERT masking included), not a plain cross entropy."""
+  cfg = ModelConfig(kind="masked_lm", vocab_size=V, d_model=16, num_heads=4, num_layers=2,
+                    d_ff=32, dropout_rate=0.1)
+  config = ExperimentConfig(seed=0, model=cfg, data=DataConfig(seq_len=32), optim=OptimConfig(),
+                            train=TrainConfig(batch_size=4, label_smoothing=0.1, z_loss=1e-2),
+                            checkpoint=CheckpointConfig())
+  task = kinds.build_task(config, DataFacts(vocab_size=V - 1))  # + [MASK] = V
+  batch = task.random_batch(4, np.random.default_rng(0))
+  params = task.init_params(jax.random.PRNGKey(0))
+  stats = _stats(task, params, batch)
+  loss_sum, weight_sum = task.loss_sums(params, batch, jax.random.PRNGKey(0))
+  np.testing.assert_allclose(stats["loss"], loss_sum / weight_sum, rtol=1e-6)
+  plain_sum, plain_weight = cross_entropy_sums(task.apply(params, batch["inputs"]),
+                                               batch["targets"], batch["weights"])
+  assert abs(stats["loss"] - plain_sum / plain_weight) > 1e-2
 
 
 def test_diagnostics_off_leaves_the_forward_pass_without_the_statistics():

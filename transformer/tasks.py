@@ -43,6 +43,9 @@ class Task(Protocol):
   def eval_sums(self, params, batch: dict) -> dict: ...
   def summarize(self, sums: dict) -> dict: ...
   def random_batch(self, rows: int, rng: np.random.Generator) -> dict: ...
+  # loss_sums = train_loss(train_forward(...)); diagnostics asks the forward pass to sow.
+  def train_forward(self, params, batch: dict, rng: jax.Array, sow: bool = False): ...
+  def train_loss(self, forward) -> tuple[jax.Array, jax.Array]: ...
 
 
 class Forward(NamedTuple):
@@ -125,10 +128,8 @@ class TaskBase:
     return out, state.get("diagnostics", {})
 
   def _forward(self, params, inputs: tuple, rng, sow: bool, targets, weights) -> Forward:
-    if sow:
-      logits, sown = self.apply(params, *inputs, rng=rng, sow=True)
-    else:
-      logits, sown = self.apply(params, *inputs, rng=rng), {}
+    out = self.apply(params, *inputs, rng=rng, sow=sow)
+    logits, sown = out if sow else (out, {})
     return Forward(logits, targets, weights, sown)
 
   def train_forward(self, params, batch: dict, rng: jax.Array, sow: bool = False) -> Forward:
@@ -327,7 +328,8 @@ def corpus_bleu(hypotheses: list[str], references: list[str]) -> tuple[float, st
 
 
 def bert_mask(rng: jax.Array, tokens: jax.Array, weights: jax.Array, rate: float, mask_id: int,
-              vocab_size: int, first_regular_id: int = 3) -> tuple[jax.Array, jax.Array]:
+              vocab_size: int, first_regular_id: int = FIRST_REGULAR_ID
+              ) -> tuple[jax.Array, jax.Array]:
   """BERT's masking (Devlin et al., 2019, section 3.1): select `rate` of the real tokens;
   of those, 80% become `mask_id`, 10% a random regular token, 10% stay as they are.
 
