@@ -33,7 +33,8 @@ def _checkpoint_params(workdir, step):
 
 def test_every_kind_names_a_model_and_a_task():
   for name, kind in kinds.KINDS.items():
-    model = kinds.build_model(ModelConfig(kind=name, d_model=16, num_heads=2, num_layers=1, d_ff=32))
+    model = kinds.build_model(ModelConfig(kind=name, d_model=16, num_heads=2, num_layers=1,
+                                          d_ff=32))
     assert type(model).__name__ == kind.model.split(":")[1]
     task_cls = kinds._resolve(kind.task)
     for method in ("example_inputs", "loss_sums", "eval_sums", "summarize", "init_params",
