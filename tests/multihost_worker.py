@@ -74,22 +74,12 @@ def jax_process_index():
   return jax.process_index()
 
 
-def make_task(config):
-  import dataclasses
-  import jax.numpy as jnp
-  from transformer.model.models import build_model
-  from transformer.tasks import LanguageModelTask
-
-  class SyntheticTask(LanguageModelTask):
-    def __init__(self, config):  # the LM task, with synthetic data instead of lm_data
-      self.data = SyntheticData(config.seed)
-      self.config = dataclasses.replace(
-          config, model=dataclasses.replace(config.model,
-                                            vocab_size=self.data.tokenizer.vocab_size))
-      self.model = build_model(self.config.model)
-      self._byte_lengths = jnp.asarray(self.data.tokenizer.byte_lengths)
-
-  return SyntheticTask(config)
+def make_data_and_task(config):
+  """The LM task, on synthetic data instead of lm_data (a task needs only the data's facts)."""
+  from transformer import kinds
+  from transformer.data.facts import DataFacts
+  data = SyntheticData(config.seed)
+  return data, kinds.build_task(config, DataFacts.of_tokenizer(data.tokenizer))
 
 
 def main():
@@ -112,18 +102,19 @@ def main():
   print(f"process {jax.process_index()} of {jax.process_count()}: "
         f"{jax.local_device_count()} local / {jax.device_count()} devices", flush=True)
   config = make_config(args.num_steps)
-  task = make_task(config)
+  data, task = make_data_and_task(config)
   if args.fail_at_step:
-    fetch, calls = task.data.next_train_batch, [0]
+    fetch, calls = data.next_train_batch, [0]
 
     def failing_fetch():
       calls[0] += 1
       if calls[0] == args.fail_at_step:
         raise RuntimeError(f"injected failure at step {calls[0]}")
       return fetch()
-    task.data.next_train_batch = failing_fetch
+    data.next_train_batch = failing_fetch
   with exit_at_once_on_failure():
-    train_and_evaluate(config, args.workdir, stop_after=args.stop_after, task=task)
+    train_and_evaluate(config, args.workdir, stop_after=args.stop_after, task=task,
+                       data=data)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,17 @@ import os
 import subprocess
 import sys
 
+import jax
 import numpy as np
 import pytest
 
 from configs.default import get_config
 from transformer import kinds
 from transformer.config import ConfigError, from_config_dict
+from transformer.data.facts import DataFacts
+from transformer.train import bench
 from transformer.train.bench import run_benchmark
+from transformer.train.losses import cross_entropy_sums
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -50,6 +54,34 @@ def test_bench_times_every_model_kind(kind, capsys):
   out = capsys.readouterr().out
   row = [line for line in out.splitlines() if line.strip().startswith(f"| {kind} |")]
   assert len(row) == 1 and row[0].count("|") == out.splitlines()[-2].count("|")
+
+
+def test_bench_times_the_training_loss_of_masked_lm():
+  """The loss of bench's first step (masked_lm with label smoothing and z-loss) is the training
+  task's `loss_sums` on the same batch and dropout key, the task built as training builds it
+  (from the byte tokenizer's facts), and not a plain cross entropy over every token."""
+  cfg = _config("masked_lm", label_smoothing=0.1, z_loss=1e-2)
+  cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, vocab_size=259 + 1))
+  result = run_benchmark(cfg, steps=1, warmup=0)  # its one step: step 0 of fresh params
+
+  byte_facts = DataFacts(vocab_size=259, pad_id=0, bos_id=1, eos_id=2)
+  train_task = kinds.build_task(cfg, byte_facts)
+  assert train_task.config.model == bench.bench_task(cfg).config.model
+  params = train_task.init_params(jax.random.PRNGKey(cfg.seed))
+  batch = bench.bench_batch(train_task)
+  step_rng = jax.random.fold_in(jax.random.PRNGKey(1), 0)  # bench's key, as the step folds it
+  loss_sum, weight_sum = train_task.loss_sums(params, batch, step_rng)
+  training_loss = float(loss_sum / weight_sum)
+  np.testing.assert_allclose(result["loss"], training_loss, rtol=1e-5)
+  assert 0 < float(weight_sum) < batch["weights"].sum()  # only the masked tokens are scored
+
+  logits = train_task.model.apply({"params": params}, batch["inputs"])
+  plain_sum, plain_weight = cross_entropy_sums(logits, batch["targets"], batch["weights"])
+  assert abs(float(plain_sum / plain_weight) - result["loss"]) > 1e-2
+  plain_cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, label_smoothing=0.0,
+                                                                 z_loss=0.0))
+  masked_only = kinds.build_task(plain_cfg, byte_facts).loss_sums(params, batch, step_rng)
+  assert abs(float(masked_only[0] / masked_only[1]) - result["loss"]) > 1e-3
 
 
 def test_bench_needs_the_image_shape_a_dataset_would_give():

@@ -93,3 +93,57 @@ def test_every_config_validates():
     if name.endswith(".py") and name != "__init__.py":
       module = importlib.import_module(f"configs.{name[:-3]}")
       from_config_dict(module.get_config())  # raises ConfigError naming the field
+
+
+# Layers (issue 18): the registry sits between the config and the model / task / data code,
+# which it names by import path; none of these hides a circle behind an import inside a function.
+LAYERED = ("transformer/config.py", "transformer/kinds.py", "transformer/train/flops.py",
+           "transformer/tasks.py", "transformer/data/facts.py")
+
+
+def _transformer_imports(path: str) -> list[tuple[str, bool]]:
+  """(module, inside a function) for every `transformer...` import of `path`."""
+  with open(os.path.join(ROOT, path)) as f:
+    tree = ast.parse(f.read(), path)
+  found = []
+
+  def visit(node, in_function):
+    for child in ast.iter_child_nodes(node):
+      inner = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+      if isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+        names = [child.module] + [f"{child.module}.{a.name}" for a in child.names]
+      elif isinstance(child, ast.Import):
+        names = [a.name for a in child.names]
+      else:
+        visit(child, inner)
+        continue
+      found.extend((n, in_function) for n in names if n.split(".")[0] == "transformer")
+  visit(tree, False)
+  return found
+
+
+def test_the_model_package_imports_neither_training_nor_the_registry():
+  model_dir = os.path.join(ROOT, "transformer", "model")
+  for name in sorted(os.listdir(model_dir)):
+    if name.endswith(".py"):
+      bad = [m for m, _ in _transformer_imports(os.path.join("transformer", "model", name))
+             if m.startswith(("transformer.train", "transformer.kinds", "transformer.tasks"))]
+      assert not bad, f"transformer/model/{name} imports {bad}"
+
+
+def test_registry_layers_import_at_the_top_and_load_in_any_order():
+  for path in LAYERED:
+    inner = [m for m, in_function in _transformer_imports(path) if in_function]
+    assert not inner, f"{path} imports {inner} inside a function"
+  tasks_imports = [m for m, _ in _transformer_imports("transformer/tasks.py")]
+  assert not [m for m in tasks_imports if m.startswith(("transformer.data.pipeline",
+                                                        "transformer.data.sources",
+                                                        "transformer.kinds"))], tasks_imports
+  for path in LAYERED + ("transformer/model/models.py",):  # each one first, in a fresh process
+    module = path[:-3].replace("/", ".")
+    code = (f"import sys, {module}\n"
+            "tf = [m for m in sys.modules if m.split('.')[0] == 'tensorflow']\n"
+            "sys.exit(1 if tf else 0)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu"), timeout=240)
+    assert done.returncode == 0, f"import {module}: {done.stderr[-2000:]} (or TensorFlow loaded)"

@@ -14,24 +14,24 @@ import optax
 import pytest
 
 from tests import numpy_reference as ref
+from transformer import kinds
 from transformer.train import diagnostics
-from transformer.config import ModelConfig
+from transformer.config import (CheckpointConfig, DataConfig, ExperimentConfig, ModelConfig,
+                                OptimConfig, TrainConfig)
+from transformer.data.facts import DataFacts
 from transformer.model.models import DecoderLM
 from transformer.train.losses import cross_entropy_sums
 
 V, T = 23, 6
 
 
-class _LMTask:
-  """The smallest task `diagnostic_stats` needs: a model and `loss_sums`."""
-
-  def __init__(self, cfg):
-    self.model = DecoderLM(cfg)
-
-  def loss_sums(self, params, batch, rng):
-    del rng
-    logits = self.model.apply({"params": params}, batch["inputs"])
-    return cross_entropy_sums(logits, batch["targets"], batch["weights"])
+def _lm_task(cfg: ModelConfig):
+  """The real LM task (`transformer.tasks`) with the model of `cfg`, built from facts alone."""
+  config = ExperimentConfig(seed=0, model=cfg, data=DataConfig(seq_len=T), optim=OptimConfig(),
+                            train=TrainConfig(batch_size=2), checkpoint=CheckpointConfig())
+  task = kinds.build_task(config, DataFacts(vocab_size=cfg.vocab_size))
+  assert isinstance(task.model, DecoderLM)
+  return task
 
 
 def _setup(**kw):
@@ -41,7 +41,7 @@ def _setup(**kw):
   batch = {"inputs": rng.integers(3, V, size=(2, T)).astype(np.int32),
            "targets": rng.integers(3, V, size=(2, T)).astype(np.int32),
            "weights": np.ones((2, T), np.float32)}
-  task = _LMTask(cfg)
+  task = _lm_task(cfg)
   params = nn.meta.unbox(task.model.init(jax.random.PRNGKey(0), batch["inputs"])["params"])
   return cfg, task, params, batch
 
@@ -160,11 +160,30 @@ def test_scanned_and_unrolled_stacks_give_the_same_names_and_values(placement):
     dec["post_layers"], dec["pre_layers"] = stack(layers[:1]), stack(layers[1:])
   else:
     dec["layers"] = stack(layers)
-  scan_task = _LMTask(dataclasses.replace(cfg, scan_layers=True))
+  scan_task = _lm_task(dataclasses.replace(cfg, scan_layers=True))
   scan_stats = _stats(scan_task, {**params, "decoder": dec}, batch)
   assert sorted(scan_stats) == sorted(stats)
   for k in stats:
     np.testing.assert_allclose(scan_stats[k], stats[k], rtol=1e-4, atol=1e-6, err_msg=k)
+
+
+def test_diagnostics_score_the_tasks_own_training_loss():
+  """A masked LM with label smoothing, z-loss and dropout: the diagnostics' loss is the task's
+  `loss_sums` on the same batch and key (BERT masking included), not a plain cross entropy."""
+  cfg = ModelConfig(kind="masked_lm", vocab_size=V, d_model=16, num_heads=4, num_layers=2,
+                    d_ff=32, dropout_rate=0.1)
+  config = ExperimentConfig(seed=0, model=cfg, data=DataConfig(seq_len=32), optim=OptimConfig(),
+                            train=TrainConfig(batch_size=4, label_smoothing=0.1, z_loss=1e-2),
+                            checkpoint=CheckpointConfig())
+  task = kinds.build_task(config, DataFacts(vocab_size=V - 1))  # + [MASK] = V
+  batch = task.random_batch(4, np.random.default_rng(0))
+  params = task.init_params(jax.random.PRNGKey(0))
+  stats = _stats(task, params, batch)
+  loss_sum, weight_sum = task.loss_sums(params, batch, jax.random.PRNGKey(0))
+  np.testing.assert_allclose(stats["loss"], loss_sum / weight_sum, rtol=1e-6)
+  plain_sum, plain_weight = cross_entropy_sums(task.apply(params, batch["inputs"]),
+                                               batch["targets"], batch["weights"])
+  assert abs(stats["loss"] - plain_sum / plain_weight) > 1e-2
 
 
 def test_diagnostics_off_leaves_the_forward_pass_without_the_statistics():

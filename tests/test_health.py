@@ -12,7 +12,7 @@ import pytest
 
 from tests.test_train import _tiny_config
 from transformer.config import CheckpointConfig, ConfigError, OptimConfig, TrainConfig
-from transformer.tasks import build_task
+from transformer import kinds
 from transformer.train import optim, steps
 from transformer.train.health import HealthGuard, NonFiniteError
 from transformer.train.loop import train_and_evaluate
@@ -73,11 +73,11 @@ def test_nonfinite_mode_is_validated():
     TrainConfig(nonfinite="ignore")
 
 
-def _poisoned_task(cfg, bad_batches):
-  """The real task, with NaN loss weights in the training batches numbered `bad_batches`
-  (1-based), as corrupt input or an overflow would give."""
-  task = build_task(cfg)
-  real, count = task.data.next_train_batch, [0]
+def _poisoned_run(cfg, bad_batches):
+  """The real data and task, with NaN loss weights in the training batches numbered
+  `bad_batches` (1-based), as corrupt input or an overflow would give."""
+  data, task = kinds.build_data_and_task(cfg)
+  real, count = data.next_train_batch, [0]
 
   def next_train_batch():
     batch = real()
@@ -85,8 +85,8 @@ def _poisoned_task(cfg, bad_batches):
     if count[0] in bad_batches:
       batch = dict(batch, weights=np.full_like(batch["weights"], np.nan))
     return batch
-  task.data.next_train_batch = next_train_batch
-  return task
+  data.next_train_batch = next_train_batch
+  return {"data": data, "task": task}
 
 
 def _saved(workdir, step):
@@ -108,7 +108,7 @@ def test_a_run_stops_at_the_first_nonfinite_step_and_keeps_its_good_checkpoints(
   cfg = dataclasses.replace(cfg, checkpoint=CheckpointConfig(every_steps=2, keep=2, keep_best=0))
   workdir = str(tmp_path / "w")
   with pytest.raises(NonFiniteError) as info:
-    train_and_evaluate(cfg, workdir, task=_poisoned_task(cfg, bad_batches=range(7, 100)))
+    train_and_evaluate(cfg, workdir, **_poisoned_run(cfg, bad_batches=range(7, 100)))
   e = info.value
   assert e.step == 7 and e.last_finite[0] == 6
   assert e.last_checkpoint == os.path.join(workdir, "checkpoints", "6")
@@ -131,7 +131,7 @@ def test_skip_mode_skips_the_bad_update_and_counts_it(tiny_corpus, tmp_path):
   cfg = _tiny_config(tiny_corpus, num_steps=6, log_every=6, eval_every=100, nonfinite="skip")
   cfg = dataclasses.replace(cfg, checkpoint=CheckpointConfig(every_steps=1, keep=10, keep_best=0))
   workdir = str(tmp_path / "w")
-  final = train_and_evaluate(cfg, workdir, task=_poisoned_task(cfg, bad_batches={4}))
+  final = train_and_evaluate(cfg, workdir, **_poisoned_run(cfg, bad_batches={4}))
   assert np.isfinite(final["loss"])
   before, after = _saved(workdir, 3), _saved(workdir, 4)
   for a, b in zip(jax.tree.leaves((before["params"], before["opt_state"])),

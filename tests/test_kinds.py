@@ -18,9 +18,7 @@ from tests.test_train import _tiny_config
 from transformer import kinds
 from transformer.config import ConfigError, ModelConfig, OptimConfig, ParallelConfig
 from transformer.evaluation.evaluate import evaluate_workdir
-from transformer.model.models import build_model
-from transformer.tasks import build_task
-from transformer.train import flops, init_from, optim
+from transformer.train import init_from, optim
 from transformer.train.losses import cross_entropy_sums
 from transformer.train.loop import train_and_evaluate
 
@@ -35,11 +33,14 @@ def _checkpoint_params(workdir, step):
 
 def test_every_kind_names_a_model_and_a_task():
   for name, kind in kinds.KINDS.items():
-    model = build_model(ModelConfig(kind=name, d_model=16, num_heads=2, num_layers=1, d_ff=32))
+    model = kinds.build_model(ModelConfig(kind=name, d_model=16, num_heads=2, num_layers=1,
+                                          d_ff=32))
     assert type(model).__name__ == kind.model.split(":")[1]
     task_cls = kinds._resolve(kind.task)
-    for method in ("example_inputs", "loss_sums", "eval_sums", "summarize", "init_params"):
+    for method in ("example_inputs", "loss_sums", "eval_sums", "summarize", "init_params",
+                   "random_batch", "facts_from_config", "model_fields", "train_forward"):
       assert callable(getattr(task_cls, method)), (name, method)
+    assert callable(kinds._resolve(kind.data))
     assert kind.generative in ("", "lm", "seq2seq")
 
 
@@ -53,12 +54,12 @@ def test_a_new_kind_needs_only_a_registry_entry(tiny_corpus, tmp_path, monkeypat
   monkeypatch.setitem(kinds.KINDS, "toy_lm", toy)
   cfg = _tiny_config(tiny_corpus)
   cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, kind="toy_lm"))
-  task = build_task(cfg, str(tmp_path / "toy"))
-  batch = task.data.next_train_batch()
+  data, task = kinds.build_data_and_task(cfg, str(tmp_path / "toy"))
+  batch = data.next_train_batch()
   loss_sum, n = task.loss_sums(task.init_params(jax.random.PRNGKey(0)), batch,
                                jax.random.PRNGKey(1))
   assert math.isfinite(float(loss_sum)) and float(n) == batch["weights"].sum()
-  assert flops.experiment_flops_per_step(cfg) == flops.experiment_flops_per_step(
+  assert kinds.experiment_flops_per_step(cfg) == kinds.experiment_flops_per_step(
       dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, kind="decoder_lm")))
 
 
@@ -105,7 +106,7 @@ def test_init_from_fine_tunes_an_lm_from_another_lms_step(lm_run, tmp_path, caps
   want = _checkpoint_params(base, 2)
   tuned_cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model,
                                                                  init_from=f"{base}:2"))
-  task = build_task(tuned_cfg, str(tmp_path / "tuned"))
+  _, task = kinds.build_data_and_task(tuned_cfg, str(tmp_path / "tuned"))
   out = capsys.readouterr().out
   assert f"init_from {base} (step 2, a decoder_lm run): loaded" in out
   got = task.init_params(jax.random.PRNGKey(7))

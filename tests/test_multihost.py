@@ -77,14 +77,14 @@ def _run(workdir, processes, devices, stop_after=None):
 def _final_params(workdir, step):
   """Restores `step` onto one device of this (pytest) process."""
   config = worker.make_config()
-  task = worker.make_task(config)
+  data, task = worker.make_data_and_task(config)
   par = Parallel(ParallelConfig(data=1), init_params=task.init_params,
                  tx=optim.build_optimizer(config.optim, config.train.num_steps),
                  loss_sums=task.loss_sums, eval_sums=task.eval_sums,
                  global_batch_size=config.train.batch_size, devices=jax.devices()[:1],
                  init_boxed_params=task.init_boxed_params)
   ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), keep=10)
-  state = ckpt.restore(step, par.checkpoint_target(), task.data.train_iterator)
+  state = ckpt.restore(step, par.checkpoint_target(), data.train_iterator)
   ckpt.close()
   return jax.device_get(state.params)
 

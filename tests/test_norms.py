@@ -13,7 +13,7 @@ from tests import numpy_reference as ref
 from transformer.evaluation import decode
 from transformer.config import NORM_PLACEMENTS, ConfigError, ModelConfig, TrainConfig
 from transformer.model.block import Block, deepnorm_constants
-from transformer.model.models import DecoderLM, EncoderDecoder, MaskedLM
+from transformer.model.models import DecoderLM, EncoderDecoder, MaskedLM, VisionTransformer
 from transformer.model.stacks import TransformerStack
 from transformer.train.losses import cross_entropy_sums
 
@@ -129,6 +129,39 @@ def test_admin_omega_is_profiled_at_init(scan):
       branches[2 * i + 1].append(ys[1])
   want = ref.admin_omegas(x0, [np.stack(b) for b in branches])
   assert len(set(np.round(want, 6))) == len(want)  # a profile, not a constant
+  for g, w in zip(got, want):
+    np.testing.assert_allclose(g, np.full(16, w), rtol=1e-4)
+
+
+def test_vit_admin_omega_is_profiled_at_init():
+  """The ViT's encoder gets Admin's profiled omegas like the text models: on the init images,
+  x0 = [CLS (0); patches @ W + b] + position table, then the same rule as above."""
+  L, p = 2, 2
+  cfg = _cfg(kind="vit_classifier", norm_placement="admin", num_layers=L, num_classes=3,
+             image_size=4, image_channels=1, patch_size=p)
+  images = np.random.default_rng(0).random((2, 4, 4, 1)).astype(np.float32)
+  params = _to64(nn.meta.unbox(VisionTransformer(cfg).init(jax.random.PRNGKey(0),
+                                                           images)["params"]))
+  stack = params["encoder"]["stack"]
+  got = [stack[f"layer_{i}"][f"{s}_omega"] for i in range(L)
+         for s in ("self_attention", "feed_forward")]
+  # Row-major p x p patches, each flattened as (row, column, channel).
+  patches = images.astype(np.float64).reshape(2, 2, p, 2, p, 1).transpose(0, 1, 3, 2, 4, 5)
+  patches = patches.reshape(2, 4, p * p)
+  embed = params["patch_embedding"]
+  tokens = patches @ embed["kernel"] + embed["bias"]
+  x0 = np.concatenate([np.zeros((2, 1, 16)), tokens], 1) + params["position_embedding"][None]
+  ones = {f"layer_{i}": {**stack[f"layer_{i}"], "self_attention_omega": 1.0,
+                         "feed_forward_omega": 1.0} for i in range(L)}
+  branches = [[] for _ in range(2 * L)]
+  for xb in x0:
+    for i in range(L):  # every patch sees every patch: no mask
+      xb, ys = ref.general_block(xb, ones[f"layer_{i}"], "admin", "layernorm", None,
+                                 ref.gelu_tanh, cfg.norm_epsilon)
+      branches[2 * i].append(ys[0])
+      branches[2 * i + 1].append(ys[1])
+  want = ref.admin_omegas(x0, [np.stack(b) for b in branches])
+  assert len(set(np.round(want, 6))) == len(want) and not np.allclose(want, 1.0)
   for g, w in zip(got, want):
     np.testing.assert_allclose(g, np.full(16, w), rtol=1e-4)
 

@@ -10,7 +10,9 @@ from tests.test_train import _tiny_config
 from transformer.config import ConfigError
 from transformer.data.tokenizers import ByteTokenizer
 from transformer.evaluation.sample import sample_from_workdir
-from transformer.tasks import build_task, load_params
+from transformer import kinds
+from transformer.data.facts import DataFacts
+from transformer.tasks import load_params
 from transformer.train.loop import train_and_evaluate
 
 
@@ -21,7 +23,7 @@ def test_sample_continues_the_prompt_with_the_checkpoint(tiny_corpus, tmp_path):
 
   greedy = sample_from_workdir(workdir, "def ", max_new_tokens=6, temperature=0.0)
   # Greedy re-derived from the full forward pass of the restored model, token by token.
-  task = build_task(cfg, workdir)
+  task = kinds.build_task(cfg, DataFacts.of_tokenizer(ByteTokenizer()))  # no data needed
   params, _ = load_params(workdir)
   tok = ByteTokenizer()
   ids = [tok.eos_id] + tok.encode("def ")  # concat packing: documents follow an EOS

@@ -13,7 +13,7 @@ from configs.default import get_config
 from transformer.config import ConfigError, ModelConfig, from_config_dict
 from transformer.cli.launch import initialize_distributed
 from transformer.model.models import DecoderLM
-from transformer.train.flops import training_flops_per_step
+from transformer.kinds import training_flops_per_step
 
 
 def test_parallel_section_defaults_overrides_and_errors():

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 from configs import cls_small, mlm_small
+from transformer import kinds
 from transformer.config import ConfigError, from_config_dict
-from transformer.tasks import ClassificationTask, Seq2SeqTask, bert_mask, load_params
+from transformer.data.facts import DataFacts
+from transformer.tasks import Seq2SeqTask, bert_mask, load_params
 from transformer.train.loop import train_and_evaluate
 
 
@@ -81,13 +83,15 @@ def test_classifier_starts_from_the_masked_lm_encoder(package_corpus, tmp_path):
   assert 0.0 <= result["masked_accuracy"] <= 1.0
   pretrained, _ = load_params(str(mlm_dir))
 
-  task = ClassificationTask(_smoke(cls_small, package_corpus, init_from=str(mlm_dir)))
-  assert task.config.model.num_classes == 2
+  cfg = _smoke(cls_small, package_corpus, init_from=str(mlm_dir))
+  _, facts = kinds.build_data(cfg)
+  task = kinds.build_task(cfg, facts)
+  assert facts.num_classes == 2 and task.config.model.num_classes == 2
   params = task.init_params(jax.random.PRNGKey(0))
   for part in ("embedder", "encoder"):
     for got, want in zip(jax.tree.leaves(params[part]), jax.tree.leaves(pretrained[part])):
       np.testing.assert_array_equal(got, want)
-  scratch = ClassificationTask(_smoke(cls_small, package_corpus)).init_params(
+  scratch = kinds.build_task(_smoke(cls_small, package_corpus), facts).init_params(
       jax.random.PRNGKey(0))
   assert not np.array_equal(scratch["encoder"]["stack"]["layer_0"]["feed_forward"]["wi"]["kernel"],
                             pretrained["encoder"]["stack"]["layer_0"]["feed_forward"]["wi"]["kernel"])
@@ -98,5 +102,6 @@ def test_classifier_starts_from_the_masked_lm_encoder(package_corpus, tmp_path):
 
 
 def test_init_from_a_missing_run_or_another_model_is_refused(package_corpus, tmp_path):
+  cfg = _smoke(cls_small, package_corpus, init_from=str(tmp_path / "none"))
   with pytest.raises(ConfigError, match="init_from"):
-    ClassificationTask(_smoke(cls_small, package_corpus, init_from=str(tmp_path / "none")))
+    kinds.build_task(cfg, DataFacts(vocab_size=259, num_classes=2))  # no data needed

@@ -11,14 +11,15 @@ import pytest
 import tensorflow_datasets as tfds
 
 from configs import seq2seq_base
+from transformer import kinds
 from transformer.config import from_config_dict
 from transformer.data import catalog
+from transformer.data.facts import DataFacts
 from transformer.data.tokenizers import ByteTokenizer
 from transformer.evaluation.evaluate import evaluate_workdir, outputs_step
 from transformer.evaluation.sample import sample_from_workdir
 from transformer.tasks import Seq2SeqTask
 from transformer.train.init_from import load_params
-from transformer.tasks import build_task
 from transformer.train import optim
 from transformer.train.loop import build_parallel, evaluate, train_and_evaluate
 
@@ -26,7 +27,7 @@ from transformer.train.loop import build_parallel, evaluate, train_and_evaluate
 def _task_without_data():
   task = object.__new__(Seq2SeqTask)
   tok = ByteTokenizer()
-  task.data = type("Data", (), {"tokenizer": tok})()
+  task.facts = DataFacts.of_tokenizer(tok)
   task.bos_id, task.eos_id, task.pad_id = tok.bos_id, tok.eos_id, tok.pad_id
   return task, tok
 
@@ -94,8 +95,7 @@ def test_seq2seq_run_reports_bleu_and_evaluates_and_samples(s2s_run):
   assert os.path.exists(os.path.join(workdir, "eval", "test-10.json"))
 
   # Greedy sampling == argmax of the full (teacher-forced) forward pass, token by token.
-  from transformer import kinds
-  model = kinds.get("encoder_decoder").build_model(
+  model = kinds.build_model(
       from_config_dict(__import__("json").load(open(os.path.join(workdir, "config.json")))).model)
   params, _, _ = load_params(workdir)
   tok = ByteTokenizer()
@@ -128,10 +128,10 @@ def test_wmt14_de_en_eval_reports_bleu_under_mock_data(tmp_path, monkeypatch):
     c.model.beam_size = 2
   cfg = from_config_dict(c)
   with tfds.testing.mock_data(num_examples=16):
-    task = build_task(cfg, str(tmp_path / "run"))
+    data, task = kinds.build_data_and_task(cfg, str(tmp_path / "run"))
     par = build_parallel(task.config, task, optim.build_optimizer(cfg.optim, 10))
     state = par.init_state(jax.random.PRNGKey(0))
-    metrics = evaluate(task, par.eval_step, state, 2, outputs_step(task, par))
+    metrics = evaluate(task, data, par.eval_step, state, 2, outputs_step(task, par))
   assert metrics["examples"] == 16.0  # 2 batches of 8 pairs
   assert 0.0 <= metrics["greedy_bleu"] <= 100.0 and 0.0 <= metrics["beam_bleu"] <= 100.0
   assert "nrefs:1" in metrics["bleu_signature"] and math.isfinite(metrics["loss"])

@@ -15,7 +15,7 @@ from transformer.config import NORM_PLACEMENTS, ModelConfig, from_config_dict
 from transformer.data import catalog
 from transformer.data.builders.digits import digits_splits
 from transformer.model.models import VisionTransformer, image_patches
-from transformer.tasks import build_task
+from transformer import kinds
 
 
 def test_image_patches_are_row_major_flattened_squares():
@@ -76,15 +76,15 @@ def _vit_config(data_dir, **data):
 
 
 def test_vit_task_on_the_digits_builder(tmp_path):
-  task = build_task(_vit_config(tmp_path / "tfds"), str(tmp_path / "run"))
+  data, task = kinds.build_data_and_task(_vit_config(tmp_path / "tfds"), str(tmp_path / "run"))
   assert task.config.model.num_classes == 10 and task.config.model.image_size == 8
-  batch = task.data.next_train_batch()
+  batch = data.next_train_batch()
   assert batch["inputs"].shape == (8, 8, 8, 1) and batch["inputs"].max() <= 1.0
   params = task.init_params(jax.random.PRNGKey(0))
   loss, n = task.loss_sums(params, batch, jax.random.PRNGKey(1))
   # Untrained, the head is near uniform over 10 classes: loss per image ~ log(10).
   assert float(n) == 8 and abs(float(loss) / 8 - np.log(10)) < 1.0
-  sums = task.eval_sums(params, next(task.data.eval_batches(1)))
+  sums = task.eval_sums(params, next(data.eval_batches(1)))
   assert 0.0 <= task.summarize(jax.device_get(sums))["accuracy"] <= 1.0
 
 
@@ -94,8 +94,8 @@ def test_vit_task_on_tfds_image_catalogs_under_mock_data(tmp_path, monkeypatch, 
   cfg = _vit_config(tmp_path / "tfds", name=name, eval_split="test")
   cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, patch_size=4))
   with tfds.testing.mock_data(num_examples=16):
-    task = build_task(cfg, str(tmp_path / "run"))
-    batch = task.data.next_train_batch()
+    data, task = kinds.build_data_and_task(cfg, str(tmp_path / "run"))
+    batch = data.next_train_batch()
   assert batch["inputs"].shape == (8,) + shape and task.config.model.num_classes == 10
   params = task.init_params(jax.random.PRNGKey(0))
   assert np.isfinite(float(task.loss_sums(params, batch, jax.random.PRNGKey(1))[0]))

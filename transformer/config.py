@@ -13,9 +13,8 @@ from typing import Any, Mapping
 
 import ml_collections
 
-
-class ConfigError(ValueError):
-  """A config value is invalid; the message says which field and how to fix it."""
+from transformer import kinds
+from transformer.errors import ConfigError  # noqa: F401 -- re-exported: `config.ConfigError`
 
 
 def _choice(section: str, field: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -107,7 +106,6 @@ class ModelConfig:
   def __post_init__(self):
     s = "model"
     _choice(s, "remat", self.remat, REMAT_POLICIES)
-    from transformer import kinds  # noqa: PLC0415 -- the registry imports this module
     _choice(s, "kind", self.kind, kinds.names())
     _choice(s, "activation", self.activation, ACTIVATIONS)
     _choice(s, "norm_placement", self.norm_placement, NORM_PLACEMENTS)

@@ -16,6 +16,10 @@ COMMAND_LINE_STATUS = 2
 ERROR_STATUS = 1
 
 
+class ConfigError(ValueError):
+  """A config value is invalid; the message says which field and how to fix it."""
+
+
 class RunError(RuntimeError):
   """A run stopped for a reason outside the config's values (training diverged, a checkpoint
   could not be read or written, a directory is not writable)."""

@@ -1,8 +1,13 @@
 """Tasks: what a run trains on and how it is scored.
 
-A task ties together the input pipeline, the model, the training loss and the eval metrics,
-so the training loop (`transformer.train.loop`) never needs to know which one it runs. Every
-function a task hands to the loop is pure: `loss_sums(params, batch, rng)` and
+A task ties together the model, the training loss and the eval metrics, so the training loop
+(`transformer.train.loop`) never needs to know which one it runs. A task is pure: built from
+the config and the facts its data reports (`transformer.data.facts.DataFacts`: vocabulary,
+special ids, classes, image shape), it holds no data and never builds any, so training,
+`--mode=bench` (on the task's `random_batch`) and diagnostics all run the same loss. The
+registry (`transformer.kinds`) builds a kind's data and its task.
+
+Every function a task hands to the loop is pure: `loss_sums(params, batch, rng)` and
 `eval_sums(params, batch)` return sums (not means), so they add up across batches, micro-
 batches and devices; `summarize(sums)` turns eval sums into the reported figures.
 """
@@ -11,24 +16,25 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Protocol
+from typing import Any, Callable, NamedTuple, Optional, Protocol
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from transformer.config import ConfigError, ExperimentConfig, ModelConfig
+from transformer.data.facts import FIRST_REGULAR_ID, DataFacts
 from transformer.evaluation import decode
-from transformer.config import ConfigError, ExperimentConfig
-from transformer.model.models import build_model, shift_right
+from transformer.model.models import shift_right
 from transformer.train import init_from
 from transformer.train.losses import cross_entropy_sums
 
 
 class Task(Protocol):
-  config: ExperimentConfig  # with model.vocab_size filled in from the tokenizer
+  config: ExperimentConfig  # with the model fields the data sets (vocab_size, ...) filled in
+  facts: DataFacts
   model: nn.Module
-  data: Any  # has next_train_batch(), eval_batches(max_batches), train_iterator, batch_size
 
   def init_params(self, rng: jax.Array) -> Any: ...
   # The same params still wrapped in their logical axis names, for the mesh shardings.
@@ -36,17 +42,59 @@ class Task(Protocol):
   def loss_sums(self, params, batch: dict, rng: jax.Array) -> tuple[jax.Array, jax.Array]: ...
   def eval_sums(self, params, batch: dict) -> dict: ...
   def summarize(self, sums: dict) -> dict: ...
+  def random_batch(self, rows: int, rng: np.random.Generator) -> dict: ...
+  # loss_sums = train_loss(train_forward(...)); diagnostics asks the forward pass to sow.
+  def train_forward(self, params, batch: dict, rng: jax.Array, sow: bool = False): ...
+  def train_loss(self, forward) -> tuple[jax.Array, jax.Array]: ...
+
+
+class Forward(NamedTuple):
+  """What the training loss scores: float32 `logits` `[batch, length, classes]`, int `targets`
+  and float `weights` `[batch, length]` (classifiers: length 1), and the "diagnostics"
+  collection the modules sowed (`{}` unless asked for)."""
+  logits: jax.Array
+  targets: jax.Array
+  weights: jax.Array
+  sown: dict
 
 
 class TaskBase:
-  """What every task shares: params from the model's `init` on example inputs, and
-  `model.init_from` (matching parameters of another run, see `transformer.train.init_from`).
-  A task sets `config`, `model`, `data` and defines `example_inputs()`, then calls
-  `self._load_init_from()`."""
+  """What every task shares: the config with the model fields the data sets
+  (`model_fields`), the model, params from its `init` on example inputs, `model.init_from`
+  (matching parameters of another run, see `transformer.train.init_from`), one `apply` for
+  every model call, and the training loss on a task's `train_forward`.
+
+  A task defines `model_fields`, `facts_from_config`, `example_inputs`, `train_forward`,
+  `eval_sums`, `summarize` and `random_batch`.
+  """
   pretrained = None
+
+  def __init__(self, config: ExperimentConfig, facts: DataFacts,
+               build_model: Callable[[ModelConfig], nn.Module]):
+    self.facts = facts
+    self.config = dataclasses.replace(
+        config, model=dataclasses.replace(config.model, **self.model_fields(config, facts)))
+    self.model = build_model(self.config.model)
+    self._load_init_from()
+
+  @classmethod
+  def model_fields(cls, config: ExperimentConfig, facts: DataFacts) -> dict:
+    """The `ModelConfig` fields the data decides (`transformer.kinds.FROM_DATA`)."""
+    raise NotImplementedError
+
+  @classmethod
+  def facts_from_config(cls, config: ExperimentConfig) -> DataFacts:
+    """Facts without a dataset (`--mode=bench`), read off the config: the inverse of
+    `model_fields`, so the model is the one the config describes."""
+    raise NotImplementedError
 
   def example_inputs(self) -> tuple:
     raise NotImplementedError
+
+  @property
+  def rows_per_process(self) -> int:
+    """Rows of one process's batch (the shape `init` sees, as the data would give it)."""
+    return self.config.train.batch_size // jax.process_count()
 
   def init_boxed_params(self, rng):
     """Params still wrapped in their logical axis names (`nn.LogicallyPartitioned`), which
@@ -65,49 +113,95 @@ class TaskBase:
                                 jax.random.PRNGKey(0))
       self.pretrained = init_from.matching_params(self.config.model.init_from, abstract, log)
 
+  def apply(self, params, *inputs, rng: Optional[jax.Array] = None, sow: bool = False):
+    """The model on `inputs`, with dropout keyed by `rng` (deterministic when None).
 
-class LanguageModelTask(TaskBase):
-  """Next-token prediction with a decoder-only LM; reported in nats/token and bits/byte."""
-
-  def __init__(self, config: ExperimentConfig, workdir: str | None = None):
-    from transformer.data.pipeline import lm_data  # TensorFlow only where data is built
-    self.data = lm_data(config.data, config.train.batch_size, config.seed, workdir=workdir)
-    self.config = dataclasses.replace(
-        config, model=dataclasses.replace(config.model,
-                                          vocab_size=self.data.tokenizer.vocab_size))
-    self.model = build_model(self.config.model)
-    self._byte_lengths = jnp.asarray(self.data.tokenizer.byte_lengths)
-    self._load_init_from()
-
-  def example_inputs(self):
-    return (jnp.zeros((self.data.batch_size, self.config.data.seq_len), jnp.int32),)
-
-  def logits(self, params, batch, rng=None):
+    Returns its output; with `sow`, `(output, sown)`: also the "diagnostics" collection
+    that the modules sow only when it is mutable (`transformer.train.diagnostics`)."""
     deterministic = rng is None
-    return self.model.apply(
-        {"params": params}, batch["inputs"], batch.get("positions"), batch.get("segment_ids"),
-        deterministic=deterministic, rngs=None if deterministic else {"dropout": rng})
+    out = self.model.apply({"params": params}, *inputs, deterministic=deterministic,
+                           rngs=None if deterministic else {"dropout": rng},
+                           mutable=["diagnostics"] if sow else False)
+    if not sow:
+      return out
+    out, state = out
+    return out, state.get("diagnostics", {})
+
+  def _forward(self, params, inputs: tuple, rng, sow: bool, targets, weights) -> Forward:
+    out = self.apply(params, *inputs, rng=rng, sow=sow)
+    logits, sown = out if sow else (out, {})
+    return Forward(logits, targets, weights, sown)
+
+  def train_forward(self, params, batch: dict, rng: jax.Array, sow: bool = False) -> Forward:
+    """The model's outputs on `batch` as the training loss scores them."""
+    raise NotImplementedError
+
+  def train_loss(self, forward: Forward) -> tuple[jax.Array, jax.Array]:
+    """(loss sum, weight sum) of the training loss: cross entropy with the config's label
+    smoothing and z-loss."""
+    return cross_entropy_sums(forward.logits, forward.targets, forward.weights,
+                              self.config.train.label_smoothing, z_loss=self.config.train.z_loss)
 
   def loss_sums(self, params, batch, rng):
-    return cross_entropy_sums(self.logits(params, batch, rng), batch["targets"], batch["weights"],
-                              self.config.train.label_smoothing,
-                              z_loss=self.config.train.z_loss)
+    return self.train_loss(self.train_forward(params, batch, rng))
+
+
+def _random_tokens(facts: DataFacts, rows: int, length: int,
+                   rng: np.random.Generator) -> np.ndarray:
+  """`[rows, length]` int32 regular token ids of the data's vocabulary (no pad, bos, eos)."""
+  return rng.integers(FIRST_REGULAR_ID, facts.vocab_size, (rows, length), np.int32)
+
+
+class LanguageModelTask(TaskBase):
+  """Next-token prediction with a decoder-only LM; reported in nats/token and bits/byte
+  (bits/byte only when the facts give the tokenizer's byte lengths)."""
+
+  def __init__(self, config, facts, build_model):
+    super().__init__(config, facts, build_model)
+    self._byte_lengths = (None if facts.byte_lengths is None
+                          else jnp.asarray(facts.byte_lengths))
+
+  @classmethod
+  def model_fields(cls, config, facts):
+    return {"vocab_size": facts.vocab_size}
+
+  @classmethod
+  def facts_from_config(cls, config):
+    return DataFacts(vocab_size=config.model.vocab_size)
+
+  def example_inputs(self):
+    return (jnp.zeros((self.rows_per_process, self.config.data.seq_len), jnp.int32),)
+
+  @staticmethod
+  def _inputs(batch) -> tuple:
+    return batch["inputs"], batch.get("positions"), batch.get("segment_ids")
+
+  def train_forward(self, params, batch, rng, sow=False):
+    return self._forward(params, self._inputs(batch), rng, sow, batch["targets"],
+                         batch["weights"])
 
   def eval_sums(self, params, batch):
-    loss_sum, tokens = cross_entropy_sums(self.logits(params, batch), batch["targets"],
-                                          batch["weights"])
-    num_bytes = jnp.sum(jnp.take(self._byte_lengths, batch["targets"]) * batch["weights"])
-    return {"loss_sum": loss_sum, "tokens": tokens, "bytes": num_bytes}
+    loss_sum, tokens = cross_entropy_sums(self.apply(params, *self._inputs(batch)),
+                                          batch["targets"], batch["weights"])
+    sums = {"loss_sum": loss_sum, "tokens": tokens}
+    if self._byte_lengths is not None:
+      sums["bytes"] = jnp.sum(jnp.take(self._byte_lengths, batch["targets"]) * batch["weights"])
+    return sums
 
   def summarize(self, sums):
-    tokens, num_bytes = float(sums["tokens"]), float(sums["bytes"])
-    return {"loss": float(sums["loss_sum"]) / max(tokens, 1.0),
-            "bits_per_byte": float(sums["loss_sum"]) / math.log(2) / max(num_bytes, 1.0),
-            "tokens": tokens}
+    tokens = float(sums["tokens"])
+    out = {"loss": float(sums["loss_sum"]) / max(tokens, 1.0)}
+    if "bytes" in sums:
+      out["bits_per_byte"] = float(sums["loss_sum"]) / math.log(2) / max(float(sums["bytes"]),
+                                                                           1.0)
+    out["tokens"] = tokens
+    return out
 
-
-def _with_model_fields(config: ExperimentConfig, **fields) -> ExperimentConfig:
-  return dataclasses.replace(config, model=dataclasses.replace(config.model, **fields))
+  def random_batch(self, rows, rng):
+    """`inputs`, `targets`, `weights` `[rows, seq_len]`, targets = inputs shifted by one."""
+    t = _random_tokens(self.facts, rows, self.config.data.seq_len + 1, rng)
+    return {"inputs": t[:, :-1], "targets": t[:, 1:],
+            "weights": np.ones((rows, self.config.data.seq_len), np.float32)}
 
 
 class Seq2SeqTask(TaskBase):
@@ -120,32 +214,32 @@ class Seq2SeqTask(TaskBase):
   loss; use `data.packing=pad` for the decoding metrics.
   """
 
-  def __init__(self, config: ExperimentConfig, workdir: str | None = None):
-    from transformer.data.pipeline import seq2seq_data
-    self.data = seq2seq_data(config.data, config.train.batch_size, config.seed, workdir=workdir)
-    self.config = _with_model_fields(config, vocab_size=self.data.tokenizer.vocab_size)
-    self.model = build_model(self.config.model)
-    tok = self.data.tokenizer
-    self.bos_id, self.eos_id, self.pad_id = tok.bos_id, tok.eos_id, tok.pad_id
-    self._load_init_from()
+  def __init__(self, config, facts, build_model):
+    super().__init__(config, facts, build_model)
+    self.bos_id, self.eos_id, self.pad_id = facts.bos_id, facts.eos_id, facts.pad_id
+
+  @classmethod
+  def model_fields(cls, config, facts):
+    return {"vocab_size": facts.vocab_size}
+
+  @classmethod
+  def facts_from_config(cls, config):
+    return DataFacts(vocab_size=config.model.vocab_size)
 
   def example_inputs(self):
-    return (jnp.zeros((self.data.batch_size, self.config.data.src_len), jnp.int32),
-            jnp.zeros((self.data.batch_size, self.config.data.tgt_len), jnp.int32))
+    return (jnp.zeros((self.rows_per_process, self.config.data.src_len), jnp.int32),
+            jnp.zeros((self.rows_per_process, self.config.data.tgt_len), jnp.int32))
 
-  def logits(self, params, batch, rng=None):
-    deterministic = rng is None
+  def _inputs(self, batch) -> tuple:
+    """The model's inputs: sources, and the targets shifted right (teacher forcing)."""
     decoder_inputs = shift_right(batch["targets"], self.bos_id, batch.get("targets_segment_ids"))
-    return self.model.apply(
-        {"params": params}, batch["inputs"], decoder_inputs, batch.get("inputs_positions"),
-        batch.get("inputs_segment_ids"), batch.get("targets_positions"),
-        batch.get("targets_segment_ids"), deterministic=deterministic,
-        rngs=None if deterministic else {"dropout": rng})
+    return (batch["inputs"], decoder_inputs, batch.get("inputs_positions"),
+            batch.get("inputs_segment_ids"), batch.get("targets_positions"),
+            batch.get("targets_segment_ids"))
 
-  def loss_sums(self, params, batch, rng):
-    return cross_entropy_sums(self.logits(params, batch, rng), batch["targets"], batch["weights"],
-                              self.config.train.label_smoothing,
-                              z_loss=self.config.train.z_loss)
+  def train_forward(self, params, batch, rng, sow=False):
+    return self._forward(params, self._inputs(batch), rng, sow, batch["targets"],
+                         batch["weights"])
 
   def decode(self, params, inputs, beam_size: int, max_new: int):
     """`[batch, src_len]` -> `[batch, max_new]` greedy (beam_size 1) or beam-search output."""
@@ -168,8 +262,8 @@ class Seq2SeqTask(TaskBase):
     return (same & tail_ok).astype(jnp.float32)
 
   def eval_sums(self, params, batch):
-    loss_sum, tokens = cross_entropy_sums(self.logits(params, batch), batch["targets"],
-                                          batch["weights"])
+    loss_sum, tokens = cross_entropy_sums(self.apply(params, *self._inputs(batch)),
+                                          batch["targets"], batch["weights"])
     return {"loss_sum": loss_sum, "tokens": tokens}
 
   def summarize(self, sums):
@@ -196,7 +290,7 @@ class Seq2SeqTask(TaskBase):
     cat = {k: np.concatenate([np.asarray(o[k]) for o in outputs]) for k in outputs[0]}
     real = np.any(cat["weights"] > 0, axis=1)
     cat = {k: v[real] for k, v in cat.items()}
-    tok = self.data.tokenizer
+    tok = self.facts.tokenizer
     references = [tok.decode(_until(row, self.eos_id)) for row in cat["targets"]]
     out = {"examples": float(real.sum())}
     for name in ("greedy", "beam"):
@@ -208,6 +302,13 @@ class Seq2SeqTask(TaskBase):
       out[f"{name}_bleu"] = score
     out["bleu_signature"] = signature
     return out
+
+  def random_batch(self, rows, rng):
+    """`inputs` `[rows, src_len]`; `targets`, `weights` `[rows, tgt_len]`."""
+    d = self.config.data
+    return {"inputs": _random_tokens(self.facts, rows, d.src_len, rng),
+            "targets": _random_tokens(self.facts, rows, d.tgt_len, rng),
+            "weights": np.ones((rows, d.tgt_len), np.float32)}
 
 
 def _until(row, eos_id: int) -> list[int]:
@@ -227,7 +328,8 @@ def corpus_bleu(hypotheses: list[str], references: list[str]) -> tuple[float, st
 
 
 def bert_mask(rng: jax.Array, tokens: jax.Array, weights: jax.Array, rate: float, mask_id: int,
-              vocab_size: int, first_regular_id: int = 3) -> tuple[jax.Array, jax.Array]:
+              vocab_size: int, first_regular_id: int = FIRST_REGULAR_ID
+              ) -> tuple[jax.Array, jax.Array]:
   """BERT's masking (Devlin et al., 2019, section 3.1): select `rate` of the real tokens;
   of those, 80% become `mask_id`, 10% a random regular token, 10% stay as they are.
 
@@ -255,34 +357,35 @@ class MaskedLMTask(TaskBase):
   """
   EVAL_MASK_SEED = 1234
 
-  def __init__(self, config: ExperimentConfig, workdir: str | None = None):
-    from transformer.data.pipeline import mlm_data
-    self.data = mlm_data(config.data, config.train.batch_size, config.seed, workdir=workdir)
-    self.mask_id = self.data.tokenizer.vocab_size
-    self.config = _with_model_fields(config, vocab_size=self.mask_id + 1)
-    self.model = build_model(self.config.model)
-    self._load_init_from()
+  def __init__(self, config, facts, build_model):
+    self.mask_id = facts.vocab_size
+    super().__init__(config, facts, build_model)
+
+  @classmethod
+  def model_fields(cls, config, facts):
+    return {"vocab_size": facts.vocab_size + 1}  # the data's ids and [MASK]
+
+  @classmethod
+  def facts_from_config(cls, config):
+    return DataFacts(vocab_size=config.model.vocab_size - 1)
 
   def example_inputs(self):
-    return (jnp.zeros((self.data.batch_size, self.config.data.seq_len), jnp.int32),)
+    return (jnp.zeros((self.rows_per_process, self.config.data.seq_len), jnp.int32),)
 
-  def _masked_logits(self, params, batch, mask_rng, dropout_rng=None):
-    inputs, weights = bert_mask(mask_rng, batch["inputs"], batch["weights"],
+  def _masked(self, batch, mask_rng) -> tuple[tuple, jax.Array]:
+    """The model's inputs with BERT's corruption, and `[batch, len]` weights 1 where masked."""
+    tokens, weights = bert_mask(mask_rng, batch["inputs"], batch["weights"],
                                 self.config.model.mlm_mask_rate, self.mask_id, self.mask_id)
-    deterministic = dropout_rng is None
-    logits = self.model.apply({"params": params}, inputs, batch.get("positions"),
-                              batch.get("segment_ids"), deterministic=deterministic,
-                              rngs=None if deterministic else {"dropout": dropout_rng})
-    return logits, weights
+    return (tokens, batch.get("positions"), batch.get("segment_ids")), weights
 
-  def loss_sums(self, params, batch, rng):
+  def train_forward(self, params, batch, rng, sow=False):
     mask_rng, dropout_rng = jax.random.split(rng)
-    logits, weights = self._masked_logits(params, batch, mask_rng, dropout_rng)
-    return cross_entropy_sums(logits, batch["targets"], weights, self.config.train.label_smoothing,
-                              z_loss=self.config.train.z_loss)
+    inputs, weights = self._masked(batch, mask_rng)
+    return self._forward(params, inputs, dropout_rng, sow, batch["targets"], weights)
 
   def eval_sums(self, params, batch):
-    logits, weights = self._masked_logits(params, batch, jax.random.PRNGKey(self.EVAL_MASK_SEED))
+    inputs, weights = self._masked(batch, jax.random.PRNGKey(self.EVAL_MASK_SEED))
+    logits = self.apply(params, *inputs)
     loss_sum, tokens = cross_entropy_sums(logits, batch["targets"], weights)
     correct = jnp.sum((jnp.argmax(logits, -1) == batch["targets"]) * weights)
     return {"loss_sum": loss_sum, "tokens": tokens, "correct": correct}
@@ -291,6 +394,11 @@ class MaskedLMTask(TaskBase):
     tokens = max(float(sums["tokens"]), 1.0)
     return {"loss": float(sums["loss_sum"]) / tokens, "masked_accuracy":
             float(sums["correct"]) / tokens, "tokens": float(sums["tokens"])}
+
+  def random_batch(self, rows, rng):
+    """`inputs` = `targets` `[rows, seq_len]` (never [MASK]), `weights` 1: the task masks."""
+    t = _random_tokens(self.facts, rows, self.config.data.seq_len, rng)
+    return {"inputs": t, "targets": t, "weights": np.ones(t.shape, np.float32)}
 
 
 def load_params(workdir: str) -> tuple[Any, dict]:
@@ -308,31 +416,26 @@ class ClassificationTask(TaskBase):
   vocabulary matches the masked-LM's (tokenizer + [MASK]) so the two are interchangeable.
   """
 
-  def __init__(self, config: ExperimentConfig, workdir: str | None = None):
-    from transformer.data.pipeline import classification_data
-    self.data = classification_data(config.data, config.train.batch_size, config.seed,
-                                    workdir=workdir)
-    self.config = _with_model_fields(config, vocab_size=self.data.tokenizer.vocab_size + 1,
-                                     num_classes=self.data.num_classes)
-    self.model = build_model(self.config.model)
-    self._load_init_from()
+  @classmethod
+  def model_fields(cls, config, facts):
+    return {"vocab_size": facts.vocab_size + 1, "num_classes": facts.num_classes}
+
+  @classmethod
+  def facts_from_config(cls, config):
+    return DataFacts(vocab_size=config.model.vocab_size - 1,
+                     num_classes=config.model.num_classes)
 
   def example_inputs(self):
-    return (jnp.zeros((self.data.batch_size, self.config.data.seq_len), jnp.int32),)
+    return (jnp.zeros((self.rows_per_process, self.config.data.seq_len), jnp.int32),)
 
-  def _logits(self, params, batch, rng=None):
-    deterministic = rng is None
-    return self.model.apply({"params": params}, batch["inputs"], deterministic=deterministic,
-                            rngs=None if deterministic else {"dropout": rng})
-
-  def loss_sums(self, params, batch, rng):
-    logits = self._logits(params, batch, rng)
-    return cross_entropy_sums(logits[:, None], batch["label"][:, None],
-                              batch["example_weight"][:, None], self.config.train.label_smoothing,
-                              z_loss=self.config.train.z_loss)
+  def train_forward(self, params, batch, rng, sow=False):
+    """Class logits scored as one "token" per row: `[batch, 1, classes]`."""
+    forward = self._forward(params, (batch["inputs"],), rng, sow, batch["label"][:, None],
+                            batch["example_weight"][:, None])
+    return forward._replace(logits=forward.logits[:, None])
 
   def eval_sums(self, params, batch):
-    logits = self._logits(params, batch)
+    logits = self.apply(params, batch["inputs"])
     w = batch["example_weight"]
     loss_sum, n = cross_entropy_sums(logits[:, None], batch["label"][:, None], w[:, None])
     correct = jnp.sum((jnp.argmax(logits, -1) == batch["label"]) * w)
@@ -343,31 +446,48 @@ class ClassificationTask(TaskBase):
     return {"loss": float(sums["loss_sum"]) / n, "accuracy": float(sums["correct"]) / n,
             "examples": float(sums["examples"])}
 
+  def _random_inputs(self, rows: int, rng: np.random.Generator) -> np.ndarray:
+    return _random_tokens(self.facts, rows, self.config.data.seq_len, rng)
+
+  def random_batch(self, rows, rng):
+    """`inputs` as the data gives them; `label`, `example_weight` (1) `[rows]`."""
+    inputs = self._random_inputs(rows, rng)
+    return {"inputs": inputs,
+            "label": rng.integers(0, self.config.model.num_classes, (rows,), np.int32),
+            "example_weight": np.ones((rows,), np.float32)}
+
 
 class ImageClassificationTask(ClassificationTask):
   """Image classification with a Vision Transformer: the classifier's loss and accuracy on
   `[batch, height, width, channels]` images (`transformer.data.pipeline.image_data`)."""
 
-  def __init__(self, config: ExperimentConfig, workdir: str | None = None):
-    from transformer.data.pipeline import image_data
-    self.data = image_data(config.data, config.train.batch_size, config.seed, workdir=workdir)
-    height, width, channels = next(iter(self.data.eval_batches(1)))["inputs"].shape[1:]
+  @classmethod
+  def model_fields(cls, config, facts):
+    height, width, channels = facts.image_shape
     if height != width:
       raise ConfigError(f"{config.data.name} has {height}x{width} images; vit_classifier "
                         "takes square ones.")
-    self.config = _with_model_fields(config, num_classes=self.data.num_classes,
-                                     image_size=int(height), image_channels=int(channels))
-    self.model = build_model(self.config.model)
-    self._load_init_from()
+    return {"num_classes": facts.num_classes, "image_size": height, "image_channels": channels}
+
+  @classmethod
+  def facts_from_config(cls, config):
+    m = config.model
+    if m.image_size < 1 or m.image_channels < 1:
+      raise ConfigError("vit_classifier without a dataset needs the image shape: set "
+                        "model.image_size and model.image_channels in the config (e.g. 8 and 1 "
+                        "for sklearn_digits as configs/vit_digits.py does, 32 and 3 for "
+                        "cifar10).")
+    if m.image_size % m.patch_size:
+      raise ConfigError(f"--config.model.image_size={m.image_size} does not split into "
+                        f"--config.model.patch_size={m.patch_size} patches; choose a "
+                        "patch_size that divides it.")
+    return DataFacts(num_classes=m.num_classes,
+                     image_shape=(m.image_size, m.image_size, m.image_channels))
 
   def example_inputs(self):
-    m = self.config.model
-    return (jnp.zeros((self.data.batch_size, m.image_size, m.image_size, m.image_channels),
-                      jnp.float32),)
+    return (jnp.zeros((self.rows_per_process,) + self.facts.image_shape, jnp.float32),)
 
-
-def build_task(config: ExperimentConfig, workdir: str | None = None) -> Task:
-  """The task for `config.model.kind` (as `transformer.kinds` names it); `workdir` keeps what
-  the data builds for this run (a trained SentencePiece vocabulary)."""
-  from transformer import kinds  # noqa: PLC0415 -- the registry names the classes here
-  return kinds.get(config.model.kind).build_task(config, workdir)
+  def _random_inputs(self, rows, rng):
+    """`[rows, height, width, channels]` float32 in [0, 1), as the image pipeline scales
+    pixels."""
+    return rng.random((rows,) + self.facts.image_shape, np.float32)

@@ -19,6 +19,7 @@ from typing import Any, Callable, Optional
 
 import jax
 
+from transformer import kinds
 from transformer.config import ConfigError, ParallelConfig
 
 
@@ -50,7 +51,6 @@ def evaluate_workdir(workdir: str, *, split: str = "", step: Optional[int] = Non
     The metrics, also written to `<workdir>/eval/<split>-<step>.json` with `step` and `split`.
   """
   from transformer.evaluation.sample import run_config  # noqa: PLC0415
-  from transformer.tasks import build_task  # noqa: PLC0415 -- TensorFlow from here on
   from transformer.train import optim  # noqa: PLC0415
   from transformer.train.checkpoint import Checkpointer  # noqa: PLC0415
   from transformer.train.loop import build_parallel, evaluate  # noqa: PLC0415
@@ -70,17 +70,17 @@ def evaluate_workdir(workdir: str, *, split: str = "", step: Optional[int] = Non
     step = steps[-1] if step is None else step
     if step not in steps:
       raise ConfigError(f"--step={step}: {workdir}/checkpoints has steps {steps}.")
-    task = build_task(config, workdir)
+    data, task = kinds.build_data_and_task(config, workdir)  # TensorFlow from here on
     par = build_parallel(task.config, task,
                          optim.build_optimizer(config.optim, config.train.num_steps))
-    state = checkpointer.restore(step, par.checkpoint_target(), task.data.train_iterator)
+    state = checkpointer.restore(step, par.checkpoint_target(), data.train_iterator)
   finally:
     checkpointer.close()
   state = par.from_checkpoint(state)
   split = config.data.eval_split
   log(f"Evaluating {config.model.kind} step {step} of {workdir} on {config.data.name} "
       f"'{split}' ({par.describe()}).")
-  metrics = evaluate(task, par.eval_step, state, 0, outputs_step=outputs_step(task, par))
+  metrics = evaluate(task, data, par.eval_step, state, 0, outputs_step=outputs_step(task, par))
   metrics = dict(metrics, step=step, split=split)
   if jax.process_index() == 0:
     os.makedirs(os.path.join(workdir, "eval"), exist_ok=True)
@@ -96,12 +96,12 @@ LM_PROMPT_TOKENS = 16  # a decoder LM continues the first tokens of an eval row
 LM_SAMPLE_TOKENS = 48
 
 
-def sample_prompts(task) -> list[str]:
+def sample_prompts(task, data) -> list[str]:
   """A few fixed inputs of a generative run, from its first eval batch (the same every eval):
   the first tokens of eval rows (decoder LM) or eval sources (encoder-decoder)."""
   from transformer.evaluation.sample import _until_eos  # noqa: PLC0415
-  tok = task.data.tokenizer
-  batch = next(iter(task.data.eval_batches(1)))
+  tok = data.tokenizer
+  batch = next(iter(data.eval_batches(1)))
   length = LM_PROMPT_TOKENS if kinds_generative(task) == "lm" else batch["inputs"].shape[1]
   prompts = []
   for row in batch["inputs"][:NUM_SAMPLE_PROMPTS]:
@@ -111,22 +111,21 @@ def sample_prompts(task) -> list[str]:
 
 
 def kinds_generative(task) -> str:
-  from transformer import kinds  # noqa: PLC0415
   return kinds.get(task.config.model.kind).generative
 
 
-def write_samples(task, par, state, writer, step: int, workdir: str, log=print) -> None:
+def write_samples(task, data, par, state, writer, step: int, workdir: str, log=print) -> None:
   """Greedy outputs of `sample_prompts` for a generative run: appended to
   `<workdir>/samples.txt` and written to TensorBoard (text); nothing for other kinds."""
   if not kinds_generative(task):
     return
   from transformer.evaluation.sample import generate_texts  # noqa: PLC0415
   if not hasattr(task, "_sample_prompts"):
-    task._sample_prompts = sample_prompts(task)
+    task._sample_prompts = sample_prompts(task, data)
   config = task.config
   max_new = (LM_SAMPLE_TOKENS if kinds_generative(task) == "lm"
              else config.model.max_decode_len or config.data.tgt_len)
-  outputs = generate_texts(config, task.model, par.params(state), task.data.tokenizer,
+  outputs = generate_texts(config, task.model, par.params(state), data.tokenizer,
                            task._sample_prompts, max_new_tokens=max_new, temperature=0.0)
   if jax.process_index() != 0:
     return

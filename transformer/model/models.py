@@ -325,7 +325,7 @@ def image_patches(images: jax.Array, patch_size: int) -> jax.Array:
   return x.reshape(b, (h // p) * (w // p), p * p * c)
 
 
-class VisionTransformer(nn.Module):
+class VisionTransformer(AdminInit, nn.Module):
   """ViT (Dosovitskiy et al., 2020): image patches linearly embedded as tokens, a [CLS] token
   (`model.pooling=cls`) or mean pooling, learned positions, the same `Encoder` stack as the
   text models (every norm placement), a linear head.
@@ -359,8 +359,3 @@ class VisionTransformer(nn.Module):
                     bias_init=nn.with_logical_partitioning(nn.initializers.zeros_init(),
                                                            (None,)))(pooled).astype(jnp.float32)
 
-
-def build_model(cfg: ModelConfig) -> nn.Module:
-  """The model of `cfg.kind`, as the registry (`transformer.kinds`) names it."""
-  from transformer import kinds  # noqa: PLC0415 -- the registry names the classes above
-  return kinds.get(cfg.kind).build_model(cfg)

@@ -41,8 +41,9 @@ def time_pipeline(data, num_batches: int, seq2seq: bool = False) -> dict[str, fl
           "batches_per_sec": num_batches / elapsed}
 
 
-def time_train_step(task, num_steps: int, seq2seq: bool = False) -> dict[str, float]:
-  """Tokens/s consumed by the task's jit-compiled train step (one fixed batch, synchronised)."""
+def time_train_step(task, batch: dict, num_steps: int, seq2seq: bool = False
+                    ) -> dict[str, float]:
+  """Tokens/s consumed by the task's jit-compiled train step (on `batch`, synchronised)."""
   import jax
   import numpy as np
   from transformer.train import optim, steps
@@ -52,7 +53,6 @@ def time_train_step(task, num_steps: int, seq2seq: bool = False) -> dict[str, fl
   tx = optim.build_optimizer(cfg.optim, cfg.train.num_steps)
   state = jax.jit(lambda rng: create_state(task.init_params(rng), tx))(jax.random.PRNGKey(0))
   step = jax.jit(steps.make_train_step(task.loss_sums, tx), donate_argnums=0)
-  batch = task.data.next_train_batch()
   rng = jax.random.PRNGKey(1)
   state, metrics = step(state, batch, rng)
   jax.block_until_ready(state)
@@ -70,22 +70,22 @@ def time_train_step(task, num_steps: int, seq2seq: bool = False) -> dict[str, fl
 
 def run_data_benchmark(config, num_batches: int, num_steps: int, skip_model: bool) -> None:
   """Prints the pipeline's and the train step's tokens/s for `config` (an ExperimentConfig)."""
-  from transformer.tasks import build_task  # noqa: PLC0415
+  from transformer import kinds  # noqa: PLC0415 -- heavy imports only when this mode runs
 
   with tempfile.TemporaryDirectory() as workdir:
-    task = build_task(config, workdir)
+    data, task = kinds.build_data_and_task(config, workdir)
     d = config.data
     seq2seq = "seq2seq" in config.model.kind or "encoder_decoder" in config.model.kind
     shape = f"src {d.src_len} / tgt {d.tgt_len}" if seq2seq else f"seq_len {d.seq_len}"
-    print(f"data: {d.name}, tokenizer {d.tokenizer} ({task.data.tokenizer.vocab_size} ids), "
-          f"packing {d.packing}, batch {task.data.batch_size} per process, {shape}")
-    pipe = time_pipeline(task.data, num_batches, seq2seq)
+    print(f"data: {d.name}, tokenizer {d.tokenizer} ({data.tokenizer.vocab_size} ids), "
+          f"packing {d.packing}, batch {data.batch_size} per process, {shape}")
+    pipe = time_pipeline(data, num_batches, seq2seq)
     print(f"pipeline alone: {pipe['positions_per_sec']:,.0f} tokens/s "
           f"({pipe['real_tokens_per_sec']:,.0f} non-padding), "
           f"{pipe['batches_per_sec']:,.1f} batches/s over {num_batches} batches")
     if skip_model:
       return
-    model = time_train_step(task, num_steps, seq2seq)
+    model = time_train_step(task, data.next_train_batch(), num_steps, seq2seq)
     print(f"train step ({config.model.kind}, {model['device']}): "
           f"{model['tokens_per_sec']:,.0f} tokens/s ({model['step_time'] * 1e3:.1f} ms/step, "
           f"median of {num_steps})")

@@ -26,15 +26,15 @@ same for unrolled stacks (`layer_<i>`) and scanned ones (`layers`, or `post_laye
 How it is wired: the modules sow scalars into the "diagnostics" collection only when that
 collection is mutable (`Block`, `MultiHeadAttention`), which only `diagnostic_stats` makes it;
 the train step never does, so with diagnostics off (or between diagnostics steps) the compiled
-train step is exactly the one without them. `diagnostic_stats` runs the task's own loss with a
-model wrapper that applies the model with "diagnostics" mutable, so it works for every task.
+train step is exactly the one without them. `diagnostic_stats` runs the task's own training
+forward pass with the "diagnostics" collection asked for (`task.train_forward(..., sow=True)`)
+and the task's own loss on it (`task.train_loss`), so it works for every task.
 `Recorder` is what the training loop calls (`train.diagnostics_every`); `run_diagnose` is
 `launch.py --mode=diagnose`.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
@@ -44,29 +44,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from transformer import kinds
 from transformer.model.block import SELF_ATTENTION, SUBLAYERS
 from transformer.model.stacks import POST_LAYERS, PRE_LAYERS, SCANNED
 _LAYER = re.compile(r"layer_(\d+)$")
-
-
-class _SowingModel:
-  """Stands in for `task.model`: `apply` also returns nothing new to the task, but keeps the
-  sown "diagnostics" collection and the output log Z in `self.sown` for the caller."""
-
-  def __init__(self, model):
-    self._model = model
-    self.sown = []
-
-  def apply(self, variables, *args, **kwargs):
-    if kwargs.get("mutable"):
-      raise ValueError("diagnostics cannot wrap an apply that already asks for mutable state.")
-    out, state = self._model.apply(variables, *args, mutable=["diagnostics"], **kwargs)
-    log_z = jnp.mean(jax.nn.logsumexp(out.astype(jnp.float32), axis=-1))
-    self.sown.append((state.get("diagnostics", {}), log_z))
-    return out
-
-  def __getattr__(self, name):
-    return getattr(self._model, name)
 
 
 def _key_name(k) -> str:
@@ -161,17 +142,15 @@ def sown_stats(sown) -> dict:
 def diagnostic_stats(task, tx, params, opt_state, batch: dict, rng: jax.Array) -> dict:
   """All statistics for one batch, as a flat `{name: float32 scalar}` (pure; jit it).
 
-  The gradient is that of the task's mean training loss, as in the train step; the update
+  The gradient is that of the task's mean training loss (`task.train_loss` of
+  `task.train_forward`, which is the task's `loss_sums`), as in the train step; the update
   is `tx.update` of it from `opt_state` (not applied)."""
-  sowing = _SowingModel(task.model)
-  probe = copy.copy(task)
-  probe.model = sowing
 
   def loss(p):
-    sowing.sown.clear()
-    loss_sum, weight_sum = probe.loss_sums(p, batch, rng)
-    sown, log_z = sowing.sown[-1]
-    return loss_sum, (weight_sum, sown, log_z)
+    forward = task.train_forward(p, batch, rng, sow=True)
+    loss_sum, weight_sum = task.train_loss(forward)
+    log_z = jnp.mean(jax.nn.logsumexp(forward.logits.astype(jnp.float32), axis=-1))
+    return loss_sum, (weight_sum, forward.sown, log_z)
 
   (loss_sum, (weight_sum, sown, log_z)), grads = jax.value_and_grad(loss, has_aux=True)(params)
   denom = jnp.maximum(weight_sum, 1.0)
@@ -273,7 +252,6 @@ def run_diagnose(config, workdir: str, log=print) -> dict:
   """The statistics on one training batch, at init or (if `workdir` holds checkpoints) from
   its latest one; prints the per-layer table and writes `diagnose.json` and `diagnose.png`
   into `workdir`. Reads the run's checkpoints without changing them. Returns the stats."""
-  from transformer.tasks import build_task  # noqa: PLC0415
   from transformer.train import optim  # noqa: PLC0415
   from transformer.train.checkpoint import Checkpointer  # noqa: PLC0415
   from transformer.train.loop import check_workdir_config  # noqa: PLC0415
@@ -282,7 +260,7 @@ def run_diagnose(config, workdir: str, log=print) -> dict:
   workdir = os.path.abspath(workdir)
   os.makedirs(workdir, exist_ok=True)
   check_workdir_config(workdir, config)
-  task = build_task(config, workdir)
+  data, task = kinds.build_data_and_task(config, workdir)
   config = task.config
   tx = optim.build_optimizer(config.optim, config.train.num_steps)
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
@@ -295,12 +273,12 @@ def run_diagnose(config, workdir: str, log=print) -> dict:
     latest = checkpointer.latest_step()
     if latest is not None:
       state = checkpointer.restore(latest, jax.eval_shape(make_state, init_rng),
-                                   task.data.train_iterator)
+                                   data.train_iterator)
       where, step = f"checkpoint step {latest}", int(latest)
     checkpointer.close()
   if latest is None:
     state = jax.jit(make_state)(init_rng)
-  batch = task.data.next_train_batch()
+  batch = data.next_train_batch()
   stats = jax.jit(lambda p, o, b, r: diagnostic_stats(task, tx, p, o, b, r))(
       state.params, state.opt_state, batch, jax.random.fold_in(dropout_rng, step))
   stats = {k: float(v) for k, v in jax.device_get(stats).items()}

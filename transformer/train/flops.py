@@ -12,6 +12,9 @@ per multiply-add, and multiply by 3 for training (forward 1x, backward 2x). Rema
 
 plus the output logits `2 B S d_model * vocab` once (the embedding lookup is a gather, not a
 matmul). MFU = (FLOPs per step / step time) / (peak FLOP/s of all devices used).
+
+This module holds the formulas (`block_flops`) and the peaks; each kind's total per step is
+declared with the kind, in `transformer.kinds` (`experiment_flops_per_step`).
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ import json
 import os
 import platform
 import time
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import jax
 
-from transformer.config import ModelConfig
+if TYPE_CHECKING:
+  from transformer.config import ModelConfig
 
 # Dense peak FLOP/s per device by compute dtype, from the vendors' data sheets (no sparsity).
 # GPUs: "bfloat16" is the BF16 tensor-core peak; "float32" the TF32 tensor-core peak, which is
@@ -50,9 +54,15 @@ CPU_PEAK_MATMUL_SIZE = 2048
 CPU_PEAK_REPEATS = 5
 
 
-def _block_flops(cfg: ModelConfig, batch: int, length: int, *, causal: bool,
-                 cross_len: int = 0) -> float:
-  """Forward matmul FLOPs of one block on `batch` rows of `length` tokens."""
+# Training = forward (1x) + backward (2x: gradients of activations and of weights).
+TRAINING_FACTOR = 3.0
+
+
+def block_flops(cfg: ModelConfig, batch: int, length: int, *, causal: bool,
+                cross_len: int = 0) -> float:
+  """Forward matmul FLOPs of one block on `batch` rows of `length` tokens; `cross_len` > 0
+  adds cross-attention to that many encoder tokens. The per-kind totals (embeddings, heads,
+  stacks) are in the registry, `transformer.kinds`."""
   tokens = batch * length
   inner = cfg.num_heads * cfg.head_dim
   kv_inner = (cfg.num_kv_heads or cfg.num_heads) * cfg.head_dim
@@ -65,25 +75,6 @@ def _block_flops(cfg: ModelConfig, batch: int, length: int, *, causal: bool,
     total += (2 * tokens * cfg.d_model * inner + 2 * batch * cross_len * cfg.d_model * 2 * kv_inner
               + projection + 4 * batch * length * cross_len * inner)
   return total
-
-
-def training_flops_per_step(cfg: ModelConfig, batch_size: int, seq_len: int,
-                            src_len: int = 0) -> float:
-  """Model FLOPs of one training step on `batch_size` rows: 3x the forward FLOPs that the
-  kind declares in `transformer.kinds`.
-
-  `seq_len` is the row length (for `encoder_decoder`, the target length; the encoder reads
-  `src_len` tokens).
-  """
-  from transformer import kinds  # noqa: PLC0415 -- the registry uses _block_flops
-  return 3.0 * kinds.get(cfg.kind).forward_flops(cfg, batch_size, seq_len, src_len)
-
-
-def experiment_flops_per_step(config) -> float:
-  """`training_flops_per_step` with the row lengths an `ExperimentConfig`'s data gives."""
-  from transformer import kinds  # noqa: PLC0415
-  length, src_len = kinds.get(config.model.kind).lengths(config)
-  return training_flops_per_step(config.model, config.train.batch_size, length, src_len)
 
 
 def cache_dir() -> str:

@@ -22,7 +22,6 @@ from transformer import kinds
 from transformer.evaluation import evaluate as evaluation
 from transformer.train import diagnostics
 from transformer.config import ConfigError, ExperimentConfig
-from transformer.tasks import build_task
 from transformer.train import flops, optim
 from transformer.train.checkpoint import Checkpointer, checkpoint_steps
 from transformer.train.health import HealthGuard, NonFiniteError
@@ -136,12 +135,12 @@ def format_eval(metrics: dict) -> str:
                     and isinstance(v, (float, str)))
 
 
-def evaluate(task, eval_step, state, max_batches: int, outputs_step=None) -> dict:
+def evaluate(task, data, eval_step, state, max_batches: int, outputs_step=None) -> dict:
   """Sums `eval_step(state, batch)` over the eval split (or its first `max_batches`), then
   summarizes; with `outputs_step` (`transformer.evaluation.evaluate.outputs_step`), adds the task's
   host-side metrics of those outputs (BLEU, ...)."""
   totals, template, outputs = None, None, []
-  batches = iter(task.data.eval_batches(max_batches))
+  batches = iter(data.eval_batches(max_batches))
   while True:
     batch = next(batches, None)
     # Processes may hold eval shards of different lengths, but each step is a collective:
@@ -167,7 +166,7 @@ def evaluate(task, eval_step, state, max_batches: int, outputs_step=None) -> dic
 
 
 def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
-                       stop_after: Optional[int] = None, task=None) -> dict:
+                       stop_after: Optional[int] = None, task=None, data=None) -> dict:
   """Trains `config` in `workdir`, resuming if it holds a checkpoint.
 
   Args:
@@ -175,7 +174,8 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
     workdir: where config.json, checkpoints/, metrics.jsonl and tensorboard/ go.
     stop_after: end this process after this step (saving a checkpoint), as a preemption
       would; the next call resumes.
-    task: a prebuilt task (tests); default `build_task(config)`.
+    task, data: a prebuilt task and its data (tests); default: both built from `config`
+      (`kinds.build_data_and_task`).
   Returns:
     The final eval metrics (`loss`, `bits_per_byte`, ...) and `step`.
   """
@@ -184,7 +184,8 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   check_workdir_config(workdir, config)
   t_start = time.time()
 
-  task = build_task(config, workdir) if task is None else task
+  if task is None:
+    data, task = kinds.build_data_and_task(config, workdir)
   config = task.config  # now with the tokenizer's vocab_size
 
   num_steps = config.train.num_steps
@@ -200,7 +201,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
                               async_save=config.checkpoint.async_save,
                               keep_best=config.checkpoint.keep_best,
                               log_path=os.path.join(workdir, "checkpoint_errors.log"))
-  latest, state = checkpointer.restore_latest(par.checkpoint_target(), task.data.train_iterator,
+  latest, state = checkpointer.restore_latest(par.checkpoint_target(), data.train_iterator,
                                               warn=lambda m: log(f"WARNING: {m}"))
   if latest is not None:
     state = par.from_checkpoint(state)
@@ -219,12 +220,12 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   if step >= num_steps:
     final_eval = _last_eval(workdir)
     if final_eval is None:
-      final_eval = evaluate(task, eval_step, state, 0, evaluation.outputs_step(task, par))
+      final_eval = evaluate(task, data, eval_step, state, 0, evaluation.outputs_step(task, par))
       writer.write(step, "eval", final_eval)
     log(f"The run in {workdir} is already at step {step} of {num_steps}; nothing to train.")
   else:
     try:
-      final_eval = _run_steps(config, task, state, train_step, eval_step, schedule,
+      final_eval = _run_steps(config, task, data, state, train_step, eval_step, schedule,
                               dropout_rng, checkpointer, writer, stop_after, par)
     except NonFiniteError as e:  # the good checkpoints finish writing; then say where they are
       # The metrics say how the run ended (reports mark it diverged; sweeps do not rerun it).
@@ -262,7 +263,7 @@ class _ThroughputLog:
   def __init__(self, config, par, schedule, guard: HealthGuard, writer):
     self._config, self._par, self._schedule = config, par, schedule
     self._guard, self._writer = guard, writer
-    self._step_flops = flops.experiment_flops_per_step(config)
+    self._step_flops = kinds.experiment_flops_per_step(config)
     self._peak, self._peak_source = flops.peak_flops_per_device(
         config.train.peak_flops_per_device, config.model.dtype)
     if self._peak:
@@ -315,21 +316,21 @@ class _ThroughputLog:
     self.pending, self._start, self._steps = [], time.time(), 0
 
 
-def _eval_and_log(config, task, par, eval_step, state, step: int, last: bool, outputs_step,
+def _eval_and_log(config, task, data, par, eval_step, state, step: int, last: bool, outputs_step,
                   writer) -> tuple[dict, float]:
   """The eval at `step` (the final one sees the whole eval split), written and logged, with
   samples for generative kinds; returns its metrics (with `step`) and the seconds it took."""
   t0 = time.time()
   max_batches = 0 if last else config.data.eval_batches
-  metrics = dict(evaluate(task, eval_step, state, max_batches, outputs_step), step=step)
+  metrics = dict(evaluate(task, data, eval_step, state, max_batches, outputs_step), step=step)
   writer.write(step, "eval", {k: v for k, v in metrics.items() if k != "step"})
   log(f"eval at step {step}: {format_eval(metrics)} ({time.time() - t0:.1f}s)")
   if config.train.samples_at_eval:
-    evaluation.write_samples(task, par, state, writer, step, writer.workdir, log)
+    evaluation.write_samples(task, data, par, state, writer, step, writer.workdir, log)
   return metrics, time.time() - t0
 
 
-def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
+def _run_steps(config, task, data, state: TrainState, train_step, eval_step, schedule,
                dropout_rng, checkpointer, writer, stop_after, par) -> Optional[dict]:
   """Trains from the state's step to `train.num_steps` (or `stop_after`, or a stop signal),
   with logs, evals, diagnostics and checkpoints on their schedules; returns the final eval,
@@ -342,7 +343,7 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
   guard = HealthGuard(config.train.nonfinite, log=log)  # checks where the loop syncs anyway
   throughput = _ThroughputLog(config, par, schedule, guard, writer)
   diag = diagnostics.maybe_recorder(config, task, par)  # None unless train.diagnostics_every
-  batches = Prefetcher(task.data.next_train_batch, par.place_batch, config.train.prefetch, step,
+  batches = Prefetcher(data.next_train_batch, par.place_batch, config.train.prefetch, step,
                        lambda s: (s % config.checkpoint.every_steps == 0 or s >= num_steps
                                   or (stop_after is not None and s >= stop_after)))
   with _StopRequest() as stop, StepProfiler(config.train.profile_range, writer.workdir) as prof:
@@ -372,7 +373,7 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
       eval_loss = None
       if step % config.train.eval_every == 0 or last:
         guard.check()
-        final_eval, seconds = _eval_and_log(config, task, par, eval_step, state, step, last,
+        final_eval, seconds = _eval_and_log(config, task, data, par, eval_step, state, step, last,
                                             outputs_step, writer)
         eval_loss = final_eval["loss"]
         throughput.leave_out(seconds)
@@ -386,7 +387,7 @@ def _run_steps(config, task, state: TrainState, train_step, eval_step, schedule,
                   or (stop_after is not None and step >= stop_after))
       if step % config.checkpoint.every_steps == 0 or last or stopping:
         guard.check()  # never save a state that followed a non-finite step
-        checkpointer.save(step, par.to_checkpoint(state), task.data.train_iterator,
+        checkpointer.save(step, par.to_checkpoint(state), data.train_iterator,
                           config.to_dict(), eval_loss=eval_loss)
       if stopping and not last:
         checkpointer.wait()
