@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import sys
 
-from transformer.config import ConfigError
-
 COMMAND_LINE_STATUS = 2
 ERROR_STATUS = 1
 
