@@ -14,13 +14,14 @@ from configs import seq2seq_base
 from transformer.config import from_config_dict
 from transformer.data import catalog
 from transformer.data.tokenizers import ByteTokenizer
-from transformer.evaluation.evaluate import evaluate_workdir, outputs_step
+from transformer.evaluation.evaluate import evaluate, evaluate_workdir, outputs_step
 from transformer.evaluation.sample import sample_from_workdir
 from transformer.tasks import Seq2SeqTask
 from transformer.train.init_from import load_params
 from transformer.tasks import build_task
 from transformer.train import optim
-from transformer.train.loop import build_parallel, evaluate, train_and_evaluate
+from transformer.train.loop import train_and_evaluate
+from transformer.train.parallel import build_parallel
 
 
 def _task_without_data():
@@ -131,7 +132,7 @@ def test_wmt14_de_en_eval_reports_bleu_under_mock_data(tmp_path, monkeypatch):
     task = build_task(cfg, str(tmp_path / "run"))
     par = build_parallel(task.config, task, optim.build_optimizer(cfg.optim, 10))
     state = par.init_state(jax.random.PRNGKey(0))
-    metrics = evaluate(task, par.eval_step, state, 2, outputs_step(task, par))
+    metrics = evaluate(task, task.data, par.eval_step, state, 2, outputs_step(task, par))
   assert metrics["examples"] == 16.0  # 2 batches of 8 pairs
   assert 0.0 <= metrics["greedy_bleu"] <= 100.0 and 0.0 <= metrics["beam_bleu"] <= 100.0
   assert "nrefs:1" in metrics["bleu_signature"] and math.isfinite(metrics["loss"])

@@ -19,20 +19,14 @@ import numpy as np
 
 from transformer import kinds
 from transformer.evaluation import decode
-from transformer.config import ConfigError, ExperimentConfig, from_config_dict
-
-
-def run_config(workdir: str) -> ExperimentConfig:
-  """The validated config a run saved in `<workdir>/config.json`."""
-  path = os.path.join(workdir, "config.json")
-  if not os.path.exists(path):
-    raise ConfigError(f"--workdir={workdir!r} holds no config.json; point it at a trained run.")
-  with open(path) as f:
-    return from_config_dict(json.load(f))
+from transformer.config import ConfigError, ExperimentConfig
+from transformer.train.init_from import load_params
+from transformer.workdir import checkpoint_steps, run_config
 
 
 def run_tokenizer(config: ExperimentConfig, workdir: str):
   """The tokenizer `workdir`'s run trained with, without building its dataset."""
+  # Imported here: sampling reads no dataset, and the tokenizers module brings TensorFlow.
   from transformer.data.tokenizers import ByteTokenizer, build_tokenizer  # noqa: PLC0415
   data = config.data
   if data.tokenizer == "bytes":
@@ -94,13 +88,11 @@ def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: lis
 
 def load_for_sampling(workdir: str, step: Optional[int] = None):
   """`(config, model, params, tokenizer)` of the run in `workdir` (latest or given step)."""
-  from transformer.train.init_from import load_params  # noqa: PLC0415
   config = run_config(workdir)
   kind = kinds.get(config.model.kind)
   if not kind.generative:
     raise ConfigError(f"--mode=sample needs a generative run (decoder_lm or encoder_decoder); "
                       f"{workdir} is a {config.model.kind!r} run.")
-  from transformer.train.checkpoint import checkpoint_steps  # noqa: PLC0415
   if not checkpoint_steps(os.path.join(workdir, "checkpoints")):
     raise ConfigError(f"--workdir={workdir!r} holds a config.json but no checkpoint yet: train "
                       "it first (--mode=train with this --workdir), or point --workdir at a "

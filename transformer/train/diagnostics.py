@@ -44,6 +44,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from transformer.tasks import build_task
+from transformer.train import optim
+from transformer.train.checkpoint import Checkpointer
+from transformer.train.state import create_state
+from transformer.workdir import check_workdir_config
+
 SCANNED = ("layers", "post_layers", "pre_layers")
 SUBLAYERS = ("self_attention", "cross_attention", "feed_forward")
 _LAYER = re.compile(r"layer_(\d+)$")
@@ -189,7 +195,6 @@ class Recorder:
   the state before the step on the step's batch, written as a `"diagnostics"` metrics row."""
 
   def __init__(self, config, task, par):
-    from transformer.train import optim  # noqa: PLC0415
     self.every = config.train.diagnostics_every
     self.par = par
     tx = optim.build_optimizer(config.optim, config.train.num_steps)
@@ -238,9 +243,9 @@ def format_table(rows: list[dict]) -> str:
 
 
 def _plot(rows: list[dict], stats: dict, title: str, path: str) -> None:
-  import matplotlib  # noqa: PLC0415
+  import matplotlib  # noqa: PLC0415 -- only --mode=diagnose draws
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # noqa: PLC0415
+  import matplotlib.pyplot as plt  # noqa: PLC0415 -- after choosing the Agg backend
   fig, axes = plt.subplots(2, 2, figsize=(11, 8))
   panels = [("grad_norm", "gradient norm", True), ("residual_rms", "residual RMS", False),
             ("self_attention/attn_entropy", "attention entropy (nats)", False),
@@ -273,16 +278,11 @@ def run_diagnose(config, workdir: str, log=print) -> dict:
   """The statistics on one training batch, at init or (if `workdir` holds checkpoints) from
   its latest one; prints the per-layer table and writes `diagnose.json` and `diagnose.png`
   into `workdir`. Reads the run's checkpoints without changing them. Returns the stats."""
-  from transformer.tasks import build_task  # noqa: PLC0415
-  from transformer.train import optim  # noqa: PLC0415
-  from transformer.train.checkpoint import Checkpointer  # noqa: PLC0415
-  from transformer.train.loop import check_workdir_config  # noqa: PLC0415
-  from transformer.train.state import create_state  # noqa: PLC0415
-
   workdir = os.path.abspath(workdir)
   os.makedirs(workdir, exist_ok=True)
   check_workdir_config(workdir, config)
   task = build_task(config, workdir)
+  data = task.data
   config = task.config
   tx = optim.build_optimizer(config.optim, config.train.num_steps)
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
@@ -295,12 +295,12 @@ def run_diagnose(config, workdir: str, log=print) -> dict:
     latest = checkpointer.latest_step()
     if latest is not None:
       state = checkpointer.restore(latest, jax.eval_shape(make_state, init_rng),
-                                   task.data.train_iterator)
+                                   data.train_iterator)
       where, step = f"checkpoint step {latest}", int(latest)
     checkpointer.close()
   if latest is None:
     state = jax.jit(make_state)(init_rng)
-  batch = task.data.next_train_batch()
+  batch = data.next_train_batch()
   stats = jax.jit(lambda p, o, b, r: diagnostic_stats(task, tx, p, o, b, r))(
       state.params, state.opt_state, batch, jax.random.fold_in(dropout_rng, step))
   stats = {k: float(v) for k, v in jax.device_get(stats).items()}
