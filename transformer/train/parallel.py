@@ -1,15 +1,16 @@
 """Spreading a run over devices: the mesh, logical-axis rules, shardings, and the jit / pmap steps.
 
-Two strategies, one step function (`transformer.train.steps.make_train_step`):
+Two strategies, one step function (`transformer.train.steps.make_train_step`), one interface
+(`Parallel`; `Parallel(cfg, ...)` builds the class `cfg.strategy` names):
 
-- `jit` (default): a `Mesh` with axes `(data, fsdp, tensor)`. Parameters carry logical axis
+- `jit` (default, `JitParallel`): a `Mesh` with axes `(data, fsdp, tensor)`. Parameters carry logical axis
   names (`nn.with_logical_partitioning` in `transformer/model`); `ParallelConfig.rules` maps
   them onto mesh axes, which gives every parameter and optimizer-state leaf a `NamedSharding`.
   Batches are sharded on their leading (batch) dimension over `(data, fsdp)`. The step is
   `jax.jit` with these explicit in/out shardings and the state donated; XLA inserts the
   collectives. Each process feeds only its own rows
   (`jax.make_array_from_process_local_data`).
-- `pmap`: classic data parallelism. The state is replicated on every local device, each
+- `pmap` (`PmapParallel`): classic data parallelism. The state is replicated on every local device, each
   device takes `batch / devices` rows, and the step sums losses, weights and gradients over
   the device axis (`lax.psum`) before normalizing, which is the exact single-device mean.
 
