@@ -18,6 +18,7 @@ from transformer.sweep import cli as sweep_cli  # noqa: F401 -- defines the swee
 from transformer.cli.args import DEFAULT_CONFIG, config_arg, parse_flags
 from transformer.config import ConfigError, from_config_dict
 from transformer.errors import RunError
+from transformer.train import runtime
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", DEFAULT_CONFIG,
@@ -202,7 +203,6 @@ def main(argv: list[str]) -> None:
     sys.exit(sweep_cli.main(_MODE.value, _CONFIG.value,
                             config_arg(sys.argv[1:], "configs/default.py"), sys.argv))
   # Accelerator settings (issue 11): XLA flags before JAX starts a backend, then the cache.
-  from transformer.train import runtime  # noqa: PLC0415 -- not for sweep / report
   added = runtime.add_gpu_xla_flags(config.train.xla_gpu_flags)
   if added:
     logging.warning("GPU: added XLA flags %s (train.xla_gpu_flags=False to skip)", added)

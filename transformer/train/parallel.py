@@ -25,7 +25,6 @@ from typing import Any, Callable, Optional, Sequence
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 from jax.experimental import multihost_utils
