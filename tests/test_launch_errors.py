@@ -13,7 +13,7 @@ import pytest
 
 from configs.default import get_config
 from transformer.config import ConfigError, from_config_dict
-from transformer.train.loop import check_workdir_config
+from transformer.workdir import check_workdir_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -13,7 +13,8 @@ from transformer.config import ConfigError, ModelConfig, OptimConfig, ParallelCo
 from transformer.model.models import DecoderLM
 from transformer.train import optim
 from transformer.train.losses import cross_entropy_sums
-from transformer.train.parallel import Parallel, make_mesh, mesh_shape
+from transformer.train.parallel import (JitParallel, Parallel, PmapParallel, make_mesh,
+                                         mesh_shape)
 
 # No projection biases: the key bias has an exactly-zero true gradient (softmax is shift-
 # invariant), so its updates are float rounding noise that no two layouts share.
@@ -106,8 +107,23 @@ def test_jit_mesh_matches_single_device(sizes, single_device_run):
 
 def test_pmap_matches_single_device(single_device_run):
   par = _parallel(ParallelConfig(strategy="pmap"))
-  assert par.num_devices == 8
+  assert isinstance(par, PmapParallel) and par.strategy == "pmap" and par.num_devices == 8
   _assert_same_run(_train(par, _batches(), evaluate=True), single_device_run)
+
+
+def test_host_outputs_give_every_row_under_both_strategies():
+  """What a task decodes on the host (BLEU's outputs) comes back whole, whichever layout."""
+  batch = _batches(1)[0]
+  want = np.asarray(batch["inputs"]).sum(-1)
+  for pcfg, cls in ((ParallelConfig(data=2, fsdp=2, tensor=2), JitParallel),
+                    (ParallelConfig(strategy="pmap"), PmapParallel)):
+    par = _parallel(pcfg)
+    assert type(par) is cls and par.strategy == pcfg.strategy
+    state = par.init_state(jax.random.PRNGKey(0))
+    outputs = par.host_outputs(lambda params, b: b["inputs"].sum(-1))
+    got = outputs(state, batch)
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_accumulating_four_micro_batches_equals_one_big_step(single_device_run):

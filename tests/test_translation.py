@@ -16,12 +16,13 @@ from transformer.config import from_config_dict
 from transformer.data import catalog
 from transformer.data.facts import DataFacts
 from transformer.data.tokenizers import ByteTokenizer
-from transformer.evaluation.evaluate import evaluate_workdir, outputs_step
+from transformer.evaluation.evaluate import evaluate, evaluate_workdir, outputs_step
 from transformer.evaluation.sample import sample_from_workdir
 from transformer.tasks import Seq2SeqTask
 from transformer.train.init_from import load_params
 from transformer.train import optim
-from transformer.train.loop import build_parallel, evaluate, train_and_evaluate
+from transformer.train.loop import train_and_evaluate
+from transformer.train.parallel import build_parallel
 
 
 def _task_without_data():

@@ -18,6 +18,7 @@ from transformer.sweep import cli as sweep_cli  # noqa: F401 -- defines the swee
 from transformer.cli.args import DEFAULT_CONFIG, config_arg, parse_flags
 from transformer.config import ConfigError, from_config_dict
 from transformer.errors import CommandLineError, RunError, exit_with
+from transformer.train import runtime
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", DEFAULT_CONFIG,
@@ -160,7 +161,7 @@ def exit_at_once_on_failure():
   try:
     yield
   except BaseException as e:  # noqa: BLE001
-    import jax  # noqa: PLC0415
+    import jax  # noqa: PLC0415 -- loaded by now; this module imports no JAX itself
     if jax.process_count() == 1 or (isinstance(e, SystemExit) and not e.code):
       raise
     if not isinstance(e, SystemExit):
@@ -203,7 +204,6 @@ def main(argv: list[str]) -> None:
     sys.exit(sweep_cli.main(_MODE.value, _CONFIG.value,
                             config_arg(sys.argv[1:], "configs/default.py"), sys.argv))
   # Accelerator settings (issue 11): XLA flags before JAX starts a backend, then the cache.
-  from transformer.train import runtime  # noqa: PLC0415
   added = runtime.add_gpu_xla_flags(config.train.xla_gpu_flags)
   if added:
     logging.warning("GPU: added XLA flags %s (train.xla_gpu_flags=False to skip)", added)
@@ -213,14 +213,14 @@ def main(argv: list[str]) -> None:
     initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
                            join_timeout=_JOIN_TIMEOUT.value,
                            heartbeat_timeout=_HEARTBEAT_TIMEOUT.value)
-    import jax  # noqa: PLC0415
-    from transformer.train.parallel import mesh_shape  # noqa: PLC0415
+    import jax  # noqa: PLC0415 -- after the distributed initialization
+    from transformer.train.parallel import mesh_shape  # noqa: PLC0415 -- as jax
     if config.parallel.strategy == "jit":  # the mesh must fit the devices: say so before data
       mesh_shape(config.parallel, jax.device_count())
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
   if _MODE.value in ("train", "bench"):  # files, devices, workdir: before data or compiling
-    from transformer.cli.preflight import check_before_run  # noqa: PLC0415
+    from transformer.cli.preflight import check_before_run  # noqa: PLC0415 -- as jax
     try:
       check_before_run(config, workdir if _MODE.value == "train" else None)
     except (ConfigError, RunError) as e:
@@ -237,7 +237,7 @@ def main(argv: list[str]) -> None:
   if _MODE.value == "eval":
     _eval(workdir, config)
     return
-  try:  # heavy imports after validation
+  try:  # heavy imports (JAX, TensorFlow) after validation, for the chosen mode only
     if _MODE.value == "bench":
       from transformer.train.bench import run_benchmark  # noqa: PLC0415
       run_benchmark(config, steps=_BENCH_STEPS.value, workdir=workdir)
@@ -271,7 +271,7 @@ def _exit_with(e: Exception) -> None:
 
 
 def _sample(workdir: str) -> None:
-  from transformer.evaluation.sample import sample_from_workdir
+  from transformer.evaluation.sample import sample_from_workdir  # noqa: PLC0415 -- JAX
   text_in = _SOURCE.value or _PROMPT.value
   try:
     texts = sample_from_workdir(
@@ -292,8 +292,8 @@ def _sample(workdir: str) -> None:
 def _eval(workdir: str, config) -> None:
   """Scores a checkpoint of `workdir` in the layout of this command's `--config.parallel.*`
   (the run's own layout when none is given)."""
-  from transformer.evaluation.evaluate import evaluate_workdir  # noqa: PLC0415
-  from transformer.train.loop import format_eval  # noqa: PLC0415
+  # JAX and TensorFlow: only once the flags are parsed and the devices set up.
+  from transformer.evaluation.evaluate import evaluate_workdir, format_eval  # noqa: PLC0415
   layout_given = any(a.startswith("--config.parallel") for a in sys.argv)
   try:
     metrics = evaluate_workdir(workdir, split=_EVAL_SPLIT.value, step=_STEP.value,

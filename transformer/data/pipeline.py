@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional
 
 import jax
 import numpy as np

@@ -1,12 +1,15 @@
-"""Evaluating a checkpoint (`launch.py --mode=eval`) and the host-side eval metrics.
+"""Evaluating: the eval loop over a split, a checkpoint's eval (`launch.py --mode=eval`), and
+the samples a generative run writes at every eval.
 
-`evaluate_workdir` restores the latest (or a given) checkpoint of any kind onto the current
-devices, in the parallel layout asked for now (a run trained on one mesh evaluates on another:
-orbax restores each array straight into its new sharding), scores a split and writes
+`evaluate` sums a compiled eval step over the eval split and lets the task summarize the sums
+(the training loop's evals and `evaluate_workdir` both call it). `evaluate_workdir` restores
+the latest (or a given) checkpoint of any kind onto the current devices, in the parallel
+layout asked for now (a run trained on one mesh evaluates on another: orbax restores each
+array straight into its new sharding), scores a split and writes
 `<workdir>/eval/<split>-<step>.json`.
 
 `outputs_step` compiles a task's `eval_outputs(params, batch)` (decodings that a metric such
-as BLEU scores on the host, not as device sums) for the loop's `evaluate`.
+as BLEU scores on the host, not as device sums) for `evaluate`.
 """
 
 from __future__ import annotations
@@ -18,9 +21,24 @@ import re
 from typing import Any, Callable, Optional
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from transformer import kinds
-from transformer.config import ConfigError, ParallelConfig
+from transformer.config import ParallelConfig
+from transformer.evaluation.sample import _until_eos, generate_texts
+from transformer.train import optim
+from transformer.train.checkpoint import Checkpointer
+from transformer.train.parallel import build_parallel, on_any_process
+from transformer.workdir import choose_step, run_config
+
+
+def format_eval(metrics: dict) -> str:
+  """`loss 1.2345 | bits_per_byte 0.9876 | ...`: every figure a task reports, but counts."""
+  return " | ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                    for k, v in metrics.items()
+                    if k not in ("step", "time", "tokens", "examples")
+                    and isinstance(v, (float, str)))
 
 
 def outputs_step(task, par) -> Optional[Callable[[Any, dict], dict]]:
@@ -28,12 +46,37 @@ def outputs_step(task, par) -> Optional[Callable[[Any, dict], dict]]:
   None when the task has no host-side metrics."""
   if not hasattr(task, "eval_outputs"):
     return None
-  if par.strategy == "pmap":  # one device decodes this process's rows
-    fn = jax.jit(task.eval_outputs)
-    return lambda state, batch: jax.device_get(fn(par.params(state), batch))
-  fn = jax.jit(task.eval_outputs, in_shardings=(par.state_shardings.params, par.batch_sharding),
-               out_shardings=par.replicated)
-  return lambda state, batch: jax.device_get(fn(state.params, par.shard_batch(batch)))
+  return par.host_outputs(task.eval_outputs)
+
+
+def evaluate(task, data, eval_step, state, max_batches: int, outputs_step=None) -> dict:
+  """Sums `eval_step(state, batch)` over `data`'s eval split (or its first `max_batches`;
+  0: all), then summarizes; with `outputs_step` (see `outputs_step` above), adds the task's
+  host-side metrics of those outputs (BLEU, ...)."""
+  totals, template, outputs = None, None, []
+  batches = iter(data.eval_batches(max_batches))
+  while True:
+    batch = next(batches, None)
+    # Processes may hold eval shards of different lengths, but each step is a collective:
+    # one that runs out first feeds all-zero (zero-weight) batches until every one is done.
+    if not on_any_process(batch is not None):
+      break
+    if batch is None:
+      if template is None:
+        raise ValueError(f"Process {jax.process_index()} has no eval batch at all; the eval "
+                         "split is too small for this many processes.")
+      batch = jax.tree.map(np.zeros_like, template)
+    template = batch
+    sums = eval_step(state, batch)
+    totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
+    if outputs_step is not None:
+      outputs.append(outputs_step(state, batch))
+  if totals is None:
+    raise ValueError("The eval split gave no batch; is it shorter than one sequence?")
+  metrics = task.summarize(jax.device_get(totals))
+  if outputs_step is not None:
+    metrics.update(task.summarize_outputs(outputs))
+  return metrics
 
 
 def _file_name(split: str, step: int) -> str:
@@ -50,11 +93,6 @@ def evaluate_workdir(workdir: str, *, split: str = "", step: Optional[int] = Non
   Returns:
     The metrics, also written to `<workdir>/eval/<split>-<step>.json` with `step` and `split`.
   """
-  from transformer.evaluation.sample import run_config  # noqa: PLC0415
-  from transformer.train import optim  # noqa: PLC0415
-  from transformer.train.checkpoint import Checkpointer  # noqa: PLC0415
-  from transformer.train.loop import build_parallel, evaluate  # noqa: PLC0415
-
   workdir = os.path.abspath(workdir)
   saved = run_config(workdir)
   config = dataclasses.replace(
@@ -64,12 +102,8 @@ def evaluate_workdir(workdir: str, *, split: str = "", step: Optional[int] = Non
   checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=saved.checkpoint.keep,
                               async_save=False)
   try:
-    steps = checkpointer.all_steps()
-    if not steps:
-      raise ConfigError(f"--workdir={workdir!r} holds no checkpoint to evaluate.")
-    step = steps[-1] if step is None else step
-    if step not in steps:
-      raise ConfigError(f"--step={step}: {workdir}/checkpoints has steps {steps}.")
+    step = choose_step(checkpointer.all_steps(), step, what=f"--workdir={workdir!r}",
+                       directory=checkpointer.directory)
     data, task = kinds.build_data_and_task(config, workdir)  # TensorFlow from here on
     par = build_parallel(task.config, task,
                          optim.build_optimizer(config.optim, config.train.num_steps))
@@ -99,10 +133,9 @@ LM_SAMPLE_TOKENS = 48
 def sample_prompts(task, data) -> list[str]:
   """A few fixed inputs of a generative run, from its first eval batch (the same every eval):
   the first tokens of eval rows (decoder LM) or eval sources (encoder-decoder)."""
-  from transformer.evaluation.sample import _until_eos  # noqa: PLC0415
   tok = data.tokenizer
   batch = next(iter(data.eval_batches(1)))
-  length = LM_PROMPT_TOKENS if kinds_generative(task) == "lm" else batch["inputs"].shape[1]
+  length = LM_PROMPT_TOKENS if _generative(task) == "lm" else batch["inputs"].shape[1]
   prompts = []
   for row in batch["inputs"][:NUM_SAMPLE_PROMPTS]:
     ids = [t for t in _until_eos(row[:length], tok.eos_id) if t not in (tok.pad_id, tok.bos_id)]
@@ -110,30 +143,40 @@ def sample_prompts(task, data) -> list[str]:
   return prompts
 
 
-def kinds_generative(task) -> str:
+def _generative(task) -> str:
   return kinds.get(task.config.model.kind).generative
 
 
-def write_samples(task, data, par, state, writer, step: int, workdir: str, log=print) -> None:
-  """Greedy outputs of `sample_prompts` for a generative run: appended to
-  `<workdir>/samples.txt` and written to TensorBoard (text); nothing for other kinds."""
-  if not kinds_generative(task):
-    return
-  from transformer.evaluation.sample import generate_texts  # noqa: PLC0415
-  if not hasattr(task, "_sample_prompts"):
-    task._sample_prompts = sample_prompts(task, data)
-  config = task.config
-  max_new = (LM_SAMPLE_TOKENS if kinds_generative(task) == "lm"
-             else config.model.max_decode_len or config.data.tgt_len)
-  outputs = generate_texts(config, task.model, par.params(state), data.tokenizer,
-                           task._sample_prompts, max_new_tokens=max_new, temperature=0.0)
-  if jax.process_index() != 0:
-    return
-  with open(os.path.join(workdir, "samples.txt"), "a") as f:
-    for prompt, out in zip(task._sample_prompts, outputs):
-      f.write(json.dumps({"step": step, "prompt": prompt, "temperature": 0.0,
-                          "sample": out}) + "\n")
-  text = "\n\n".join(f"**{p!r}** -> {o!r}" for p, o in zip(task._sample_prompts, outputs))
-  writer.write_text(step, "samples", text)
-  log(f"samples at step {step}: " + " | ".join(
-      f"{p[-20:]!r} -> {o[:40]!r}" for p, o in zip(task._sample_prompts, outputs)))
+class SampleWriter:
+  """Greedy outputs of `sample_prompts` at every eval of a generative run: appended to
+  `<workdir>/samples.txt`, written to TensorBoard (text) and logged. The prompts are read
+  from the eval split at the first eval."""
+
+  def __init__(self, task, data, par, log=print):
+    self._task, self._data, self._par, self._log = task, data, par, log
+    self._prompts: Optional[list[str]] = None
+
+  @classmethod
+  def maybe(cls, config, task, data, par, log=print) -> Optional["SampleWriter"]:
+    """A writer when `train.samples_at_eval` is on and the kind is generative, else None."""
+    return cls(task, data, par, log) if config.train.samples_at_eval and _generative(task) else None
+
+  def write(self, state, writer, step: int) -> None:
+    if self._prompts is None:
+      self._prompts = sample_prompts(self._task, self._data)
+    config, prompts = self._task.config, self._prompts
+    max_new = (LM_SAMPLE_TOKENS if _generative(self._task) == "lm"
+               else config.model.max_decode_len or config.data.tgt_len)
+    outputs = generate_texts(config, self._task.model, self._par.params(state),
+                             self._data.tokenizer, prompts, max_new_tokens=max_new,
+                             temperature=0.0)
+    if jax.process_index() != 0:
+      return
+    with open(os.path.join(writer.workdir, "samples.txt"), "a") as f:
+      for prompt, out in zip(prompts, outputs):
+        f.write(json.dumps({"step": step, "prompt": prompt, "temperature": 0.0,
+                            "sample": out}) + "\n")
+    text = "\n\n".join(f"**{p!r}** -> {o!r}" for p, o in zip(prompts, outputs))
+    writer.write_text(step, "samples", text)
+    self._log(f"samples at step {step}: " + " | ".join(
+        f"{p[-20:]!r} -> {o[:40]!r}" for p, o in zip(prompts, outputs)))

@@ -17,29 +17,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer import kinds, user_files
+from transformer import kinds
 from transformer.evaluation import decode
-from transformer.config import ConfigError, ExperimentConfig, from_config_dict
+from transformer.config import ConfigError, ExperimentConfig
 from transformer.errors import CommandLineError
-
-
-def run_config(workdir: str) -> ExperimentConfig:
-  """The validated config a run saved in `<workdir>/config.json`. A file that is not valid
-  JSON, not an object, or fails validation is a one-line error naming it."""
-  path = os.path.join(workdir, "config.json")
-  if not os.path.exists(path):
-    raise ConfigError(f"--workdir={workdir!r} holds no config.json; point it at a trained run.")
-  what = user_files.SAVED_CONFIG
-  saved = user_files.read_json_object(path, what, user_files.SAVED_CONFIG_FIX)
-  try:
-    return from_config_dict(saved)
-  except (ConfigError, TypeError, ValueError, AttributeError) as e:
-    raise user_files.file_error(path, f"its config is not valid: {e}",
-                                user_files.SAVED_CONFIG_FIX, what=what) from None
+from transformer.train.init_from import load_params
+from transformer.workdir import checkpoint_steps, run_config
 
 
 def run_tokenizer(config: ExperimentConfig, workdir: str):
   """The tokenizer `workdir`'s run trained with, without building its dataset."""
+  # Imported here: sampling reads no dataset, and the tokenizers module brings TensorFlow.
   from transformer.data.tokenizers import ByteTokenizer, build_tokenizer  # noqa: PLC0415
   data = config.data
   if data.tokenizer == "bytes":
@@ -134,13 +122,11 @@ def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: lis
 
 def load_for_sampling(workdir: str, step: Optional[int] = None):
   """`(config, model, params, tokenizer)` of the run in `workdir` (latest or given step)."""
-  from transformer.train.init_from import load_params  # noqa: PLC0415
   config = run_config(workdir)
   kind = kinds.get(config.model.kind)
   if not kind.generative:
     raise ConfigError(f"--mode=sample needs a generative run (decoder_lm or encoder_decoder); "
                       f"{workdir} is a {config.model.kind!r} run.")
-  from transformer.train.checkpoint import checkpoint_steps  # noqa: PLC0415
   if not checkpoint_steps(os.path.join(workdir, "checkpoints")):
     raise ConfigError(f"--workdir={workdir!r} holds a config.json but no checkpoint yet: train "
                       "it first (--mode=train with this --workdir), or point --workdir at a "

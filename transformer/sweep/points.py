@@ -31,6 +31,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from transformer import REPO_ROOT, user_files
 from transformer.config import ConfigError, ExperimentConfig, from_config_dict
 from transformer.errors import CommandLineError
+from transformer.workdir import read_metrics
 
 Point = dict[str, Any]
 MANIFEST = "sweep.json"  # written into the sweep dir: the points, their names and commands
@@ -259,20 +260,9 @@ def point_command(launch_py: str, config_arg: str, overrides: Sequence[str], poi
 def is_finished(workdir: str, num_steps: int) -> bool:
   """The run in `workdir` has ended: its final eval (an eval row at step >= num_steps), or a
   `diverged` row (training stopped at a non-finite step; rerunning would only repeat it)."""
-  path = os.path.join(workdir, "metrics.jsonl")
-  if not os.path.exists(path):
-    return False
-  with open(path) as f:
-    for line in f:
-      try:
-        row = json.loads(line)
-      except json.JSONDecodeError:  # a line cut by a kill
-        continue
-      if row.get("split") == "eval" and row.get("step", -1) >= num_steps:
-        return True
-      if row.get("diverged"):
-        return True
-  return False
+  rows = read_metrics(workdir)
+  return (any(r["step"] >= num_steps for r in rows.get("eval", ()))
+          or any(r.get("diverged") for split in rows.values() for r in split))
 
 
 # Fields that change neither what a run computes nor what it logs: a finished run elsewhere

@@ -36,30 +36,11 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from transformer.sweep import points as sweep_lib
+from transformer.workdir import read_metrics
 
 COLLAPSE_TOLERANCE = 0.02  # relative: eval loss >= (1 - this) * unigram entropy = collapsed
 _NOT_METRICS = ("step", "split", "time", "tokens", "examples")
 _LAYER = re.compile(r"^(?P<pre>.*?)layers?[_/.]?(?P<index>\d+)(?P<post>.*)$")
-
-
-def read_metrics(workdir: str) -> dict[str, list[dict]]:
-  """`{"train": [rows], "eval": [rows], ...}` from `<workdir>/metrics.jsonl`, in step order.
-
-  A resumed run may log a step twice; the last line for a step wins. A line cut short by a
-  kill is skipped.
-  """
-  path = os.path.join(workdir, "metrics.jsonl")
-  by_split: dict[str, dict[int, dict]] = {}
-  if not os.path.exists(path):
-    return {}
-  with open(path) as f:
-    for line in f:
-      try:
-        row = json.loads(line)
-      except json.JSONDecodeError:
-        continue
-      by_split.setdefault(row["split"], {})[row["step"]] = row
-  return {split: [rows[s] for s in sorted(rows)] for split, rows in by_split.items()}
 
 
 @dataclasses.dataclass

@@ -29,17 +29,11 @@ import tensorflow as tf
 from etils import epath
 
 from transformer.errors import RunError
+from transformer.workdir import checkpoint_steps
 
 
 class CheckpointError(RunError):
   """No checkpoint could be read, or one could not be written."""
-
-
-def checkpoint_steps(directory: str) -> list[int]:
-  """The steps with a (finished) checkpoint folder in `directory`; [] if there is none."""
-  if not os.path.isdir(directory):
-    return []
-  return sorted(int(d) for d in os.listdir(directory) if d.isdigit())
 
 
 def _root_cause(e: BaseException) -> BaseException:

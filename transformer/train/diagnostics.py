@@ -47,6 +47,10 @@ import numpy as np
 from transformer import kinds
 from transformer.model.block import SELF_ATTENTION, SUBLAYERS
 from transformer.model.stacks import POST_LAYERS, PRE_LAYERS, SCANNED
+from transformer.train import optim
+from transformer.train.checkpoint import Checkpointer
+from transformer.train.state import create_state
+from transformer.workdir import check_workdir_config
 _LAYER = re.compile(r"layer_(\d+)$")
 
 
@@ -168,7 +172,6 @@ class Recorder:
   the state before the step on the step's batch, written as a `"diagnostics"` metrics row."""
 
   def __init__(self, config, task, par):
-    from transformer.train import optim  # noqa: PLC0415
     self.every = config.train.diagnostics_every
     self.par = par
     tx = optim.build_optimizer(config.optim, config.train.num_steps)
@@ -217,9 +220,9 @@ def format_table(rows: list[dict]) -> str:
 
 
 def _plot(rows: list[dict], stats: dict, title: str, path: str) -> None:
-  import matplotlib  # noqa: PLC0415
+  import matplotlib  # noqa: PLC0415 -- only --mode=diagnose draws
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # noqa: PLC0415
+  import matplotlib.pyplot as plt  # noqa: PLC0415 -- after choosing the Agg backend
   fig, axes = plt.subplots(2, 2, figsize=(11, 8))
   panels = [("grad_norm", "gradient norm", True), ("residual_rms", "residual RMS", False),
             (f"{SELF_ATTENTION}/attn_entropy", "attention entropy (nats)", False),
@@ -252,11 +255,6 @@ def run_diagnose(config, workdir: str, log=print) -> dict:
   """The statistics on one training batch, at init or (if `workdir` holds checkpoints) from
   its latest one; prints the per-layer table and writes `diagnose.json` and `diagnose.png`
   into `workdir`. Reads the run's checkpoints without changing them. Returns the stats."""
-  from transformer.train import optim  # noqa: PLC0415
-  from transformer.train.checkpoint import Checkpointer  # noqa: PLC0415
-  from transformer.train.loop import check_workdir_config  # noqa: PLC0415
-  from transformer.train.state import create_state  # noqa: PLC0415
-
   workdir = os.path.abspath(workdir)
   os.makedirs(workdir, exist_ok=True)
   check_workdir_config(workdir, config)

@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 from transformer.config import ConfigError
+from transformer.workdir import choose_step
 
 
 def parse_init_from(spec: str) -> tuple[str, Optional[int]]:
@@ -31,19 +32,15 @@ def load_params(workdir: str, step: Optional[int] = None,
   """The parameters (numpy) of checkpoint `step` (default: the latest) under
   `<workdir>/checkpoints`, the run's config (dict, `{}` without config.json) and the step.
   Raises ConfigError if there is no such checkpoint."""
-  import orbax.checkpoint as ocp  # noqa: PLC0415
+  import orbax.checkpoint as ocp  # noqa: PLC0415 -- only when a run starts from another
   directory = os.path.join(os.path.abspath(workdir), "checkpoints")
   if not os.path.isdir(directory):
     raise ConfigError(f"{what}={workdir!r}: no checkpoints/ folder there; point it at the "
                       "workdir of a trained run.")
   manager = ocp.CheckpointManager(directory, item_names=("state", "config"))
   try:
-    steps = sorted(manager.all_steps())
-    if not steps:
-      raise ConfigError(f"{what}={workdir!r}: {directory} holds no checkpoint.")
-    step = steps[-1] if step is None else step
-    if step not in steps:
-      raise ConfigError(f"{what}: {directory} has no checkpoint of step {step}; it has {steps}.")
+    step = choose_step(sorted(manager.all_steps()), step, what=f"{what}={workdir!r}",
+                       directory=directory)
     restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
   finally:
     manager.close()

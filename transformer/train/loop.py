@@ -2,78 +2,35 @@
 
 `train_and_evaluate(config, workdir)` is the whole run. Running it again on the same workdir
 resumes from the latest checkpoint (train state, input position and all) and, if the run had
-finished, only reports its final figures.
+finished, only reports its final figures. `TrainSteps` is the loop itself, one named part per
+thing a step may do.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import signal
 import time
 from typing import Optional
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from transformer import kinds
+from transformer.config import ExperimentConfig
 from transformer.evaluation import evaluate as evaluation
-from transformer.train import diagnostics
-from transformer.config import ConfigError, ExperimentConfig
-from transformer.train import flops, optim
-from transformer.train.checkpoint import Checkpointer, checkpoint_steps
+from transformer.train import diagnostics, flops, optim
+from transformer.train.checkpoint import Checkpointer
 from transformer.train.health import HealthGuard, NonFiniteError
-from transformer.train.parallel import Parallel
+from transformer.train.parallel import Parallel, build_parallel, on_any_process
 from transformer.train.prefetch import Prefetcher
 from transformer.train.profiler import StepProfiler
 from transformer.train.state import TrainState, count_params
 from transformer.train.writers import MetricWriter, format_duration, log
-
-# Fields that may change between a run and its resumption: they do not change the
-# trajectory up to the resumed step.
-RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.eval_every",
-                     "checkpoint.every_steps", "checkpoint.keep", "data.eval_batches",
-                     "checkpoint.keep_best", "checkpoint.async_save", "model.remat",
-                     "train.peak_flops_per_device", "parallel.strategy", "parallel.data",
-                     "parallel.fsdp", "parallel.tensor", "parallel.rules", "train.nonfinite",
-                     "train.prefetch", "train.profile_steps", "train.compilation_cache_dir",
-                     "train.xla_gpu_flags", "train.diagnostics_every")
-
+from transformer.workdir import check_workdir_config, last_eval
 
 # Multi-process runs agree on stopping (after a signal) every this many steps.
 STOP_CHECK_EVERY = 10
-
-
-def _flatten(d: dict, prefix: str = "") -> dict:
-  out = {}
-  for k, v in d.items():
-    key = f"{prefix}{k}"
-    if isinstance(v, dict):
-      out.update(_flatten(v, key + "."))
-    else:
-      out[key] = v
-  return out
-
-
-def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
-  """Refuses to resume a workdir whose saved config differs in a field that matters. A
-  workdir without a checkpoint holds no run yet: its config.json is simply replaced."""
-  path = os.path.join(workdir, "config.json")
-  if not os.path.exists(path) or not checkpoint_steps(os.path.join(workdir, "checkpoints")):
-    return
-  with open(path) as f:
-    saved = _flatten(json.load(f))
-  current = _flatten(config.to_dict())
-  diffs = sorted(k for k in set(saved) | set(current)
-                 if saved.get(k) != current.get(k) and k not in RESUMABLE_CHANGES
-                 and k not in kinds.FROM_DATA)
-  if diffs:
-    lines = "\n".join(f"  {k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in diffs)
-    raise ConfigError(
-        f"The workdir {workdir} holds a run with a different config:\n{lines}\n"
-        "Resuming would mix two experiments. Pass another --workdir (or remove this one).")
 
 
 class _StopRequest:
@@ -105,66 +62,6 @@ class _StopRequest:
     return False
 
 
-def _on_any_process(flag: bool) -> bool:
-  """True on every process if `flag` is true on one (a signal may reach only some of them;
-  all must stop after the same step, or the next collective hangs)."""
-  if jax.process_count() == 1:
-    return flag
-  from jax.experimental import multihost_utils  # noqa: PLC0415
-  return bool(np.max(multihost_utils.process_allgather(np.int32(flag))))
-
-
-def _last_eval(workdir: str) -> Optional[dict]:
-  path = os.path.join(workdir, "metrics.jsonl")
-  if not os.path.exists(path):
-    return None
-  last = None
-  with open(path) as f:
-    for line in f:
-      row = json.loads(line)
-      if row.get("split") == "eval":
-        last = row
-  return last
-
-
-def format_eval(metrics: dict) -> str:
-  """`loss 1.2345 | bits_per_byte 0.9876 | ...`: every figure a task reports, but counts."""
-  return " | ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-                    for k, v in metrics.items()
-                    if k not in ("step", "time", "tokens", "examples")
-                    and isinstance(v, (float, str)))
-
-
-def evaluate(task, data, eval_step, state, max_batches: int, outputs_step=None) -> dict:
-  """Sums `eval_step(state, batch)` over the eval split (or its first `max_batches`), then
-  summarizes; with `outputs_step` (`transformer.evaluation.evaluate.outputs_step`), adds the task's
-  host-side metrics of those outputs (BLEU, ...)."""
-  totals, template, outputs = None, None, []
-  batches = iter(data.eval_batches(max_batches))
-  while True:
-    batch = next(batches, None)
-    # Processes may hold eval shards of different lengths, but each step is a collective:
-    # one that runs out first feeds all-zero (zero-weight) batches until every one is done.
-    if not _on_any_process(batch is not None):
-      break
-    if batch is None:
-      if template is None:
-        raise ValueError(f"Process {jax.process_index()} has no eval batch at all; the eval "
-                         "split is too small for this many processes.")
-      batch = jax.tree.map(np.zeros_like, template)
-    template = batch
-    sums = eval_step(state, batch)
-    totals = sums if totals is None else jax.tree.map(jnp.add, totals, sums)
-    if outputs_step is not None:
-      outputs.append(outputs_step(state, batch))
-  if totals is None:
-    raise ValueError("The eval split gave no batch; is it shorter than one sequence?")
-  metrics = task.summarize(jax.device_get(totals))
-  if outputs_step is not None:
-    metrics.update(task.summarize_outputs(outputs))
-  return metrics
-
-
 def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
                        stop_after: Optional[int] = None, task=None, data=None) -> dict:
   """Trains `config` in `workdir`, resuming if it holds a checkpoint.
@@ -187,73 +84,207 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   if task is None:
     data, task = kinds.build_data_and_task(config, workdir)
   config = task.config  # now with the tokenizer's vocab_size
-
-  num_steps = config.train.num_steps
-  tx = optim.build_optimizer(config.optim, num_steps)
-  schedule = optim.learning_rate_schedule(config.optim, num_steps)
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
-  par = build_parallel(config, task, tx)
+  par = build_parallel(config, task, optim.build_optimizer(config.optim, config.train.num_steps))
   if jax.process_index() == 0:  # only once every check on the config has passed
     with open(os.path.join(workdir, "config.json"), "w") as f:
       f.write(config.to_json())
-
-  checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), config.checkpoint.keep,
-                              async_save=config.checkpoint.async_save,
-                              keep_best=config.checkpoint.keep_best,
-                              log_path=os.path.join(workdir, "checkpoint_errors.log"))
-  latest, state = checkpointer.restore_latest(par.checkpoint_target(), data.train_iterator,
-                                              warn=lambda m: log(f"WARNING: {m}"))
-  if latest is not None:
-    state = par.from_checkpoint(state)
-    log(f"Resumed from {workdir}/checkpoints at step {latest}.")
-  else:
-    state = par.init_state(init_rng)
-  log(f"Model: {config.model.kind}, {count_params(par.params(state)):,} parameters, "
-      f"norm_placement={config.model.norm_placement}; data: {config.data.name}, "
-      f"batch {config.train.batch_size} x {kinds.get(config.model.kind).row_shape(config)} tokens; {par.describe()}.")
-
-  train_step, eval_step = par.train_step, par.eval_step
+  checkpointer = _checkpointer(config, workdir)
+  state = _restore_or_init(par, checkpointer, data, init_rng, workdir)
+  _log_model(config, par, state)
   writer = MetricWriter(workdir)
   step = int(par.to_checkpoint(state).step)
-  final_eval = None
 
-  if step >= num_steps:
-    final_eval = _last_eval(workdir)
-    if final_eval is None:
-      final_eval = evaluate(task, data, eval_step, state, 0, evaluation.outputs_step(task, par))
-      writer.write(step, "eval", final_eval)
-    log(f"The run in {workdir} is already at step {step} of {num_steps}; nothing to train.")
+  if step >= config.train.num_steps:
+    final_eval = _eval_of_finished_run(task, data, par, state, step, writer)
   else:
     try:
-      final_eval = _run_steps(config, task, data, state, train_step, eval_step, schedule,
-                              dropout_rng, checkpointer, writer, stop_after, par)
-    except NonFiniteError as e:  # the good checkpoints finish writing; then say where they are
-      # The metrics say how the run ended (reports mark it diverged; sweeps do not rerun it).
-      writer.write(e.step, "train", {"loss": e.loss, "grad_norm": e.grad_norm, "diverged": 1})
-      checkpointer.close()
-      writer.close()
-      last = checkpointer.latest_step()
-      e.last_checkpoint = None if last is None else f"{checkpointer.directory}/{last}"
+      final_eval = TrainSteps(config, task, data, par, checkpointer, writer,
+                              dropout_rng).run(state, stop_after)
+    except NonFiniteError as e:
+      _end_diverged(e, checkpointer, writer)
       raise
-
   checkpointer.close()
   writer.close()
-  if final_eval is not None:
-    final_eval = {k: v for k, v in final_eval.items() if k not in ("tokens", "examples")}
-    log(f"Final eval at step {final_eval.get('step', step)}: {format_eval(final_eval)} "
-        f"({time.time() - t_start:.0f}s in this process).")
-  log(f"Workdir: {workdir} (config.json, checkpoints/, metrics.jsonl, tensorboard/)")
+  _log_end(final_eval, step, workdir, t_start)
   return final_eval or {}
 
 
-def build_parallel(config: ExperimentConfig, task, tx) -> Parallel:
-  """The device placement and compiled steps for `config.parallel` (see `parallel.py`)."""
-  return Parallel(config.parallel, init_params=task.init_params, tx=tx,
-                  loss_sums=task.loss_sums, eval_sums=task.eval_sums,
-                  global_batch_size=config.train.batch_size,
-                  micro_batches=config.train.micro_batches,
-                  init_boxed_params=getattr(task, "init_boxed_params", None),
-                  skip_nonfinite=config.train.nonfinite == "skip")
+def _checkpointer(config: ExperimentConfig, workdir: str) -> Checkpointer:
+  return Checkpointer(os.path.join(workdir, "checkpoints"), config.checkpoint.keep,
+                      async_save=config.checkpoint.async_save,
+                      keep_best=config.checkpoint.keep_best,
+                      log_path=os.path.join(workdir, "checkpoint_errors.log"))
+
+
+def _restore_or_init(par: Parallel, checkpointer: Checkpointer, data, init_rng: jax.Array,
+                     workdir: str) -> TrainState:
+  """The latest checkpoint's state (and `data`'s input position), placed for training; or a
+  fresh state from `init_rng` when there is none."""
+  latest, state = checkpointer.restore_latest(par.checkpoint_target(), data.train_iterator,
+                                              warn=lambda m: log(f"WARNING: {m}"))
+  if latest is None:
+    return par.init_state(init_rng)
+  log(f"Resumed from {workdir}/checkpoints at step {latest}.")
+  return par.from_checkpoint(state)
+
+
+def _log_model(config: ExperimentConfig, par: Parallel, state: TrainState) -> None:
+  log(f"Model: {config.model.kind}, {count_params(par.params(state)):,} parameters, "
+      f"norm_placement={config.model.norm_placement}; data: {config.data.name}, "
+      f"batch {config.train.batch_size} x {kinds.get(config.model.kind).row_shape(config)} "
+      f"tokens; {par.describe()}.")
+
+
+def _eval_of_finished_run(task, data, par: Parallel, state: TrainState, step: int,
+                          writer: MetricWriter) -> dict:
+  """The final eval row the run left (computed and written if it left none)."""
+  final_eval = last_eval(writer.workdir)
+  if final_eval is None:
+    final_eval = evaluation.evaluate(task, data, par.eval_step, state, 0,
+                                     evaluation.outputs_step(task, par))
+    writer.write(step, "eval", final_eval)
+  log(f"The run in {writer.workdir} is already at step {step} of "
+      f"{task.config.train.num_steps}; nothing to train.")
+  return final_eval
+
+
+def _end_diverged(e: NonFiniteError, checkpointer: Checkpointer, writer: MetricWriter) -> None:
+  """The metrics say how the run ended (reports mark it diverged; sweeps do not rerun it);
+  the good checkpoints finish writing, and the error says where the last one is."""
+  writer.write(e.step, "train", {"loss": e.loss, "grad_norm": e.grad_norm, "diverged": 1})
+  checkpointer.close()
+  writer.close()
+  last = checkpointer.latest_step()
+  e.last_checkpoint = None if last is None else f"{checkpointer.directory}/{last}"
+
+
+def _log_end(final_eval: Optional[dict], step: int, workdir: str, t_start: float) -> None:
+  if final_eval is not None:
+    final_eval = {k: v for k, v in final_eval.items() if k not in ("tokens", "examples")}
+    log(f"Final eval at step {final_eval.get('step', step)}: "
+        f"{evaluation.format_eval(final_eval)} ({time.time() - t_start:.0f}s in this process).")
+  log(f"Workdir: {workdir} (config.json, checkpoints/, metrics.jsonl, tensorboard/)")
+
+
+class TrainSteps:
+  """The steps from a state's step to `train.num_steps` (or `stop_after`, or a stop signal).
+
+  A step is, in order: `diagnostics` (every `train.diagnostics_every` steps, on the state
+  before the step), `_step` (the compiled step, health record, profiler), `_maybe_log` (the
+  periodic train row), `_maybe_eval` (eval row and samples), `_stopping` (a signal to any
+  process, or `stop_after`), `_maybe_save` (checkpoint schedule).
+  """
+
+  def __init__(self, config: ExperimentConfig, task, data, par: Parallel,
+               checkpointer: Checkpointer, writer: MetricWriter, dropout_rng: jax.Array):
+    self.config, self.task, self.data, self.par = config, task, data, par
+    self.checkpointer, self.writer, self.dropout_rng = checkpointer, writer, dropout_rng
+    self.num_steps = config.train.num_steps
+    self.outputs_step = evaluation.outputs_step(task, par)
+    self.guard = HealthGuard(config.train.nonfinite, log=log)  # checks where the loop syncs
+    self.throughput = _ThroughputLog(
+        config, par, optim.learning_rate_schedule(config.optim, self.num_steps), self.guard,
+        writer)
+    self.diagnostics = diagnostics.maybe_recorder(config, task, par)  # None unless asked
+    self.samples = evaluation.SampleWriter.maybe(config, task, data, par, log)
+    self._compiled = False
+
+  def run(self, state: TrainState, stop_after: Optional[int] = None) -> Optional[dict]:
+    """Trains on; returns the final eval, or None when it stopped before the last step."""
+    step = int(self.par.to_checkpoint(state).step)
+    final_eval = None
+    batches = Prefetcher(self.data.next_train_batch, self.par.place_batch,
+                         self.config.train.prefetch, step,
+                         lambda s: self._saves_after(s, stop_after))
+    with (_StopRequest() as stop,
+          StepProfiler(self.config.train.profile_range, self.writer.workdir) as prof):
+      while step < self.num_steps:
+        batch = next(batches)
+        if self.diagnostics is not None:  # statistics of the state before this step
+          self.diagnostics.maybe_record(step, state, batch, self.dropout_rng, self.writer)
+        state, step = self._step(state, batch, step, prof)
+        last = step == self.num_steps
+        self._maybe_log(step, last)
+        metrics = self._maybe_eval(state, step, last)
+        final_eval = metrics or final_eval
+        stopping = self._stopping(step, last, stop, batches, stop_after)
+        self._maybe_save(state, step, last or stopping, metrics)
+        if stopping and not last:
+          self._log_stop(step, stop, stop_after)
+          return None
+    return final_eval
+
+  def _saves_after(self, step: int, stop_after: Optional[int]) -> bool:
+    """Whether a checkpoint may be written after `step` (the prefetcher waits there)."""
+    return (step % self.config.checkpoint.every_steps == 0 or step >= self.num_steps
+            or (stop_after is not None and step >= stop_after))
+
+  def _step(self, state: TrainState, batch: dict, step: int, prof: StepProfiler
+            ) -> tuple[TrainState, int]:
+    """The compiled train step; the first one (with compilation) is timed apart."""
+    t0 = time.time()
+    prof.before_step(step + 1)
+    state, metrics = self.par.train_step(state, batch, self.dropout_rng)
+    step += 1
+    self.guard.record(step, metrics)
+    prof.after_step(step, (state, metrics))
+    if not self._compiled:  # keep compilation out of the throughput figures
+      jax.block_until_ready(state)
+      log(f"First step (with compilation) took {time.time() - t0:.1f}s.")
+      self._compiled = True
+      self.throughput.restart()
+    else:
+      self.throughput.add(metrics)
+    return state, step
+
+  def _maybe_log(self, step: int, last: bool) -> None:
+    if (step % self.config.train.log_every == 0 or last) and self.throughput.pending:
+      self.guard.check()
+      self.throughput.write(step, self.num_steps)
+
+  def _maybe_eval(self, state: TrainState, step: int, last: bool) -> Optional[dict]:
+    """The eval at `step` (the final one sees the whole eval split), written and logged, with
+    samples for generative kinds; its metrics (with `step`), or None when none is due."""
+    if not (step % self.config.train.eval_every == 0 or last):
+      return None
+    self.guard.check()
+    t0 = time.time()
+    max_batches = 0 if last else self.config.data.eval_batches
+    metrics = dict(evaluation.evaluate(self.task, self.data, self.par.eval_step, state,
+                                       max_batches, self.outputs_step), step=step)
+    self.writer.write(step, "eval", {k: v for k, v in metrics.items() if k != "step"})
+    log(f"eval at step {step}: {evaluation.format_eval(metrics)} ({time.time() - t0:.1f}s)")
+    if self.samples is not None:
+      self.samples.write(state, self.writer, step)
+    self.throughput.leave_out(time.time() - t0)
+    return metrics
+
+  def _stopping(self, step: int, last: bool, stop: _StopRequest, batches: Prefetcher,
+                stop_after: Optional[int]) -> bool:
+    """Whether to stop after `step`: the batches fetched before a signal (to any process)
+    are used up, or `stop_after` is reached."""
+    # Agreeing on a stop is a collective that waits for every process: in a multi-process
+    # run, ask every STOP_CHECK_EVERY steps only (all processes ask at the same steps).
+    ask = jax.process_count() == 1 or step % STOP_CHECK_EVERY == 0 or last
+    if ask and on_any_process(stop.signal_name is not None):
+      batches.drain()  # stop once the batches already fetched are used (exact resume)
+    return ((batches.draining and batches.empty)
+            or (stop_after is not None and step >= stop_after))
+
+  def _maybe_save(self, state: TrainState, step: int, now: bool,
+                  eval_metrics: Optional[dict]) -> None:
+    if step % self.config.checkpoint.every_steps == 0 or now:
+      self.guard.check()  # never save a state that followed a non-finite step
+      self.checkpointer.save(step, self.par.to_checkpoint(state), self.data.train_iterator,
+                             self.config.to_dict(),
+                             eval_loss=None if eval_metrics is None else eval_metrics["loss"])
+
+  def _log_stop(self, step: int, stop: _StopRequest, stop_after: Optional[int]) -> None:
+    self.checkpointer.wait()
+    reason = (stop.signal_name or ("a signal to another process"
+                                    if stop_after is None else f"stop_after={stop_after}"))
+    log(f"Stopped at step {step} ({reason}); checkpoint saved. Run the same command to resume.")
 
 
 class _ThroughputLog:
@@ -314,85 +345,3 @@ class _ThroughputLog:
         + (f" | skipped {skipped}" if skipped else "")
         + f" | ETA {format_duration(step_time * (num_steps - step))}")
     self.pending, self._start, self._steps = [], time.time(), 0
-
-
-def _eval_and_log(config, task, data, par, eval_step, state, step: int, last: bool, outputs_step,
-                  writer) -> tuple[dict, float]:
-  """The eval at `step` (the final one sees the whole eval split), written and logged, with
-  samples for generative kinds; returns its metrics (with `step`) and the seconds it took."""
-  t0 = time.time()
-  max_batches = 0 if last else config.data.eval_batches
-  metrics = dict(evaluate(task, data, eval_step, state, max_batches, outputs_step), step=step)
-  writer.write(step, "eval", {k: v for k, v in metrics.items() if k != "step"})
-  log(f"eval at step {step}: {format_eval(metrics)} ({time.time() - t0:.1f}s)")
-  if config.train.samples_at_eval:
-    evaluation.write_samples(task, data, par, state, writer, step, writer.workdir, log)
-  return metrics, time.time() - t0
-
-
-def _run_steps(config, task, data, state: TrainState, train_step, eval_step, schedule,
-               dropout_rng, checkpointer, writer, stop_after, par) -> Optional[dict]:
-  """Trains from the state's step to `train.num_steps` (or `stop_after`, or a stop signal),
-  with logs, evals, diagnostics and checkpoints on their schedules; returns the final eval,
-  or None when it stopped early."""
-  num_steps = config.train.num_steps
-  outputs_step = evaluation.outputs_step(task, par)
-  step = int(par.to_checkpoint(state).step)
-  compiled = False
-  final_eval = None
-  guard = HealthGuard(config.train.nonfinite, log=log)  # checks where the loop syncs anyway
-  throughput = _ThroughputLog(config, par, schedule, guard, writer)
-  diag = diagnostics.maybe_recorder(config, task, par)  # None unless train.diagnostics_every
-  batches = Prefetcher(data.next_train_batch, par.place_batch, config.train.prefetch, step,
-                       lambda s: (s % config.checkpoint.every_steps == 0 or s >= num_steps
-                                  or (stop_after is not None and s >= stop_after)))
-  with _StopRequest() as stop, StepProfiler(config.train.profile_range, writer.workdir) as prof:
-    while step < num_steps:
-      batch = next(batches)
-      if diag is not None:  # statistics of the state before this step, on its batch
-        diag.maybe_record(step, state, batch, dropout_rng, writer)
-      t0 = time.time()
-      prof.before_step(step + 1)
-      state, metrics = train_step(state, batch, dropout_rng)
-      step += 1
-      guard.record(step, metrics)
-      prof.after_step(step, (state, metrics))
-      if not compiled:  # keep compilation out of the throughput figures
-        jax.block_until_ready(state)
-        log(f"First step (with compilation) took {time.time() - t0:.1f}s.")
-        compiled = True
-        throughput.restart()
-      else:
-        throughput.add(metrics)
-
-      last = step == num_steps
-      if (step % config.train.log_every == 0 or last) and throughput.pending:
-        guard.check()
-        throughput.write(step, num_steps)
-
-      eval_loss = None
-      if step % config.train.eval_every == 0 or last:
-        guard.check()
-        final_eval, seconds = _eval_and_log(config, task, data, par, eval_step, state, step, last,
-                                            outputs_step, writer)
-        eval_loss = final_eval["loss"]
-        throughput.leave_out(seconds)
-
-      # Agreeing on a stop is a collective that waits for every process: in a multi-process
-      # run, ask every STOP_CHECK_EVERY steps only (all processes ask at the same steps).
-      ask = jax.process_count() == 1 or step % STOP_CHECK_EVERY == 0 or last
-      if ask and _on_any_process(stop.signal_name is not None):
-        batches.drain()  # stop once the batches already fetched are used (exact resume)
-      stopping = ((batches.draining and batches.empty)
-                  or (stop_after is not None and step >= stop_after))
-      if step % config.checkpoint.every_steps == 0 or last or stopping:
-        guard.check()  # never save a state that followed a non-finite step
-        checkpointer.save(step, par.to_checkpoint(state), data.train_iterator,
-                          config.to_dict(), eval_loss=eval_loss)
-      if stopping and not last:
-        checkpointer.wait()
-        reason = (stop.signal_name or ("a signal to another process"
-                                        if stop_after is None else f"stop_after={stop_after}"))
-        log(f"Stopped at step {step} ({reason}); checkpoint saved. Run the same command to resume.")
-        return None
-  return final_eval

@@ -1,15 +1,16 @@
 """Spreading a run over devices: the mesh, logical-axis rules, shardings, and the jit / pmap steps.
 
-Two strategies, one step function (`transformer.train.steps.make_train_step`):
+Two strategies, one step function (`transformer.train.steps.make_train_step`), one interface
+(`Parallel`; `Parallel(cfg, ...)` builds the class `cfg.strategy` names):
 
-- `jit` (default): a `Mesh` with axes `(data, fsdp, tensor)`. Parameters carry logical axis
+- `jit` (default, `JitParallel`): a `Mesh` with axes `(data, fsdp, tensor)`. Parameters carry logical axis
   names (`nn.with_logical_partitioning` in `transformer/model`); `ParallelConfig.rules` maps
   them onto mesh axes, which gives every parameter and optimizer-state leaf a `NamedSharding`.
   Batches are sharded on their leading (batch) dimension over `(data, fsdp)`. The step is
   `jax.jit` with these explicit in/out shardings and the state donated; XLA inserts the
   collectives. Each process feeds only its own rows
   (`jax.make_array_from_process_local_data`).
-- `pmap`: classic data parallelism. The state is replicated on every local device, each
+- `pmap` (`PmapParallel`): classic data parallelism. The state is replicated on every local device, each
   device takes `batch / devices` rows, and the step sums losses, weights and gradients over
   the device axis (`lax.psum`) before normalizing, which is the exact single-device mean.
 
@@ -24,12 +25,12 @@ from typing import Any, Callable, Optional, Sequence
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from transformer.config import MESH_AXES, ConfigError, ParallelConfig
+from transformer.config import MESH_AXES, ConfigError, ExperimentConfig, ParallelConfig
 from transformer.train import steps
 from transformer.train.state import TrainState, create_state
 
@@ -133,130 +134,100 @@ def with_shardings(abstract: Any, shardings: Any) -> Any:
                       abstract, shardings)
 
 
+def on_any_process(flag: bool) -> bool:
+  """True on every process if `flag` is true on one (a signal may reach only some of them;
+  all must stop after the same step, or the next collective hangs). A collective: every
+  process must call it at the same point."""
+  if jax.process_count() == 1:
+    return flag
+  return bool(np.max(multihost_utils.process_allgather(np.int32(flag))))
+
+
 class Parallel:
   """Places the train state and batches on devices and runs compiled train / eval steps.
 
-  Build with `Parallel(cfg, init_params, tx, loss_sums, eval_sums, ...)`; then
-  `init_state(rng)`, `train_step(state, batch, rng)` (batch: this process's rows, NumPy),
-  `eval_step(state, batch)`, and `to_checkpoint(state)` / `from_checkpoint(state)` around
-  saves and restores. `abstract_state` (shapes, dtypes and shardings) is what a checkpoint is
-  restored onto, so a run saved on one mesh resumes on another.
+  `Parallel(cfg, init_params=..., tx=..., loss_sums=..., eval_sums=..., ...)` builds the
+  strategy `cfg.strategy` names: `JitParallel` (a mesh) or `PmapParallel` (replicas); the
+  choice is made there, once. Then `init_state(rng)`, `train_step(state, batch, rng)` (batch:
+  this process's rows, NumPy), `eval_step(state, batch)`, and `to_checkpoint(state)` /
+  `from_checkpoint(state)` around saves and restores. `abstract_state` (shapes, dtypes and,
+  under jit, shardings) is what a checkpoint is restored onto, so a run saved on one layout
+  resumes on another.
   """
+
+  strategy: str
+  devices: list  # the devices this process steps on
+  num_devices: int  # over all processes
+  abstract_state: Any
+  mesh: Optional[Mesh] = None
+
+  def __new__(cls, cfg: ParallelConfig, **kwargs):
+    del kwargs
+    if cls is Parallel:
+      cls = PmapParallel if cfg.strategy == "pmap" else JitParallel
+    return super().__new__(cls)
 
   def __init__(self, cfg: ParallelConfig, *, init_params: Callable[[jax.Array], Any],
                tx: optax.GradientTransformation, loss_sums: steps.LossSums,
-               eval_sums: Callable[[Any, dict], dict], global_batch_size: int,
-               micro_batches: int = 1,
-               init_boxed_params: Optional[Callable[[jax.Array], Any]] = None,
-               devices: Optional[Sequence[jax.Device]] = None, skip_nonfinite: bool = False):
+               global_batch_size: int, micro_batches: int = 1, skip_nonfinite: bool = False):
+    """What both strategies keep; each strategy's own `__init__` also takes `eval_sums`,
+    `devices` (default: all, or this process's under pmap) and `init_boxed_params`
+    (parameters with logical axis names, for sharding them over a mesh)."""
     self.cfg = cfg
-    self.strategy = cfg.strategy
     self.global_batch_size = global_batch_size
     self.micro_batches = micro_batches
     self._init_state_fn = lambda rng: create_state(init_params(rng), tx)
-    rng = jax.random.PRNGKey(0)  # shapes only
-    if self.strategy == "pmap":
-      self.devices = list(jax.local_devices() if devices is None else devices)
-      self.mesh = None
-      n = len(self.devices)
-      check_batch_split(cfg, global_batch_size, micro_batches, n * jax.process_count(),
-                        jax.process_count())
-      self.num_devices = n * jax.process_count()
-      self.abstract_state = jax.eval_shape(self._init_state_fn, rng)
-      self._train = jax.pmap(
-          steps.make_train_step(loss_sums, tx, micro_batches=micro_batches, axis_name=PMAP_AXIS,
-                                skip_nonfinite=skip_nonfinite),
-          axis_name=PMAP_AXIS, in_axes=(0, 0, None), donate_argnums=0, devices=self.devices)
-      self._eval = jax.pmap(lambda p, b: jax.lax.psum(eval_sums(p, b), PMAP_AXIS),
-                            axis_name=PMAP_AXIS, devices=self.devices)
-      return
+    self._make_train_step = lambda **kw: steps.make_train_step(
+        loss_sums, tx, micro_batches=micro_batches, skip_nonfinite=skip_nonfinite, **kw)
 
-    self.mesh = make_mesh(cfg, devices)
-    self.devices = list(self.mesh.devices.flat)
-    self.num_devices = self.mesh.size
-    self.shape = dict(self.mesh.shape)
-    check_batch_split(cfg, global_batch_size, micro_batches, self.num_devices,
-                      jax.process_count())
-    if init_boxed_params is None:
-      if self.shape["fsdp"] > 1 or self.shape["tensor"] > 1:
-        raise ConfigError(
-            "parallel.fsdp > 1 or parallel.tensor > 1 needs the task to expose "
-            "`init_boxed_params` (parameters with logical axis names); this task has none.")
-      init_boxed_params = init_params  # no names: everything replicated
-    boxed = jax.eval_shape(lambda r: create_state(init_boxed_params(r), tx), rng)
-    self.rules = logical_rules(cfg)
-    self.state_shardings = state_shardings(boxed, self.mesh, self.rules)
-    self.abstract_state = with_shardings(jax.eval_shape(self._init_state_fn, rng),
-                                         self.state_shardings)
-    self.batch_sharding = NamedSharding(self.mesh, P(BATCH_AXES))
-    self.replicated = NamedSharding(self.mesh, P())
-    self._train = jax.jit(
-        steps.make_train_step(loss_sums, tx, micro_batches=micro_batches,
-                              skip_nonfinite=skip_nonfinite),
-        in_shardings=(self.state_shardings, self.batch_sharding, self.replicated),
-        out_shardings=(self.state_shardings, self.replicated), donate_argnums=0)
-    self._eval = jax.jit(eval_sums,
-                         in_shardings=(self.state_shardings.params, self.batch_sharding),
-                         out_shardings=self.replicated)
-
-  # --- state -------------------------------------------------------------------------------
+  # --- what differs between the strategies --------------------------------------------------
 
   def init_state(self, rng: jax.Array) -> TrainState:
-    """Initializes the state directly in its sharded (or replicated) layout."""
-    if self.strategy == "pmap":
-      return self.from_checkpoint(jax.jit(self._init_state_fn)(rng))
-    return jax.jit(self._init_state_fn, in_shardings=self.replicated,
-                   out_shardings=self.state_shardings)(rng)
+    """Initializes the state directly in its training layout."""
+    raise NotImplementedError
+
+  def to_checkpoint(self, state: TrainState) -> TrainState:
+    """The state as it is saved: one copy."""
+    raise NotImplementedError
+
+  def from_checkpoint(self, state: TrainState) -> TrainState:
+    """A restored (or freshly initialized) single copy, placed for training."""
+    raise NotImplementedError
+
+  def shard_batch(self, batch: dict) -> dict:
+    """This process's rows `[local_batch, ...]` -> arrays the compiled step takes."""
+    raise NotImplementedError
+
+  def place_batch(self, batch: dict) -> dict:
+    """What may be done to a batch before its step (`transformer.train.prefetch`)."""
+    raise NotImplementedError
+
+  def host_outputs(self, fn: Callable[[Any, dict], Any]) -> Callable[[TrainState, dict], Any]:
+    """`fn(params, batch)` compiled for this layout: `(state, this process's batch) -> host
+    arrays` for all of the batch's rows."""
+    raise NotImplementedError
+
+  def describe(self) -> str:
+    raise NotImplementedError
+
+  def _one_copy(self, tree: Any) -> Any:
+    """A result of a compiled step, one copy (pmap returns one per device)."""
+    raise NotImplementedError
+
+  # --- the same for both --------------------------------------------------------------------
 
   def checkpoint_target(self) -> Any:
     """Abstract state (with shardings under jit) that a checkpoint is restored onto."""
     return self.abstract_state
 
-  def to_checkpoint(self, state: TrainState) -> TrainState:
-    """The state as it is saved: one copy (pmap keeps one per device)."""
-    if self.strategy == "pmap":
-      return jax.tree.map(lambda x: x[0], state)
-    return state
-
-  def from_checkpoint(self, state: TrainState) -> TrainState:
-    """A restored (or freshly initialized) single copy, placed for training."""
-    if self.strategy == "pmap":
-      n = len(self.devices)
-      # One copy per local device (pmap transfers them on the first step).
-      return jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (n,) + np.shape(x)), state)
-    return state
-
   def params(self, state: TrainState) -> Any:
     return self.to_checkpoint(state).params
-
-  # --- batches and steps --------------------------------------------------------------------
-
-  def shard_batch(self, batch: dict) -> dict:
-    """This process's rows `[local_batch, ...]` -> arrays the compiled step takes.
-
-    Under jit the rows are copied to the devices (asynchronously); a batch this method already
-    placed (`jax.Array`s, e.g. from `transformer.train.prefetch`) passes through as it is.
-    Under pmap the rows are only split per device; pmap copies them when the step runs.
-    """
-    if self.strategy == "pmap":
-      n = len(self.devices)
-      return {k: np.asarray(v).reshape((n, -1) + np.shape(v)[1:]) for k, v in batch.items()}
-    return {k: v if isinstance(v, jax.Array)
-            else jax.make_array_from_process_local_data(self.batch_sharding, np.asarray(v))
-            for k, v in batch.items()}
-
-  def place_batch(self, batch: dict) -> dict:
-    """What may be done to a batch before its step: under jit, start copying its rows to the
-    devices (`shard_batch`); under pmap nothing (pmap copies the rows when the step runs)."""
-    return batch if self.strategy == "pmap" else self.shard_batch(batch)
 
   def train_step(self, state: TrainState, batch: dict, rng: jax.Array
                  ) -> tuple[TrainState, dict]:
     """One optimizer step on the global batch; returns the new state and scalar metrics."""
     state, metrics = self._train(state, self.shard_batch(batch), rng)
-    if self.strategy == "pmap":
-      metrics = jax.tree.map(lambda m: m[0], metrics)
-    return state, metrics
+    return state, self._one_copy(metrics)
 
   def compile_train_step(self, state: TrainState, batch: dict, rng: jax.Array):
     """Ahead-of-time compiled train step (for timing compilation apart from running)."""
@@ -265,19 +236,145 @@ class Parallel:
   def run_compiled(self, compiled, state: TrainState, batch: dict, rng: jax.Array
                    ) -> tuple[TrainState, dict]:
     state, metrics = compiled(state, self.shard_batch(batch), rng)
-    if self.strategy == "pmap":
-      metrics = jax.tree.map(lambda m: m[0], metrics)
-    return state, metrics
+    return state, self._one_copy(metrics)
 
   def eval_step(self, state: TrainState, batch: dict) -> dict:
     """Eval sums over the global batch (replicated scalars)."""
-    if self.strategy == "pmap":
-      return jax.tree.map(lambda m: m[0], self._eval(state.params, self.shard_batch(batch)))
-    return self._eval(state.params, self.shard_batch(batch))
+    return self._one_copy(self._eval(state.params, self.shard_batch(batch)))
+
+
+class JitParallel(Parallel):
+  """`jax.jit` over a `(data, fsdp, tensor)` mesh: sharded state, explicit in/out shardings,
+  donated state; each process feeds its own rows of global batch arrays."""
+
+  strategy = "jit"
+
+  def __init__(self, cfg: ParallelConfig, *, init_params: Callable[[jax.Array], Any],
+               eval_sums: Callable[[Any, dict], dict], tx: optax.GradientTransformation,
+               init_boxed_params: Optional[Callable[[jax.Array], Any]] = None,
+               devices: Optional[Sequence[jax.Device]] = None, **kwargs):
+    super().__init__(cfg, init_params=init_params, tx=tx, **kwargs)
+    self.mesh = make_mesh(cfg, devices)
+    self.devices = list(self.mesh.devices.flat)
+    self.num_devices = self.mesh.size
+    self.shape = dict(self.mesh.shape)
+    check_batch_split(cfg, self.global_batch_size, self.micro_batches, self.num_devices,
+                      jax.process_count())
+    if init_boxed_params is None:
+      if self.shape["fsdp"] > 1 or self.shape["tensor"] > 1:
+        raise ConfigError(
+            "parallel.fsdp > 1 or parallel.tensor > 1 needs the task to expose "
+            "`init_boxed_params` (parameters with logical axis names); this task has none.")
+      init_boxed_params = init_params  # no names: everything replicated
+    rng = jax.random.PRNGKey(0)  # shapes only
+    boxed = jax.eval_shape(lambda r: create_state(init_boxed_params(r), tx), rng)
+    self.rules = logical_rules(cfg)
+    self.state_shardings = state_shardings(boxed, self.mesh, self.rules)
+    self.abstract_state = with_shardings(jax.eval_shape(self._init_state_fn, rng),
+                                         self.state_shardings)
+    self.batch_sharding = NamedSharding(self.mesh, P(BATCH_AXES))
+    self.replicated = NamedSharding(self.mesh, P())
+    self._train = jax.jit(
+        self._make_train_step(),
+        in_shardings=(self.state_shardings, self.batch_sharding, self.replicated),
+        out_shardings=(self.state_shardings, self.replicated), donate_argnums=0)
+    self._eval = jax.jit(eval_sums,
+                         in_shardings=(self.state_shardings.params, self.batch_sharding),
+                         out_shardings=self.replicated)
+
+  def init_state(self, rng: jax.Array) -> TrainState:
+    return jax.jit(self._init_state_fn, in_shardings=self.replicated,
+                   out_shardings=self.state_shardings)(rng)
+
+  def to_checkpoint(self, state: TrainState) -> TrainState:
+    return state
+
+  def from_checkpoint(self, state: TrainState) -> TrainState:
+    return state  # orbax restored it onto `abstract_state`'s shardings
+
+  def shard_batch(self, batch: dict) -> dict:
+    """The rows are copied to the devices (asynchronously); a batch this method already
+    placed (`jax.Array`s, e.g. from `transformer.train.prefetch`) passes through as it is."""
+    return {k: v if isinstance(v, jax.Array)
+            else jax.make_array_from_process_local_data(self.batch_sharding, np.asarray(v))
+            for k, v in batch.items()}
+
+  def place_batch(self, batch: dict) -> dict:
+    """Starts copying the rows to the devices (`shard_batch`)."""
+    return self.shard_batch(batch)
+
+  def host_outputs(self, fn: Callable[[Any, dict], Any]) -> Callable[[TrainState, dict], Any]:
+    fn = jax.jit(fn, in_shardings=(self.state_shardings.params, self.batch_sharding),
+                 out_shardings=self.replicated)
+    return lambda state, batch: jax.device_get(fn(state.params, self.shard_batch(batch)))
 
   def describe(self) -> str:
-    if self.strategy == "pmap":
-      return f"pmap over {self.num_devices} device(s)"
     return ("jit on mesh " + ", ".join(f"{a}={self.shape[a]}" for a in MESH_AXES)
             + f" ({self.num_devices} device(s), {jax.process_count()} process(es))")
 
+  def _one_copy(self, tree: Any) -> Any:
+    return tree
+
+
+class PmapParallel(Parallel):
+  """`jax.pmap` over this process's devices: the state replicated on each, `batch / devices`
+  rows per device, sums `psum`-ed over the device axis."""
+
+  strategy = "pmap"
+
+  def __init__(self, cfg: ParallelConfig, *, eval_sums: Callable[[Any, dict], dict],
+               devices: Optional[Sequence[jax.Device]] = None,
+               init_boxed_params: Optional[Callable[[jax.Array], Any]] = None, **kwargs):
+    del init_boxed_params  # every device holds the whole state
+    super().__init__(cfg, **kwargs)
+    self.devices = list(jax.local_devices() if devices is None else devices)
+    n = len(self.devices)
+    check_batch_split(cfg, self.global_batch_size, self.micro_batches, n * jax.process_count(),
+                      jax.process_count())
+    self.num_devices = n * jax.process_count()
+    self.abstract_state = jax.eval_shape(self._init_state_fn, jax.random.PRNGKey(0))
+    self._train = jax.pmap(self._make_train_step(axis_name=PMAP_AXIS), axis_name=PMAP_AXIS,
+                           in_axes=(0, 0, None), donate_argnums=0, devices=self.devices)
+    self._eval = jax.pmap(lambda p, b: jax.lax.psum(eval_sums(p, b), PMAP_AXIS),
+                          axis_name=PMAP_AXIS, devices=self.devices)
+
+  def init_state(self, rng: jax.Array) -> TrainState:
+    return self.from_checkpoint(jax.jit(self._init_state_fn)(rng))
+
+  def to_checkpoint(self, state: TrainState) -> TrainState:
+    return self._one_copy(state)
+
+  def from_checkpoint(self, state: TrainState) -> TrainState:
+    n = len(self.devices)
+    # One copy per local device (pmap transfers them on the first step).
+    return jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (n,) + np.shape(x)), state)
+
+  def shard_batch(self, batch: dict) -> dict:
+    """The rows are only split per device; pmap copies them when the step runs."""
+    n = len(self.devices)
+    return {k: np.asarray(v).reshape((n, -1) + np.shape(v)[1:]) for k, v in batch.items()}
+
+  def place_batch(self, batch: dict) -> dict:
+    """Nothing: pmap copies the rows when the step runs."""
+    return batch
+
+  def host_outputs(self, fn: Callable[[Any, dict], Any]) -> Callable[[TrainState, dict], Any]:
+    fn = jax.jit(fn)  # one device decodes this process's rows
+    return lambda state, batch: jax.device_get(fn(self.params(state), batch))
+
+  def describe(self) -> str:
+    return f"pmap over {self.num_devices} device(s)"
+
+  def _one_copy(self, tree: Any) -> Any:
+    return jax.tree.map(lambda x: x[0], tree)
+
+
+def build_parallel(config: ExperimentConfig, task, tx: optax.GradientTransformation
+                   ) -> Parallel:
+  """The device placement and compiled steps of `task` for `config.parallel`."""
+  return Parallel(config.parallel, init_params=task.init_params, tx=tx,
+                  loss_sums=task.loss_sums, eval_sums=task.eval_sums,
+                  global_batch_size=config.train.batch_size,
+                  micro_batches=config.train.micro_batches,
+                  init_boxed_params=getattr(task, "init_boxed_params", None),
+                  skip_nonfinite=config.train.nonfinite == "skip")

@@ -1,0 +1,129 @@
+"""Reading what a run left in its workdir: config.json, metrics.jsonl, the checkpoint steps.
+
+A workdir holds `config.json` (the validated config), `checkpoints/<step>/` (orbax),
+`metrics.jsonl` (one `{"step", "split", ...metrics}` object a line) and `tensorboard/`. The
+training loop, eval, sample, diagnose, the sweep runner and its report all read it through
+here. This module imports no JAX and no TensorFlow, so the sweep runner and report stay light.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence
+
+from transformer import kinds, user_files
+from transformer.config import ConfigError, ExperimentConfig, from_config_dict
+
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.jsonl"
+CHECKPOINTS = "checkpoints"
+
+# Fields that may change between a run and its resumption: they do not change the
+# trajectory up to the resumed step.
+RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.eval_every",
+                     "checkpoint.every_steps", "checkpoint.keep", "data.eval_batches",
+                     "checkpoint.keep_best", "checkpoint.async_save", "model.remat",
+                     "train.peak_flops_per_device", "parallel.strategy", "parallel.data",
+                     "parallel.fsdp", "parallel.tensor", "parallel.rules", "train.nonfinite",
+                     "train.prefetch", "train.profile_steps", "train.compilation_cache_dir",
+                     "train.xla_gpu_flags", "train.diagnostics_every")
+
+
+# --- metrics.jsonl ----------------------------------------------------------------------------
+
+def read_metrics(workdir: str) -> dict[str, list[dict]]:
+  """`{"train": [rows], "eval": [rows], ...}` from `<workdir>/metrics.jsonl`, in step order;
+  `{}` when there is no such file.
+
+  A resumed run may log a step twice; the last line for a step wins. A line cut short by a
+  kill (a torn last line) is skipped.
+  """
+  path = os.path.join(workdir, METRICS_FILE)
+  if not os.path.exists(path):
+    return {}
+  by_split: dict[str, dict[int, dict]] = {}
+  for row in user_files.read_json_lines(path, "the run's metrics", skip_bad=True):
+    if "split" not in row or "step" not in row:  # not a metrics row: nothing to place it by
+      continue
+    by_split.setdefault(row["split"], {})[row["step"]] = row
+  return {split: [rows[s] for s in sorted(rows)] for split, rows in by_split.items()}
+
+
+def last_eval(workdir: str) -> Optional[dict]:
+  """The eval row of the latest step in `<workdir>/metrics.jsonl`, or None."""
+  evals = read_metrics(workdir).get("eval")
+  return evals[-1] if evals else None
+
+
+# --- config.json ------------------------------------------------------------------------------
+
+def run_config(workdir: str) -> ExperimentConfig:
+  """The validated config a run saved in `<workdir>/config.json`. A file that is not valid
+  JSON, not an object, or fails validation is a one-line error naming it."""
+  path = os.path.join(workdir, CONFIG_FILE)
+  if not os.path.exists(path):
+    raise ConfigError(f"--workdir={workdir!r} holds no config.json; point it at a trained run.")
+  saved = user_files.read_json_object(path, user_files.SAVED_CONFIG, user_files.SAVED_CONFIG_FIX)
+  try:
+    return from_config_dict(saved)
+  except (ConfigError, TypeError, ValueError, AttributeError) as e:
+    raise user_files.file_error(path, f"its config is not valid: {e}",
+                                user_files.SAVED_CONFIG_FIX, what=user_files.SAVED_CONFIG) from None
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+  """`{"a": {"b": 1}}` -> `{"a.b": 1}`."""
+  out = {}
+  for k, v in d.items():
+    key = f"{prefix}{k}"
+    if isinstance(v, dict):
+      out.update(_flatten(v, key + "."))
+    else:
+      out[key] = v
+  return out
+
+
+def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
+  """Refuses to resume a workdir whose saved config differs in a field that matters. A
+  workdir without a checkpoint holds no run yet: its config.json is simply replaced."""
+  path = os.path.join(workdir, CONFIG_FILE)
+  if not os.path.exists(path) or not checkpoint_steps(os.path.join(workdir, CHECKPOINTS)):
+    return
+  saved = _flatten(user_files.read_json_object(path, user_files.SAVED_CONFIG,
+                                               user_files.SAVED_CONFIG_FIX))
+  current = _flatten(config.to_dict())
+  diffs = sorted(k for k in set(saved) | set(current)
+                 if saved.get(k) != current.get(k) and k not in RESUMABLE_CHANGES
+                 and k not in kinds.FROM_DATA)
+  if diffs:
+    lines = "\n".join(f"  {k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in diffs)
+    raise ConfigError(
+        f"The workdir {workdir} holds a run with a different config:\n{lines}\n"
+        "Resuming would mix two experiments. Pass another --workdir (or remove this one).")
+
+
+# --- checkpoints/ -----------------------------------------------------------------------------
+
+def checkpoint_steps(directory: str) -> list[int]:
+  """The steps with a (finished) checkpoint folder in `directory`; [] if there is none."""
+  if not os.path.isdir(directory):
+    return []
+  return sorted(int(d) for d in os.listdir(directory) if d.isdigit())
+
+
+def choose_step(steps: Sequence[int], step: Optional[int], *, what: str,
+                directory: str) -> int:
+  """`step`, or the latest of `steps` (sorted) when `step` is None.
+
+  Raises ConfigError, starting with `what` (the flag that named the run, e.g.
+  `--workdir='runs/lm'`), when `directory` has no checkpoint or none of `step`; the latter
+  lists the steps it has.
+  """
+  if not steps:
+    raise ConfigError(f"{what}: {directory} holds no checkpoint.")
+  if step is None:
+    return steps[-1]
+  if step not in steps:
+    raise ConfigError(f"{what}: {directory} has no checkpoint of step {step}; it has steps "
+                      f"{list(steps)}.")
+  return step
