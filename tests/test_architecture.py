@@ -1,7 +1,9 @@
 """The import graph of `transformer/`, read from the source with `ast`: no module imports itself
-through others (no import cycle; function-level imports and a registry's imports by path count,
-since they only hide a cycle), and the model package stays pure (nothing from training, the
-kind registry or the tasks)."""
+through others (no import cycle; function-level imports count, since they only hide a cycle),
+the model package stays pure (nothing from training, the kind registry or the tasks), and the
+registry imports none of the modules it names by path (model, data and task classes are
+imported when a kind is used, so the config below it can validate kind names against it).
+Imports under `if TYPE_CHECKING:` never run and do not count."""
 
 import ast
 import os
@@ -45,11 +47,26 @@ def _named_by_path(node: ast.AST) -> str:
   return ""
 
 
-def imports_of(source: str, importer: str, modules, is_package: bool = False) -> dict[str, int]:
-  """`{imported module of the package: first line}` for every import in `source`, at any
-  depth (functions, methods, conditionals). `from a.b import c` counts as importing `a.b.c`
-  where that is a module, else `a.b`. In a module that calls `importlib.import_module`, a
-  string naming a module by path ("transformer.a.b:Name") counts as importing it too."""
+def _runtime_nodes(tree: ast.AST):
+  """Every node of `tree` except those under `if TYPE_CHECKING:` (imports for type hints)."""
+  stack = [tree]
+  while stack:
+    node = stack.pop()
+    yield node
+    for child in ast.iter_child_nodes(node):
+      test = getattr(child, "test", None)
+      if isinstance(child, ast.If) and isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+        stack.extend(child.orelse)
+        continue
+      stack.append(child)
+
+
+def imports_of(source: str, importer: str, modules, is_package: bool = False, *,
+               by_path: bool = False) -> dict[str, int]:
+  """`{imported module of the package: first line}` for every import in `source` that runs, at
+  any depth (functions, methods, conditionals). `from a.b import c` counts as importing `a.b.c`
+  where that is a module, else `a.b`. With `by_path`, instead: the modules that a module
+  calling `importlib.import_module` names by path in a string ("transformer.a.b:Name")."""
   found = {}
   lazy = "import_module(" in source
 
@@ -59,13 +76,14 @@ def imports_of(source: str, importer: str, modules, is_package: bool = False) ->
     if name and name != importer:
       found.setdefault(name, line)
 
-  for node in ast.walk(ast.parse(source)):
-    if isinstance(node, ast.Import):
+  for node in _runtime_nodes(ast.parse(source)):
+    if by_path:
+      if lazy and _named_by_path(node):
+        add(_named_by_path(node), node.lineno)
+    elif isinstance(node, ast.Import):
       for alias in node.names:
         if alias.name.split(".")[0] == PACKAGE:
           add(alias.name, node.lineno)
-    elif lazy and _named_by_path(node):
-      add(_named_by_path(node), node.lineno)
     elif isinstance(node, ast.ImportFrom):
       base = _resolve_from(node, importer, is_package)
       if base.split(".")[0] != PACKAGE:
@@ -73,16 +91,17 @@ def imports_of(source: str, importer: str, modules, is_package: bool = False) ->
       for alias in node.names:
         sub = f"{base}.{alias.name}"
         add(sub if sub in modules else base, node.lineno)
-  return found
+  return dict(sorted(found.items(), key=lambda kv: kv[1]))
 
 
-def import_graph(root: str = REPO_ROOT) -> dict[str, dict[str, int]]:
-  """`{module: {module it imports: line}}` over the whole package."""
+def import_graph(root: str = REPO_ROOT, *, by_path: bool = False) -> dict[str, dict[str, int]]:
+  """`{module: {module it imports (or names by path): line}}` over the whole package."""
   modules = module_files(root)
   graph = {}
   for name, path in modules.items():
     with open(path, encoding="utf-8") as f:
-      graph[name] = imports_of(f.read(), name, modules, path.endswith("__init__.py"))
+      graph[name] = imports_of(f.read(), name, modules, path.endswith("__init__.py"),
+                               by_path=by_path)
   return graph
 
 
@@ -190,9 +209,14 @@ def test_imports_are_read_at_every_depth_and_to_the_submodule():
                  "transformer.train.loop": 5, "transformer.model": 6}
   registry = ('"""Names transformer.train.loop in a docstring."""\n'
               'import importlib\n'
+              'from typing import TYPE_CHECKING\n'
+              'if TYPE_CHECKING:\n'
+              '  from transformer.train import loop\n'
               'MODELS = {"lm": "transformer.model.block:Block"}\n'
               'get = lambda path: importlib.import_module(path)\n')
-  assert imports_of(registry, "transformer.kinds", modules) == {"transformer.model.block": 3}
+  assert imports_of(registry, "transformer.kinds", modules) == {}
+  assert imports_of(registry, "transformer.kinds", modules, by_path=True) == {
+      "transformer.model.block": 6}
 
 
 def test_the_package_has_no_import_cycle():
@@ -206,3 +230,12 @@ def test_the_model_imports_nothing_from_training_kinds_or_tasks():
   assert not bad, ("transformer.model must not import transformer.train, .kinds or .tasks "
                    "(the model is built from its config alone):\n" + "\n".join(
                        "  " + b for b in bad))
+
+
+def test_the_registry_imports_nothing_it_names_by_path():
+  named = import_graph(by_path=True)["transformer.kinds"]
+  imported = import_graph()["transformer.kinds"]
+  assert named, "the registry names its model, data and task classes by import path"
+  assert not set(named) & set(imported), (
+      "transformer.kinds imports modules it names by path (import them only when a kind is "
+      f"used): {sorted(set(named) & set(imported))}")

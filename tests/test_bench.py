@@ -115,7 +115,7 @@ def test_bench_profile_needs_a_workdir_and_timed_steps():
 
 def test_bench_model_step_and_parallel_code_import_no_tensorflow():
   code = ("import sys, transformer.train.bench, transformer.train.steps, "
-          "transformer.train.parallel, transformer.model.models, transformer.train.flops, "
+          "transformer.train.parallel, transformer.model.models, transformer.train.peaks, "
           "transformer.train.prefetch, transformer.train.profiler, transformer.train.runtime\n"
           "tf = sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', "
           "'tensorflow_datasets'))\n"

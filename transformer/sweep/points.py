@@ -31,6 +31,7 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 from transformer import REPO_ROOT, user_files
 from transformer.config import ConfigError, ExperimentConfig, from_config_dict
 from transformer.errors import CommandLineError
+from transformer.kinds import FROM_DATA
 from transformer.workdir import read_metrics
 
 Point = dict[str, Any]
@@ -286,7 +287,6 @@ def _flat(d: Mapping, prefix: str = "") -> dict:
 def run_identity(config_dict: Mapping) -> str:
   """What makes two runs the same run: their config without `REUSE_IGNORES` and the
   data-derived fields, as canonical JSON."""
-  from transformer.kinds import FROM_DATA  # noqa: PLC0415
   flat = {k: v for k, v in _flat(config_dict).items()
           if k not in FROM_DATA and not any(k.startswith(i) if i.endswith(".") else k == i
                                             for i in REUSE_IGNORES)}

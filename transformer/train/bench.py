@@ -24,7 +24,7 @@ import numpy as np
 
 from transformer import kinds
 from transformer.config import ConfigError, ExperimentConfig
-from transformer.train import flops, optim
+from transformer.train import optim, peaks
 from transformer.train.parallel import Parallel
 from transformer.train.profiler import StepProfiler
 from transformer.train.state import count_params
@@ -118,7 +118,7 @@ def _figures(config: ExperimentConfig, par: Parallel, n_params: int, compile_s: 
              step_s: float, loss: float) -> dict:
   """Throughput, model FLOP/s and MFU of a step of `step_s` seconds."""
   step_flops = kinds.experiment_flops_per_step(config)
-  peak, peak_source = flops.peak_flops_per_device(
+  peak, peak_source = peaks.peak_flops_per_device(
       config.train.peak_flops_per_device, config.model.dtype)
   return {"kind": config.model.kind, "params": n_params, "devices": par.num_devices,
           "compile_s": compile_s, "step_s": step_s,

@@ -19,7 +19,7 @@ import numpy as np
 from transformer import kinds
 from transformer.config import ExperimentConfig
 from transformer.evaluation import evaluate as evaluation
-from transformer.train import diagnostics, flops, optim
+from transformer.train import diagnostics, optim, peaks
 from transformer.train.checkpoint import Checkpointer
 from transformer.train.health import HealthGuard, NonFiniteError
 from transformer.train.parallel import Parallel, build_parallel, on_any_process
@@ -295,7 +295,7 @@ class _ThroughputLog:
     self._config, self._par, self._schedule = config, par, schedule
     self._guard, self._writer = guard, writer
     self._step_flops = kinds.experiment_flops_per_step(config)
-    self._peak, self._peak_source = flops.peak_flops_per_device(
+    self._peak, self._peak_source = peaks.peak_flops_per_device(
         config.train.peak_flops_per_device, config.model.dtype)
     if self._peak:
       log(f"MFU: {self._step_flops / 1e9:,.4g} GFLOPs per step (MaxText convention) against "

@@ -6,14 +6,13 @@ import json
 import os
 import time
 
-import jax
-
 
 class MetricWriter:
   """Writes `{"step", "split", ...metrics}` lines to `<workdir>/metrics.jsonl` and scalars to
   TensorBoard under `<workdir>/tensorboard/<split>`. Only process 0 writes."""
 
   def __init__(self, workdir: str):
+    import jax  # noqa: PLC0415 -- as in `log`
     self.enabled = jax.process_index() == 0
     self.workdir = workdir
     self.path = os.path.join(workdir, "metrics.jsonl")
@@ -63,5 +62,6 @@ def format_duration(seconds: float) -> str:
 
 def log(message: str) -> None:
   """Prints on process 0 only, flushed so progress shows under pipes and schedulers."""
+  import jax  # noqa: PLC0415 -- the sweep runner uses this module and must not import JAX
   if jax.process_index() == 0:
     print(message, flush=True)
