@@ -199,3 +199,55 @@ def test_a_corrupt_cpu_peak_cache_is_measured_again(tmp_path, monkeypatch, cache
   flops, how = peaks.cpu_peak_flops(str(tmp_path))
   assert flops == 123e9 and "123 GFLOP/s" in how
   assert [e["flops_per_sec"] for e in json.loads(path.read_text()).values()] == [123e9]
+
+
+# --- --mode=eval on a trained run -----------------------------------------------------------
+
+from tests.test_kinds import lm_run  # noqa: E402, F401 -- a module-scoped fixture
+from tests.test_tasks import package_corpus  # noqa: E402, F401 -- lm_run's data
+
+
+def test_eval_split_the_data_lacks_is_a_command_line_error_listing_the_splits(lm_run):
+  from transformer.evaluation.evaluate import evaluate_workdir  # noqa: PLC0415
+  _, workdir, _ = lm_run
+  before = _snapshot(workdir)
+  with pytest.raises(CommandLineError) as e:
+    evaluate_workdir(workdir, split="dev", log=lambda m: None)
+  line = _one_line(e)
+  assert line.startswith("--eval_split='dev' is not a split of ") and "; it has [" in line
+  assert line.endswith("Leave --eval_split out for the run's own.")
+  assert _snapshot(workdir) == before
+
+
+def test_eval_of_a_corrupt_checkpoint_is_one_line_and_changes_nothing(lm_run, tmp_path):
+  import shutil  # noqa: PLC0415
+  from transformer.evaluation.evaluate import evaluate_workdir  # noqa: PLC0415
+  workdir = str(tmp_path / "copy")
+  shutil.copytree(lm_run[1], workdir)
+  for root, _, files in os.walk(os.path.join(workdir, "checkpoints", "4", "state")):
+    for f in files:
+      with open(os.path.join(root, f), "wb") as out:
+        out.write(b"\x00garbage")
+  before = _snapshot(workdir)
+  with pytest.raises(RunError) as e:
+    evaluate_workdir(workdir, log=lambda m: None)
+  line = _one_line(e)
+  assert line.startswith(f"--workdir={workdir!r}: checkpoint {workdir}/checkpoints/4 cannot be")
+  assert "Give another of its steps (2)" in line
+  assert _snapshot(workdir) == before
+
+
+def test_report_metric_through_launch_is_one_line_with_exit_status_2(tmp_path):
+  import subprocess  # noqa: PLC0415
+  import sys  # noqa: PLC0415
+  sweep_dir = _sweep(tmp_path)
+  before = _snapshot(sweep_dir)
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  out = subprocess.run([sys.executable, "launch.py", "--mode=report", f"--sweep_dir={sweep_dir}",
+                        "--report_metric=bleu"], cwd=root, capture_output=True, text=True,
+                       timeout=300)
+  assert out.returncode == 2, out.stderr
+  assert out.stderr.strip().splitlines() == [
+      f"Error: --report_metric=bleu: no run of {sweep_dir} logged an eval metric of that name; "
+      "they logged loss, accuracy."]
+  assert _snapshot(sweep_dir) == before
