@@ -43,7 +43,8 @@ def read_metrics(workdir: str) -> dict[str, list[dict]]:
     return {}
   by_split: dict[str, dict[int, dict]] = {}
   for row in user_files.read_json_lines(path, "the run's metrics", skip_bad=True):
-    if "split" not in row or "step" not in row:  # not a metrics row: nothing to place it by
+    if not (isinstance(row.get("split"), str) and isinstance(row.get("step"), int)
+            and not isinstance(row["step"], bool)):  # not a metrics row: nothing to place it by
       continue
     by_split.setdefault(row["split"], {})[row["step"]] = row
   return {split: [rows[s] for s in sorted(rows)] for split, rows in by_split.items()}

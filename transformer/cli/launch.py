@@ -298,7 +298,7 @@ def _eval(workdir: str, config) -> None:
   try:
     metrics = evaluate_workdir(workdir, split=_EVAL_SPLIT.value, step=_STEP.value,
                                parallel=config.parallel if layout_given else None)
-  except (ConfigError, RunError) as e:
+  except (ConfigError, RunError, CommandLineError) as e:
     _exit_with(e)
   print(f"eval of step {metrics['step']} on '{metrics['split']}': {format_eval(metrics)}")
 

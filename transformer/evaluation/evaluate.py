@@ -25,9 +25,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer import kinds
-from transformer.config import ParallelConfig
+from transformer.config import ConfigError, ParallelConfig
+from transformer.errors import CommandLineError
 from transformer.evaluation.sample import _until_eos, generate_texts
 from transformer.train import optim
+from transformer.train.init_from import unreadable_checkpoint
 from transformer.train.checkpoint import Checkpointer
 from transformer.train.parallel import build_parallel, on_any_process
 from transformer.workdir import choose_step, run_config
@@ -102,12 +104,17 @@ def evaluate_workdir(workdir: str, *, split: str = "", step: Optional[int] = Non
   checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=saved.checkpoint.keep,
                               async_save=False)
   try:
-    step = choose_step(checkpointer.all_steps(), step, what=f"--workdir={workdir!r}",
+    steps = checkpointer.all_steps()
+    step = choose_step(steps, step, what=f"--workdir={workdir!r}",
                        directory=checkpointer.directory)
-    data, task = kinds.build_data_and_task(config, workdir)  # TensorFlow from here on
+    data, task = _build_data_and_task(config, workdir, split)  # TensorFlow from here on
     par = build_parallel(task.config, task,
                          optim.build_optimizer(config.optim, config.train.num_steps))
-    state = checkpointer.restore(step, par.checkpoint_target(), data.train_iterator)
+    try:
+      state = checkpointer.restore(step, par.checkpoint_target(), data.train_iterator)
+    except Exception as e:  # noqa: BLE001 -- partial or corrupt files: say which, in one line
+      raise unreadable_checkpoint("--workdir", workdir, checkpointer.directory, step, steps,
+                                  e) from None
   finally:
     checkpointer.close()
   state = par.from_checkpoint(state)
@@ -123,6 +130,19 @@ def evaluate_workdir(workdir: str, *, split: str = "", step: Optional[int] = Non
       json.dump(metrics, f, indent=2, sort_keys=True)
     log(f"Wrote {path}")
   return metrics
+
+
+def _build_data_and_task(config, workdir: str, split: str):
+  """`kinds.build_data_and_task`; a `--eval_split` the data does not have is a command-line
+  error (the data's check names the config field, which --mode=eval set from the flag)."""
+  try:
+    return kinds.build_data_and_task(config, workdir)
+  except ConfigError as e:
+    field = "--config.data.eval_split="
+    if split and str(e).startswith(field):
+      raise CommandLineError("--eval_split=" + str(e)[len(field):] + " Leave --eval_split out "
+                             "for the run's own.") from None
+    raise
 
 
 NUM_SAMPLE_PROMPTS = 3

@@ -343,5 +343,31 @@ def read_manifest(sweep_dir: str) -> dict:
   if not os.path.exists(path):
     raise ConfigError(f"{path} does not exist: is {sweep_dir} a sweep dir "
                       "(made by --mode=sweep)?")
-  return user_files.read_json_object(path, "the sweep's manifest, written by --mode=sweep",
-                                    "Run the --mode=sweep command again to rewrite it.")
+  manifest = user_files.read_json_object(path, _MANIFEST_WHAT, _MANIFEST_FIX)
+  problem = _manifest_problem(manifest)
+  if problem:
+    raise user_files.file_error(path, problem, _MANIFEST_FIX, what=_MANIFEST_WHAT)
+  return manifest
+
+
+_MANIFEST_WHAT = "the sweep's manifest, written by --mode=sweep"
+_MANIFEST_FIX = "Run the --mode=sweep command again to rewrite it."
+# What the report and --reuse_runs_from read: field -> its JSON type.
+_MANIFEST_FIELDS = {"sweep_file": str, "config": str, "overrides": list, "points": list}
+_POINT_FIELDS = {"name": str, "overrides": dict, "num_steps": int}
+
+
+def _manifest_problem(manifest: dict) -> str:
+  """What is missing or of the wrong type in a manifest; "" when it is whole."""
+  for key, kind in _MANIFEST_FIELDS.items():
+    if not isinstance(manifest.get(key), kind):
+      return f"its {key!r} is missing or not a {kind.__name__}"
+  for i, point in enumerate(manifest["points"]):
+    if not isinstance(point, dict):
+      return f"point {i} of 'points' is not an object"
+    for key, kind in _POINT_FIELDS.items():
+      if not isinstance(point.get(key), kind):
+        return f"point {i} of 'points' has no {key!r} of type {kind.__name__}"
+    if point["name"] in ("", ".", "..") or os.sep in point["name"]:
+      return f"point {i} of 'points' has the name {point['name']!r}, which is not a folder name"
+  return ""

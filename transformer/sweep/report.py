@@ -35,8 +35,10 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from transformer import user_files
+from transformer.errors import CommandLineError
 from transformer.sweep import points as sweep_lib
-from transformer.workdir import read_metrics
+from transformer.workdir import CONFIG_FILE, read_metrics
 
 COLLAPSE_TOLERANCE = 0.02  # relative: eval loss >= (1 - this) * unigram entropy = collapsed
 _NOT_METRICS = ("step", "split", "time", "tokens", "examples")
@@ -119,20 +121,13 @@ def _stuck_at(run: Run, entropy: float) -> bool:
 def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
   """Entropy (nats/token) of the token frequencies of the eval split of the run in `workdir`,
   for decoder LMs; None for other kinds. Cached per data config in `cache_dir`."""
-  path = os.path.join(workdir, "config.json")
-  if not os.path.exists(path):
+  saved = saved_config(workdir)
+  if saved is None or _section(saved, "model").get("kind") != "decoder_lm":
     return None
-  with open(path) as f:
-    saved = json.load(f)
-  if saved["model"]["kind"] != "decoder_lm":
-    return None
-  key = hashlib.sha1(json.dumps(saved["data"], sort_keys=True).encode()).hexdigest()[:16]
+  key = hashlib.sha1(json.dumps(saved.get("data"), sort_keys=True).encode()).hexdigest()[:16]
   cache_path = os.path.join(cache_dir, "unigram_entropy.json")
-  cache = {}
-  if os.path.exists(cache_path):
-    with open(cache_path) as f:
-      cache = json.load(f)
-  if key not in cache:
+  cache = _read_cache(cache_path)
+  if not isinstance(cache.get(key), (int, float)):
     from transformer.config import DataConfig  # noqa: PLC0415
     from transformer.data.pipeline import lm_data  # noqa: PLC0415 -- TensorFlow
     data_cfg = DataConfig(**{k: tuple(v) if isinstance(v, list) else v
@@ -144,27 +139,61 @@ def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
                             minlength=counts.size)[:counts.size]
     p = counts[counts > 0] / counts.sum()
     cache[key] = float(-(p * np.log(p)).sum())
-    with open(cache_path, "w") as f:
+    tmp = f"{cache_path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
       json.dump(cache, f, indent=1)
+    os.replace(tmp, cache_path)  # atomic: a killed report leaves no half-written cache
   return cache[key]
 
 
+def saved_config(workdir: str) -> Optional[dict]:
+  """The run's config.json as a dict, None when there is none; a file that is not a JSON
+  object is a one-line UserFileError."""
+  path = os.path.join(workdir, CONFIG_FILE)
+  if not os.path.exists(path):
+    return None
+  return user_files.read_json_object(path, user_files.SAVED_CONFIG, user_files.SAVED_CONFIG_FIX)
+
+
+def _section(saved: dict, name: str) -> dict:
+  value = saved.get(name)
+  return value if isinstance(value, dict) else {}
+
+
+def _read_cache(path: str) -> dict:
+  """The entropy cache; `{}` (so: computed again) when it is missing or corrupt."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      cache = json.load(f)
+  except (OSError, ValueError):
+    return {}
+  return cache if isinstance(cache, dict) else {}
+
+
 def load_runs(sweep_dir: str, entropy: bool = True) -> list[Run]:
+  """The sweep's runs, classified (collapse is checked only with `entropy`, which computes
+  and caches the unigram entropy of each run's data)."""
   manifest = sweep_lib.read_manifest(sweep_dir)
   runs = []
   for p in manifest["points"]:
     workdir = os.path.join(sweep_dir, p["name"])
     run = Run(p["name"], p["overrides"], p["num_steps"], workdir, read_metrics(workdir))
-    h = None
-    if entropy and run.metrics.get("eval"):
-      try:
-        h = unigram_entropy(workdir, sweep_dir)
-      except Exception as e:  # noqa: BLE001 -- the report goes on without collapse marks
-        print(f"[report] unigram entropy of {workdir}'s data not computed ({e}); "
-              "collapse is not checked.")
-    classify(run, h)
     runs.append(run)
+  for run in runs:
+    classify_run(run, sweep_dir, entropy)
   return runs
+
+
+def classify_run(run: Run, sweep_dir: str, entropy: bool = True) -> None:
+  """`classify(run, ...)` with its data's unigram entropy (when `entropy`) for collapse."""
+  h = None
+  if entropy and run.metrics.get("eval"):
+    try:
+      h = unigram_entropy(run.workdir, sweep_dir)
+    except Exception as e:  # noqa: BLE001 -- the report goes on without collapse marks
+      print(f"[report] unigram entropy of {run.workdir}'s data not computed ({e}); "
+            "collapse is not checked.")
+  classify(run, h)
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
@@ -221,13 +250,27 @@ def _label(group: tuple, swept: Optional[Sequence[str]] = None) -> str:
                    if swept is None or k in swept) or "all"
 
 
+def report_metric(metric: str, names: Sequence[str], sweep_dir: str) -> str:
+  """`metric` (--report_metric), which some run must have logged; default bits_per_byte if
+  logged, else loss."""
+  if not metric:
+    return "bits_per_byte" if "bits_per_byte" in names else "loss"
+  if metric not in names:
+    logged = (f"they logged {', '.join(names)}" if names else
+              "no run has logged an eval yet, so leave it out for now")
+    raise CommandLineError(f"--report_metric={metric}: no run of {sweep_dir} logged an eval "
+                           f"metric of that name; {logged}.")
+  return metric
+
+
 def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   """Writes report.md, results.csv and the plots into `sweep_dir`; returns report.md's path."""
-  runs = load_runs(sweep_dir)
+  runs = load_runs(sweep_dir, entropy=False)
   manifest = sweep_lib.read_manifest(sweep_dir)
   names = eval_metric_names(runs)
-  if not metric:
-    metric = "bits_per_byte" if "bits_per_byte" in names else "loss"
+  metric = report_metric(metric, names, sweep_dir)
+  for run in runs:  # after the checks: the entropy is cached in sweep_dir
+    classify_run(run, sweep_dir)
   fields = swept_fields(runs)
   _write_csv(runs, names, os.path.join(sweep_dir, "results.csv"))
 
@@ -317,10 +360,9 @@ def study_verdict(manifest: dict, runs: Sequence[Run]) -> list[str]:
 def initial_loss(run: Run) -> float:
   """The loss at initialization, ln(vocab size) (a model whose outputs are near uniform), from
   the run's config.json; the first logged train loss if there is no config."""
-  path = os.path.join(run.workdir, "config.json")
-  if os.path.exists(path):
-    with open(path) as f:
-      return math.log(json.load(f)["model"]["vocab_size"])
+  vocab_size = _section(saved_config(run.workdir) or {}, "model").get("vocab_size")
+  if isinstance(vocab_size, int) and vocab_size > 0:
+    return math.log(vocab_size)
   train = run.metrics.get("train", [])
   return train[0]["loss"] if train else float("nan")
 

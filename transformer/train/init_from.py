@@ -8,15 +8,16 @@ classifier (both have "embedder" and "encoder"), encoder-decoder -> encoder-deco
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Callable, Optional
 
 import jax
 import numpy as np
 
+from transformer import user_files
 from transformer.config import ConfigError
-from transformer.workdir import choose_step
+from transformer.errors import RunError
+from transformer.workdir import CONFIG_FILE, choose_step
 
 
 def parse_init_from(spec: str) -> tuple[str, Optional[int]]:
@@ -31,25 +32,45 @@ def load_params(workdir: str, step: Optional[int] = None,
                 what: str = "--config.model.init_from") -> tuple[Any, dict, int]:
   """The parameters (numpy) of checkpoint `step` (default: the latest) under
   `<workdir>/checkpoints`, the run's config (dict, `{}` without config.json) and the step.
-  Raises ConfigError if there is no such checkpoint."""
+  Raises ConfigError if there is no such checkpoint, a one-line UserFileError for a bad
+  config.json and RunError for a checkpoint that cannot be read; nothing is written."""
   import orbax.checkpoint as ocp  # noqa: PLC0415 -- only when a run starts from another
-  directory = os.path.join(os.path.abspath(workdir), "checkpoints")
+  root = os.path.abspath(workdir)
+  directory = os.path.join(root, "checkpoints")
   if not os.path.isdir(directory):
     raise ConfigError(f"{what}={workdir!r}: no checkpoints/ folder there; point it at the "
                       "workdir of a trained run.")
+  config = {}
+  config_path = os.path.join(root, CONFIG_FILE)
+  if os.path.exists(config_path):  # before the checkpoint: a bad file fails at once
+    config = user_files.read_json_object(config_path, user_files.SAVED_CONFIG,
+                                         user_files.SAVED_CONFIG_FIX)
   manager = ocp.CheckpointManager(directory, item_names=("state", "config"))
   try:
-    step = choose_step(sorted(manager.all_steps()), step, what=f"{what}={workdir!r}",
-                       directory=directory)
-    restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
+    steps = sorted(manager.all_steps())
+    step = choose_step(steps, step, what=f"{what}={workdir!r}", directory=directory)
+    try:
+      restored = manager.restore(step, args=ocp.args.Composite(
+          state=ocp.args.StandardRestore()))
+    except Exception as e:  # noqa: BLE001 -- any read failure: partial or corrupt files
+      raise unreadable_checkpoint(what, workdir, directory, step, steps, e) from None
   finally:
     manager.close()
-  config = {}
-  config_path = os.path.join(os.path.abspath(workdir), "config.json")
-  if os.path.exists(config_path):
-    with open(config_path) as f:
-      config = json.load(f)
   return restored["state"]["params"], config, step
+
+
+def unreadable_checkpoint(what: str, workdir: str, directory: str, step: int,
+                          steps: list[int], e: BaseException) -> RunError:
+  """The one-line error for checkpoint `step` that orbax could not read."""
+  while e.__cause__ is not None:
+    e = e.__cause__
+  cause = f"{type(e).__name__}: {user_files.one_line(e)}"[:200]
+  others = [s for s in steps if s != step]
+  fix = (f"Give another of its steps ({', '.join(map(str, others))}), or restore this one "
+         "from a copy of the run." if others else "Restore it from a copy of the run.")
+  return RunError(f"{what}={workdir!r}: checkpoint {directory}/{step} cannot be read ({cause}); "
+                  f"its files are partial or corrupt (a run killed while saving it, or a "
+                  f"disk that lost them). Nothing was changed. {fix}")
 
 
 def _flat(tree: Any) -> dict[str, Any]:

@@ -5,6 +5,7 @@ counted in `transformer.train.flops` (its docstring states the convention)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import time
@@ -87,13 +88,9 @@ def cpu_peak_flops(directory: Optional[str] = None) -> tuple[float, str]:
   directory = directory or cache_dir()
   path = os.path.join(directory, "cpu_peak.json")
   key = f"{_cpu_model()} | {_cpu_cores()} cores | jax {jax.__version__}"
-  try:
-    with open(path) as f:
-      cache = json.load(f)
-  except (OSError, ValueError):
-    cache = {}
+  cache = _read_cache(path)
   entry = cache.get(key)
-  if not (isinstance(entry, dict) and entry.get("flops_per_sec", 0) > 0):
+  if not _valid_entry(entry):
     entry = {"flops_per_sec": measure_matmul_flops(), "matmul_size": CPU_PEAK_MATMUL_SIZE,
              "measured": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     cache[key] = entry
@@ -109,6 +106,22 @@ def cpu_peak_flops(directory: Optional[str] = None) -> tuple[float, str]:
   return entry["flops_per_sec"], (
       f"measured float32 {n}x{n} matmul on {_cpu_cores()} CPU cores, "
       f"{entry['flops_per_sec'] / 1e9:,.0f} GFLOP/s ({entry['measured']}; cached in {path})")
+
+
+def _read_cache(path: str) -> dict:
+  """The cache's entries; `{}` (so: measure again) for a missing, corrupt or foreign file."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      cache = json.load(f)
+  except (OSError, ValueError):  # ValueError: invalid JSON or UTF-8 (a torn write)
+    return {}
+  return cache if isinstance(cache, dict) else {}
+
+
+def _valid_entry(entry) -> bool:
+  flops = entry.get("flops_per_sec") if isinstance(entry, dict) else None
+  return (isinstance(flops, (int, float)) and not isinstance(flops, bool) and
+          math.isfinite(flops) and flops > 0 and isinstance(entry.get("measured"), str))
 
 
 def data_sheet_peak(device_kind: str, dtype: str) -> Optional[float]:
