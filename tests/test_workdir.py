@@ -1,5 +1,6 @@
 """Reading a workdir: metrics.jsonl (a run killed mid-write), checkpoint steps, light imports."""
 
+import gzip
 import json
 import subprocess
 import sys
@@ -7,6 +8,7 @@ import sys
 import pytest
 
 from transformer.config import ConfigError
+from transformer.errors import UserFileError
 from transformer.workdir import checkpoint_steps, choose_step, last_eval, read_metrics
 
 
@@ -37,6 +39,22 @@ def test_no_metrics_yet(tmp_path):
   assert last_eval(str(tmp_path)) is None
   _write_rows(tmp_path / "metrics.jsonl", [{"step": 1, "split": "train", "loss": 3.0}])
   assert last_eval(str(tmp_path)) is None
+
+
+def test_a_committed_run_is_read_from_its_gzipped_metrics(tmp_path):
+  rows = [{"step": 10, "split": "eval", "loss": 1.4}, {"step": 20, "split": "eval", "loss": 1.2}]
+  text = "".join(json.dumps(r) + "\n" for r in rows) + '{"step": 30, "spl'
+  (tmp_path / "metrics.jsonl.gz").write_bytes(gzip.compress(text.encode(), mtime=0))
+  assert [r["loss"] for r in read_metrics(str(tmp_path))["eval"]] == [1.4, 1.2]
+  _write_rows(tmp_path / "metrics.jsonl", rows[:1])  # a plain file (training again) wins
+  assert [r["loss"] for r in read_metrics(str(tmp_path))["eval"]] == [1.4]
+
+
+def test_a_broken_gzip_is_a_one_line_error_naming_it(tmp_path):
+  (tmp_path / "metrics.jsonl.gz").write_bytes(b"not gzip\n")
+  with pytest.raises(UserFileError) as e:
+    read_metrics(str(tmp_path))
+  assert "metrics.jsonl.gz" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_choose_step_takes_the_latest_or_the_given_one_and_lists_the_others(tmp_path):

@@ -1,14 +1,19 @@
 """Reading what a run left in its workdir: config.json, metrics.jsonl, the checkpoint steps.
 
 A workdir holds `config.json` (the validated config), `checkpoints/<step>/` (orbax),
-`metrics.jsonl` (one `{"step", "split", ...metrics}` object a line) and `tensorboard/`. The
+`metrics.jsonl` (one `{"step", "split", ...metrics}` object a line) and `tensorboard/`. A
+committed study keeps its runs' metrics gzipped (`metrics.jsonl.gz`, see
+experiments/compress_results.py); `read_metrics` reads that when there is no plain file. The
 training loop, eval, sample, diagnose, the sweep runner and its report all read it through
 here. This module imports no JAX and no TensorFlow, so the sweep runner and report stay light.
 """
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
+import zlib
 from typing import Optional, Sequence
 
 from transformer import kinds, user_files
@@ -16,6 +21,7 @@ from transformer.config import ConfigError, ExperimentConfig, from_config_dict
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
+METRICS_GZ = METRICS_FILE + ".gz"  # committed results: the same lines, gzipped
 CHECKPOINTS = "checkpoints"
 
 # Fields that may change between a run and its resumption: they do not change the
@@ -32,17 +38,21 @@ RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.eval_every",
 # --- metrics.jsonl ----------------------------------------------------------------------------
 
 def read_metrics(workdir: str) -> dict[str, list[dict]]:
-  """`{"train": [rows], "eval": [rows], ...}` from `<workdir>/metrics.jsonl`, in step order;
-  `{}` when there is no such file.
+  """`{"train": [rows], "eval": [rows], ...}` from `<workdir>/metrics.jsonl` (or, when there
+  is none, `<workdir>/metrics.jsonl.gz`), in step order; `{}` when there is neither.
 
   A resumed run may log a step twice; the last line for a step wins. A line cut short by a
   kill (a torn last line) is skipped.
   """
   path = os.path.join(workdir, METRICS_FILE)
-  if not os.path.exists(path):
+  if os.path.exists(path):
+    rows = user_files.read_json_lines(path, "the run's metrics", skip_bad=True)
+  elif os.path.exists(path + ".gz"):
+    rows = _read_gzipped_lines(path + ".gz")
+  else:
     return {}
   by_split: dict[str, dict[int, dict]] = {}
-  for row in user_files.read_json_lines(path, "the run's metrics", skip_bad=True):
+  for row in rows:
     if not (isinstance(row.get("split"), str) and isinstance(row.get("step"), int)
             and not isinstance(row["step"], bool)):  # not a metrics row: nothing to place it by
       continue
@@ -50,8 +60,29 @@ def read_metrics(workdir: str) -> dict[str, list[dict]]:
   return {split: [rows[s] for s in sorted(rows)] for split, rows in by_split.items()}
 
 
+def _read_gzipped_lines(path: str) -> list[dict]:
+  """The JSON objects of a gzipped JSON-lines file; lines that are not one are skipped, as
+  `read_json_lines(..., skip_bad=True)` does for the plain file."""
+  try:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+      text = f.read()
+  except (OSError, EOFError, zlib.error, UnicodeDecodeError) as e:
+    raise user_files.file_error(path, f"cannot be read as gzipped text: {e}",
+                                "Restore it from git, or gunzip it to metrics.jsonl.",
+                                what="the run's metrics") from None
+  rows = []
+  for line in text.split("\n"):
+    try:
+      row = json.loads(line) if line.strip() else None
+    except json.JSONDecodeError:
+      continue
+    if isinstance(row, dict):
+      rows.append(row)
+  return rows
+
+
 def last_eval(workdir: str) -> Optional[dict]:
-  """The eval row of the latest step in `<workdir>/metrics.jsonl`, or None."""
+  """The eval row of the latest step in the workdir's metrics, or None."""
   evals = read_metrics(workdir).get("eval")
   return evals[-1] if evals else None
 

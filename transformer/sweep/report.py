@@ -330,7 +330,8 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   lines += ["", "## Figures", ""]
   for caption, path in figures:
     lines += [f"{caption}:", "", f"![{caption}]({path})", ""]
-  lines += ["Raw figures: `results.csv`; every run's metrics: `<point>/metrics.jsonl`; its "
+  lines += ["Raw figures: `results.csv`; every run's metrics: `<point>/metrics.jsonl` "
+            "(`metrics.jsonl.gz` in a committed study); its "
             "output: `<point>/log.txt`."]
   out = os.path.join(sweep_dir, "report.md")
   with open(out, "w") as f:
@@ -461,6 +462,22 @@ def _pyplot():
   return plt
 
 
+PNG_COLORS = 256  # plots are lines on white: a palette keeps their colours, 3x smaller
+
+
+def save_png(plt, fig, path: str, dpi: int) -> None:
+  """Writes `fig` to `path` as a palette PNG and closes it. The bytes depend only on the
+  figure (no date or software version in the file), so a regenerated report is identical."""
+  import io  # noqa: PLC0415
+  from PIL import Image  # noqa: PLC0415 -- matplotlib's own PNG writer
+  buf = io.BytesIO()
+  fig.savefig(buf, format="png", dpi=dpi)
+  plt.close(fig)
+  image = Image.open(buf).convert("RGB")
+  image = image.quantize(PNG_COLORS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+  image.save(path, format="png", optimize=True)
+
+
 def _mean_curve(runs: Sequence[Run], split: str, key: str):
   """Steps every run logged, and the mean / min / max of `key` there."""
   series = [{row["step"]: row[key] for row in r.metrics.get(split, []) if key in row}
@@ -506,8 +523,7 @@ def _plot_curves(runs: Sequence[Run], metric: str, path: str) -> bool:
     ax.grid(alpha=0.3)
   axes[1].legend(fontsize=7)
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
+  save_png(plt, fig, path, dpi=110)
   return True
 
 
@@ -557,8 +573,7 @@ def _plot_final_vs(runs: Sequence[Run], field: str, fields: Sequence[str], metri
   if others:
     ax.legend(fontsize=7)
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
+  save_png(plt, fig, path, dpi=110)
   return True
 
 
@@ -608,8 +623,7 @@ def _plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Se
   ax.grid(alpha=0.3, which="both")
   ax.legend(fontsize=6)
   fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
+  save_png(plt, fig, path, dpi=110)
   return True
 
 
@@ -627,8 +641,7 @@ def _save_panels(plt, fig, axes, n: int, path: str) -> None:
     ax.axis("off")
   axes.ravel()[0].legend(fontsize=6)
   fig.tight_layout()
-  fig.savefig(path, dpi=100)
-  plt.close(fig)
+  save_png(plt, fig, path, dpi=100)
 
 def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
   swept = swept_fields(runs)
