@@ -23,13 +23,18 @@ def _check_unimported():
     os._exit(3)  # noqa: SLF001
 
 
-for _name in BLOCKED:
-  sys.modules[_name] = None
-atexit.register(_check_unimported)
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-if sys.argv[1:2] == ["-c"]:
-  exec(compile(sys.argv[2], "<-c>", "exec"), {"__name__": "__main__"})  # noqa: S102
-else:
-  sys.argv = [os.path.join(ROOT, "launch.py")] + sys.argv[1:]
-  runpy.run_path(sys.argv[0], run_name="__main__")
+def main() -> None:
+  for name in BLOCKED:
+    sys.modules[name] = None
+  atexit.register(_check_unimported)
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  sys.path.insert(0, root)
+  if sys.argv[1:2] == ["-c"]:
+    exec(compile(sys.argv[2], "<-c>", "exec"), {"__name__": "__main__"})  # noqa: S102
+  else:
+    sys.argv = [os.path.join(root, "launch.py")] + sys.argv[1:]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+
+
+if __name__ == "__main__":
+  main()
