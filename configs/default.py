@@ -13,8 +13,10 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.seed = 0  # seeds parameter init, data shuffling and dropout
 
   c.data = ml_collections.ConfigDict()
-  c.data.name = "local_text"  # TFDS dataset; local_text is our builder of a local text corpus
-  c.data.source_dir = ""  # local_text: folder of text files; "" = this Python's standard library
+  c.data.name = "local_text"  # TFDS dataset; local_text is our builder of a local text corpus;
+  #   token_file: a token file written by --mode=prepare (decoder_lm, no TensorFlow needed)
+  c.data.source_dir = ""  # local_text: folder of text files; "" = this Python's standard library;
+  #   token_file: the token file's folder (train.bin, <eval split>.bin, meta.json)
   c.data.suffixes = ".py"  # local_text: comma-separated file suffixes to include
   c.data.validation_percent = 5  # local_text: percent of files (by path hash) held out
   c.data.data_dir = ""  # where TFDS prepares datasets; "" = TFDS default (~/tensorflow_datasets)

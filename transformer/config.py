@@ -235,6 +235,14 @@ class DataConfig:
     if not 0 < self.validation_percent < 100:
       raise ConfigError(
           f"--config.data.validation_percent={self.validation_percent!r} must be in (0, 100).")
+    if self.name == "token_file":  # transformer/data/token_file.py
+      if not self.source_dir:
+        raise ConfigError("--config.data.name=token_file reads the token file in "
+                          "--config.data.source_dir; give that folder (one written by "
+                          "--mode=prepare).")
+      if self.packing != "concat":
+        raise ConfigError(f"--config.data.packing={self.packing!r}: a token file is packed by "
+                          "concatenation; use --config.data.packing=concat.")
 
   @property
   def bucket_lengths(self) -> tuple[int, ...]:

@@ -15,7 +15,8 @@ from typing import Any, Collection, Mapping, Optional
 
 from transformer.errors import CommandLineError
 
-MODES = ("train", "eval", "sample", "bench", "diagnose", "sweep", "report", "data_bench")
+MODES = ("train", "eval", "sample", "bench", "diagnose", "sweep", "report", "data_bench",
+         "prepare")
 _DEVICE_MODES = ("train", "eval", "sample", "bench", "diagnose", "data_bench")
 _SLURM = ("slurm_gpus_per_task", "slurm_cpus_per_task", "slurm_mem", "slurm_time",
           "slurm_partition", "slurm_account", "slurm_extra")
@@ -30,6 +31,7 @@ READ_BY: dict[str, tuple[str, ...]] = {
     "bench_steps": ("bench", "data_bench"),
     "data_bench_batches": ("data_bench",),
     "data_bench_skip_model": ("data_bench",),
+    "prepare_dir": ("prepare",),
     **{f: ("sweep",) for f in ("sweep", "parallel", "launcher", "dry_run", "reuse_runs_from",
                                *_SLURM)},
     "sweep_dir": ("sweep", "report"),
@@ -72,6 +74,8 @@ def check_flags(mode: str, values: Mapping[str, Any], given: Collection[str],
     check_sweep(values)
   if mode == "report":
     check_report(values.get("sweep_dir"))
+  if mode == "prepare":
+    check_prepare_dir(values.get("prepare_dir"))
 
 
 def check_read_by_mode(mode: str, given: Collection[str]) -> None:
@@ -164,6 +168,16 @@ def check_step(step: int, workdir: str) -> None:
     shown = ", ".join(map(str, steps))
     raise CommandLineError(f"--step={step}: {workdir}/checkpoints has no checkpoint of that "
                            f"step; it has steps {shown}. Leave --step out for the latest.")
+
+
+def check_prepare_dir(path: Optional[str]) -> None:
+  """--mode=prepare writes its token file into a folder (created if missing)."""
+  if not path:
+    raise CommandLineError("--mode=prepare needs --prepare_dir=DIR, the folder to write the "
+                           "token file into (created if missing).")
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise CommandLineError(f"--prepare_dir={path} is a file, not a directory; give the folder "
+                           "to write the token file into (created if missing).")
 
 
 def _sweep_file(spec: str) -> str:

@@ -27,14 +27,19 @@ _CONFIG = config_flags.DEFINE_config_file(
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory. Default: runs/<config name>[:variant][+overrides].")
 _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "sample", "bench", "diagnose",
-                                           "sweep", "report", "data_bench"],
+                                           "sweep", "report", "data_bench", "prepare"],
                           "train: train and evaluate (resuming); eval: score a checkpoint of "
                           "--workdir; sample: continue --prompt (LM) or decode --source "
                           "(encoder-decoder) with the run in --workdir; bench: time train steps; "
                           "diagnose: per-layer statistics on one batch, at init or from "
                           "--workdir's latest checkpoint; sweep: run --sweep's points "
                           "(transformer/sweep/cli.py); report: the report of --sweep_dir; "
-                          "data_bench: input pipeline vs train step tokens/s.")
+                          "data_bench: input pipeline vs train step tokens/s; prepare: "
+                          "write the configured dataset, tokenized, as a token file in "
+                          "--prepare_dir (train on it without TensorFlow: "
+                          "--config.data.name=token_file --config.data.source_dir=DIR).")
+_PREPARE_DIR = flags.DEFINE_string("prepare_dir", None, "prepare: the folder to write the token "
+                                   "file into (train.bin, <eval split>.bin, meta.json).")
 _PROMPT = flags.DEFINE_string("prompt", "", "sample: the text to continue.")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 200, "sample: tokens to generate.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.8, "sample: softmax temperature; 0 = greedy.")
@@ -203,6 +208,9 @@ def main(argv: list[str]) -> None:
   if _MODE.value in ("sweep", "report"):  # before anything touches a device
     sys.exit(sweep_cli.main(_MODE.value, _CONFIG.value,
                             config_arg(sys.argv[1:], "configs/default.py"), sys.argv))
+  if _MODE.value == "prepare":  # one process, no devices: TFDS and the tokenizer only
+    _prepare(config)
+    return
   # Accelerator settings (issue 11): XLA flags before JAX starts a backend, then the cache.
   added = runtime.add_gpu_xla_flags(config.train.xla_gpu_flags)
   if added:
@@ -268,6 +276,14 @@ def _check_flags(workdir: str) -> None:
 def _exit_with(e: Exception) -> None:
   """One paragraph on stderr, exit status 2 for a command-line mistake, else 1; no traceback."""
   exit_with(e)
+
+
+def _prepare(config) -> None:
+  from transformer.data.prepare import prepare  # noqa: PLC0415 -- TensorFlow
+  try:
+    prepare(config.data, _PREPARE_DIR.value)
+  except (ConfigError, RunError) as e:
+    _exit_with(e)
 
 
 def _sample(workdir: str) -> None:

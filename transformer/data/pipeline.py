@@ -43,6 +43,10 @@ def get_builder(cfg: DataConfig) -> tfds.core.DatasetBuilder:
   """The prepared TFDS builder for `cfg.name`: one of ours (built here the first time, offline)
   or a catalog dataset in `cfg.data_dir` (see `transformer.data.catalog`)."""
   data_dir = cfg.data_dir or None
+  if cfg.name == "token_file":
+    raise ConfigError("--config.data.name=token_file holds next-token data for "
+                      "--config.model.kind=decoder_lm only; prepare it from the dataset this "
+                      "kind reads instead, and train on that.")
   if cfg.name == "local_text":
     suffixes = tuple(s.strip() for s in cfg.suffixes.split(",") if s.strip())
     builder = builders.local_text_builder(cfg.source_dir, suffixes, cfg.validation_percent,

@@ -8,8 +8,21 @@ vocabulary).
 
 from __future__ import annotations
 
-from transformer.data import pipeline
+from typing import TYPE_CHECKING
+
 from transformer.data.facts import DataFacts
+
+if TYPE_CHECKING:
+  from transformer.data import pipeline
+
+# `data.name` of a token file (`transformer.data.token_file`): read without TensorFlow.
+TOKEN_FILE = "token_file"
+
+
+def _pipeline():
+  """The tf.data pipelines, imported where a TFDS dataset is read (TensorFlow comes with them)."""
+  from transformer.data import pipeline  # noqa: PLC0415
+  return pipeline
 
 
 def _args(config) -> tuple:
@@ -17,28 +30,41 @@ def _args(config) -> tuple:
 
 
 def lm(config, workdir: str | None = None) -> tuple[pipeline.InputData, DataFacts]:
-  data = pipeline.lm_data(*_args(config), workdir=workdir)
+  if config.data.name == TOKEN_FILE:
+    return token_file_lm(config)
+  data = _pipeline().lm_data(*_args(config), workdir=workdir)
   return data, DataFacts.of_tokenizer(data.tokenizer)
 
 
 def masked_lm(config, workdir: str | None = None) -> tuple[pipeline.InputData, DataFacts]:
-  data = pipeline.mlm_data(*_args(config), workdir=workdir)
+  data = _pipeline().mlm_data(*_args(config), workdir=workdir)
   return data, DataFacts.of_tokenizer(data.tokenizer)
 
 
 def seq2seq(config, workdir: str | None = None) -> tuple[pipeline.InputData, DataFacts]:
-  data = pipeline.seq2seq_data(*_args(config), workdir=workdir)
+  data = _pipeline().seq2seq_data(*_args(config), workdir=workdir)
   return data, DataFacts.of_tokenizer(data.tokenizer)
 
 
 def classification(config, workdir: str | None = None) -> tuple[pipeline.InputData, DataFacts]:
-  data = pipeline.classification_data(*_args(config), workdir=workdir)
+  data = _pipeline().classification_data(*_args(config), workdir=workdir)
   return data, DataFacts.of_tokenizer(data.tokenizer, num_classes=data.num_classes)
 
 
 def images(config, workdir: str | None = None) -> tuple[pipeline.InputData, DataFacts]:
   """Labelled images; their shape is read off the first eval batch."""
-  data = pipeline.image_data(*_args(config), workdir=workdir)
+  data = _pipeline().image_data(*_args(config), workdir=workdir)
   height, width, channels = next(iter(data.eval_batches(1)))["inputs"].shape[1:]
   return data, DataFacts(num_classes=data.num_classes,
                          image_shape=(int(height), int(width), int(channels)))
+
+
+def token_file_lm(config) -> tuple[object, DataFacts]:
+  """Next-token batches from the token file in `data.source_dir`; no TensorFlow."""
+  import jax  # noqa: PLC0415 -- the process index and count
+  from transformer.data import token_file  # noqa: PLC0415
+  cfg = config.data
+  data, _ = token_file.token_file_data(cfg.source_dir, cfg.seq_len, config.train.batch_size,
+                                       config.seed, cfg.eval_split, jax.process_index(),
+                                       jax.process_count())
+  return data, DataFacts.of_tokenizer(data.tokenizer)

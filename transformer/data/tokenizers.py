@@ -1,6 +1,7 @@
 """Tokenizers. Each exposes ids for pad/bos/eos, `vocab_size`, encode/decode in Python, a
-TensorFlow `tf_encode` for input pipelines, and `byte_lengths` (`[vocab_size]` int32, the
-UTF-8 bytes each id stands for) so that losses can be reported in bits per byte."""
+TensorFlow `tf_encode` for input pipelines (the only place TensorFlow is imported), and
+`byte_lengths` (`[vocab_size]` int32, the UTF-8 bytes each id stands for) so that losses can
+be reported in bits per byte."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import os
 from typing import Union
 
 import numpy as np
-import tensorflow as tf
 
 from transformer.config import TOKENIZERS, options_text
 
@@ -29,6 +29,7 @@ class ByteTokenizer:
 
   def tf_encode(self, text: tf.Tensor) -> tf.Tensor:
     """Scalar tf.string -> `[num_bytes]` int32."""
+    import tensorflow as tf  # noqa: PLC0415 -- token files train without TensorFlow
     return tf.cast(tf.io.decode_raw(text, tf.uint8), tf.int32) + self.offset
 
   @property
@@ -69,6 +70,7 @@ class SentencePieceTokenizer:
 
   def tf_encode(self, text: tf.Tensor) -> tf.Tensor:
     """Scalar tf.string -> `[num_pieces]` int32 (runs the Python tokenizer in tf.data)."""
+    import tensorflow as tf  # noqa: PLC0415 -- as in ByteTokenizer.tf_encode
     def encode(t):
       return np.asarray(self._sp.encode(t.decode("utf-8", errors="replace")), np.int32)
     ids = tf.numpy_function(encode, [text], tf.int32, stateful=False)

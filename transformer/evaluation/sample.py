@@ -27,9 +27,12 @@ from transformer.workdir import checkpoint_steps, run_config
 
 def run_tokenizer(config: ExperimentConfig, workdir: str):
   """The tokenizer `workdir`'s run trained with, without building its dataset."""
-  # Imported here: sampling reads no dataset, and the tokenizers module brings TensorFlow.
+  # Imported here: sampling reads no dataset.
   from transformer.data.tokenizers import ByteTokenizer, build_tokenizer  # noqa: PLC0415
   data = config.data
+  if data.name == "token_file":  # the token file's sidecar names its tokenizer
+    from transformer.data import token_file  # noqa: PLC0415
+    return token_file.load_tokenizer(data.source_dir, token_file.read_meta(data.source_dir))
   if data.tokenizer == "bytes":
     return ByteTokenizer()
   path = data.spm_model or os.path.join(workdir, "tokenizer", f"spm{data.spm_vocab_size}.model")

@@ -1,7 +1,9 @@
 """orbax checkpoints of the train state, the input pipeline's position and the config.
 
-Each step directory holds three items: `state` (the `TrainState` pytree), `data` (one
-tf.data iterator checkpoint per process, so input resumes exactly) and `config` (JSON).
+Each step directory holds three items: `state` (the `TrainState` pytree), `data` (the input
+position of each process, so input resumes exactly: a tf.data iterator checkpoint, or for an
+iterator with `get_state` / `set_state` such as a token file's, a JSON file) and `config` (JSON).
+TensorFlow is imported only to save or restore a tf.data iterator.
 
 Faults are reported in one line each and raised as `CheckpointError` (a `RunError`: launch
 prints it without a traceback); the libraries' own tracebacks and logs go to a log file.
@@ -14,6 +16,7 @@ import dataclasses
 import errno
 import gc
 import glob
+import json
 import logging
 import os
 import shutil
@@ -25,7 +28,6 @@ from typing import Any, Callable, Optional
 
 import jax
 import orbax.checkpoint as ocp
-import tensorflow as tf
 from etils import epath
 
 from transformer.errors import RunError
@@ -54,11 +56,17 @@ def _is_disk_full(e: BaseException) -> bool:
   while e is not None and id(e) not in seen:
     seen.add(id(e))
     if ((isinstance(e, OSError) and e.errno == errno.ENOSPC)
-        or isinstance(e, tf.errors.ResourceExhaustedError)
+        or _is_tf_resource_exhausted(e)
         or "No space left on device" in str(e)):
       return True
     e = e.__cause__ or e.__context__
   return False
+
+
+def _is_tf_resource_exhausted(e: BaseException) -> bool:
+  """A TensorFlow out-of-space error; only a run that imported TensorFlow can raise one."""
+  tf = sys.modules.get("tensorflow")
+  return tf is not None and isinstance(e, tf.errors.ResourceExhaustedError)
 
 
 def _from_orbax(unraisable) -> bool:
@@ -114,16 +122,38 @@ class _LibraryLogToFile(logging.Filter):
     return False
 
 
+def _has_json_state(iterator) -> bool:
+  return hasattr(iterator, "get_state") and hasattr(iterator, "set_state")
+
+
 class TfIteratorHandler(ocp.CheckpointHandler):
-  """Saves / restores a tf.data iterator's position; one file set per process."""
+  """Saves / restores an input iterator's position; one file set per process.
+
+  A tf.data iterator goes through `tf.train.Checkpoint` (`process_<i>.index`, ...); an iterator
+  with `get_state()` / `set_state(state)` (a token file's) writes its state as
+  `process_<i>.json`, without TensorFlow. (The class keeps its name: checkpoints record it.)
+  """
 
   def _prefix(self, directory: epath.Path) -> str:
     return os.fspath(directory / f"process_{jax.process_index()}")
 
   def save(self, directory: epath.Path, args: "TfIteratorSave"):
+    if _has_json_state(args.iterator):
+      (directory / f"process_{jax.process_index()}.json").write_text(
+          json.dumps(args.iterator.get_state()))
+      return
+    import tensorflow as tf  # noqa: PLC0415 -- the TFDS path only
     tf.train.Checkpoint(iterator=args.iterator).write(self._prefix(directory))
 
   def restore(self, directory: epath.Path, args: "TfIteratorRestore"):
+    if _has_json_state(args.iterator):
+      path = directory / f"process_{jax.process_index()}.json"
+      if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: this checkpoint's input position was not "
+                                "saved by a token-file run")
+      args.iterator.set_state(json.loads(path.read_text()))
+      return args.iterator
+    import tensorflow as tf  # noqa: PLC0415 -- the TFDS path only
     tf.train.Checkpoint(iterator=args.iterator).read(self._prefix(directory)).assert_consumed()
     return args.iterator
 

@@ -1,4 +1,10 @@
-"""Metric writers: JSON lines and TensorBoard event files, plus a console progress line."""
+"""Metric writers: JSON lines and TensorBoard event files, plus a console progress line.
+
+The event files are written by the `tensorboard` package itself (its event file writer and
+protos), not through `tf.summary`: writing metrics needs no TensorFlow. Scalars and text are
+stored as `tf.summary.scalar` / `tf.summary.text` store them (a tensor with the scalars or
+text plugin's metadata), so TensorBoard shows them in its Scalars and Text tabs.
+"""
 
 from __future__ import annotations
 
@@ -26,31 +32,60 @@ class MetricWriter:
     row.update({k: v if isinstance(v, str) else float(v) for k, v in metrics.items()})
     with open(self.path, "a") as f:
       f.write(json.dumps(row) + "\n")
-    import tensorflow as tf  # noqa: PLC0415 -- only where metrics are written (bench imports no TF)
-    if split not in self._tb:
-      self._tb[split] = tf.summary.create_file_writer(os.path.join(self._tb_dir, split))
-    with self._tb[split].as_default():
-      for k, v in metrics.items():
-        if isinstance(v, str):  # e.g. the BLEU signature
-          tf.summary.text(k, v, step=int(step))
-        else:
-          tf.summary.scalar(k, float(v), step=int(step))
-    self._tb[split].flush()
+    events = self._events(split)
+    for k, v in metrics.items():
+      events.add(k, v, int(step))  # a str (e.g. the BLEU signature) is text, the rest scalars
+    events.flush()
 
   def write_text(self, step: int, tag: str, text: str) -> None:
     """A text summary (TensorBoard's Text tab) under `<workdir>/tensorboard/samples`."""
     if not self.enabled:
       return
-    import tensorflow as tf  # noqa: PLC0415 -- as in `write`
-    if "samples" not in self._tb:
-      self._tb["samples"] = tf.summary.create_file_writer(os.path.join(self._tb_dir, "samples"))
-    with self._tb["samples"].as_default():
-      tf.summary.text(tag, text, step=int(step))
-    self._tb["samples"].flush()
+    events = self._events("samples")
+    events.add(tag, text, int(step))
+    events.flush()
+
+  def _events(self, split: str) -> "EventWriter":
+    if split not in self._tb:
+      self._tb[split] = EventWriter(os.path.join(self._tb_dir, split))
+    return self._tb[split]
 
   def close(self) -> None:
     for w in self._tb.values():
       w.close()
+
+
+class EventWriter:
+  """One TensorBoard run directory: scalar and text summaries, as `tf.summary` writes them."""
+
+  def __init__(self, logdir: str):
+    # Imported here: the sweep runner uses this module and imports neither.
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: PLC0415
+    os.makedirs(logdir, exist_ok=True)
+    self._writer = EventFileWriter(logdir)
+
+  def add(self, tag: str, value, step: int) -> None:
+    """`value`: a str (Text tab) or a number (Scalars tab, float32)."""
+    import numpy as np  # noqa: PLC0415
+    from tensorboard.compat.proto import event_pb2  # noqa: PLC0415
+    from tensorboard.plugins.scalar import metadata as scalar_metadata  # noqa: PLC0415
+    from tensorboard.plugins.text import metadata as text_metadata  # noqa: PLC0415
+    from tensorboard.util import tensor_util  # noqa: PLC0415
+    if isinstance(value, str):
+      tensor = tensor_util.make_tensor_proto(np.array(value.encode("utf-8"), dtype=object))
+      meta = text_metadata.create_summary_metadata(display_name=None, description=None)
+    else:
+      tensor = tensor_util.make_tensor_proto(np.float32(value))
+      meta = scalar_metadata.create_summary_metadata(display_name=None, description=None)
+    event = event_pb2.Event(wall_time=time.time(), step=step)
+    event.summary.value.add(tag=tag, tensor=tensor, metadata=meta)
+    self._writer.add_event(event)
+
+  def flush(self) -> None:
+    self._writer.flush()
+
+  def close(self) -> None:
+    self._writer.close()
 
 
 def format_duration(seconds: float) -> str:
