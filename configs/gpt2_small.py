@@ -17,6 +17,7 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c = default.get_config()
   c.data.seq_len = 1024
   c.model.vocab_size = 50257  # GPT-2's BPE vocabulary (bench); training uses the tokenizer's
+  c.model.vocab_pad_multiple = 64  # 50304 embedding rows / output columns; padded logits dropped
   c.model.d_model, c.model.num_heads, c.model.num_layers, c.model.d_ff = 768, 12, 12, 3072
   c.model.positions = "learned"
   c.model.max_len = 1024

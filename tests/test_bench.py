@@ -125,3 +125,14 @@ def test_bench_model_step_and_parallel_code_import_no_tensorflow():
                         timeout=300, env=dict(os.environ, PYTHONPATH=ROOT))
   assert "TF-MODULES []" in proc.stdout, proc.stdout + proc.stderr
   assert proc.returncode == 0
+
+
+def test_bench_times_each_batch_size_dispatched_and_synced_and_names_the_best(capsys):
+  results = bench.run_benchmarks(_config("decoder_lm"), [8, 16], steps=2, warmup=1)
+  assert [r["tokens_per_s"] * r["step_s"] for r in results] == pytest.approx([8 * 16, 16 * 16])
+  assert all(r["synced_step_s"] > 0 for r in results)
+  out = capsys.readouterr().out
+  assert "dispatched: 2 steps back to back" in out and "per-step synced: median of 2" in out
+  best = max((8, 16), key=lambda b: results[(8, 16).index(b)]["tokens_per_s"])
+  assert f"best: batch {best}," in out
+  assert sum(line.strip().startswith("| decoder_lm |") for line in out.splitlines()) == 4

@@ -177,3 +177,18 @@ def test_good_slurm_options_pass(sweep_file):
   for time in ("60", "04:00:00", "1-12", "2-00:30:00"):
     _check("sweep", sweep=sweep_file, slurm_time=time, slurm_mem="32G",
            slurm_extra=["qos=high", "--exclusive"])
+
+
+@pytest.mark.parametrize("sizes, phrase", [
+    (["16", "0"], "'0' is not a positive int"), (["16", "x"], "'x' is not a positive int"),
+    (["16", "16"], "a batch size is repeated"),
+])
+def test_bench_batch_sizes_must_be_distinct_positive_ints(tmp_path, sizes, phrase):
+  _refused("bench", phrase, workdir=str(tmp_path / "w"), bench_batch_sizes=sizes)
+
+
+def test_bench_batch_sizes_are_read_by_bench_only(tmp_path):
+  check_flags("bench", {**DEFAULTS, "bench_batch_sizes": ["16", "32"]}, ["bench_batch_sizes"],
+              str(tmp_path / "w"))
+  _refused("train", "bench_batch_sizes", workdir=str(tmp_path / "w"),
+           bench_batch_sizes=["16"])

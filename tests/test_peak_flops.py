@@ -18,6 +18,37 @@ def test_data_sheet_peak_depends_on_the_compute_dtype():
   assert peaks.data_sheet_peak("Some Future Chip", "bfloat16") is None
 
 
+# Dense BF16 and TF32 (GPUs) or bf16 (TPUs) figures, TFLOP/s, as the data sheets print them.
+DATA_SHEETS = {
+    "NVIDIA H100 80GB HBM3": (989, 495), "NVIDIA H100 PCIe": (756, 378),
+    "NVIDIA H100 NVL": (835, 418), "NVIDIA H200": (989, 495), "NVIDIA H200 NVL": (835, 418),
+    "NVIDIA A100-SXM4-40GB": (312, 156), "NVIDIA A100-SXM4-80GB": (312, 156),
+    "NVIDIA A100-PCIE-40GB": (312, 156), "NVIDIA A100 80GB PCIe": (312, 156),
+    "TPU v4": (275, 275), "TPU v5 lite": (197, 197), "TPU v5p": (459, 459),
+    "TPU v5": (459, 459), "TPU v6 lite": (918, 918),
+}
+
+
+@pytest.mark.parametrize("device_kind", sorted(DATA_SHEETS))
+def test_every_required_device_has_its_dense_data_sheet_peaks(device_kind):
+  bf16, tf32 = DATA_SHEETS[device_kind]
+  assert peaks.data_sheet_peak(device_kind, "bfloat16") == bf16 * 1e12
+  assert peaks.data_sheet_peak(device_kind, "float32") == tf32 * 1e12
+
+
+def test_every_listed_device_is_consistent_and_names_its_source():
+  source = open(peaks.__file__).read()
+  for name, figures in peaks.PEAK_FLOPS.items():
+    assert set(figures) == {"bfloat16", "float32"}, name
+    # Dense, never the 2:4-sparse figure: no accelerator here exceeds 1 PFLOP/s dense bf16.
+    assert 100e12 <= figures["float32"] <= figures["bfloat16"] < 1000e12, name
+    if name.startswith("NVIDIA"):  # TF32 is half of BF16 on Ampere and Hopper tensor cores
+      assert figures["float32"] == pytest.approx(figures["bfloat16"] / 2, rel=0.01), name
+  for sheet in ("H100 Tensor Core GPU data sheet", "H200 Tensor Core GPU data sheet",
+                "A100 Tensor Core GPU data sheet", "Google Cloud TPU documentation"):
+    assert sheet in source
+
+
 def test_override_wins():
   assert peaks.peak_flops_per_device(1e12, "bfloat16") == (1e12, "train.peak_flops_per_device")
 

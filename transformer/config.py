@@ -102,6 +102,9 @@ class ModelConfig:
   pooling: str = "cls"  # vit_classifier: cls ([CLS] token) | mean (over patches)
   image_size: int = 0  # vit_classifier: image side in pixels (set from the dataset)
   image_channels: int = 0  # vit_classifier: image channels (set from the dataset)
+  # GPU speed (issue 19): embedding/output rows rounded up to a multiple of this (64: GPT-2's
+  # 50257 -> 50304) for tensor-core-friendly matmuls; the padded logits are dropped. 0 = off.
+  vocab_pad_multiple: int = 0
 
   def __post_init__(self):
     s = "model"
@@ -128,6 +131,9 @@ class ModelConfig:
       _positive(s, f, getattr(self, f), allow_zero=True)
     _positive(s, "rope_max_timescale", self.rope_max_timescale)
     _positive(s, "beam_size", self.beam_size)
+    if not isinstance(self.vocab_pad_multiple, int) or self.vocab_pad_multiple < 0:
+      raise ConfigError(f"--config.model.vocab_pad_multiple={self.vocab_pad_multiple!r} must be "
+                        "an int >= 0 (0 = no padding).")
     _positive(s, "patch_size", self.patch_size)
     _choice(s, "pooling", self.pooling, ("cls", "mean"))
     if self.num_classes < 2:
@@ -151,6 +157,13 @@ class ModelConfig:
       raise ConfigError(
           "--config.model.attention_dropout_rate > 0 needs --config.model.attention_impl=reference "
           f"(jax.nn.dot_product_attention, used by {self.attention_impl!r}, has no dropout).")
+
+  @property
+  def padded_vocab_size(self) -> int:
+    """Rows of the embedding and columns of the output matmul: `vocab_size` rounded up to a
+    multiple of `vocab_pad_multiple` (unchanged when 0)."""
+    m = self.vocab_pad_multiple
+    return -(-self.vocab_size // m) * m if m else self.vocab_size
 
   def _check_norm_options(self) -> None:
     """Combinations of placement, norm kind and options that cannot run (or mean nothing)."""
@@ -292,6 +305,9 @@ class TrainConfig:
   # Norm-study options (issue 9).
   z_loss: float = 0.0  # coefficient of log(Z)^2 of the output softmax (PaLM); 0 = off
   diagnostics_every: int = 0  # steps between per-layer diagnostics rows; 0 = off
+  # GPU speed (issue 19): tokens per chunk of the chunked output layer + cross entropy, which
+  # never holds the float32 [batch, length, vocab] logits at once; 0 = off (decoder_lm only).
+  loss_chunk: int = 0
 
   def __post_init__(self):
     _choice("train", "nonfinite", self.nonfinite, NONFINITE_MODES)
@@ -301,6 +317,9 @@ class TrainConfig:
       raise ConfigError(f"--config.train.label_smoothing={self.label_smoothing!r} must be in "
                         "[0, 1).")
     _positive("train", "z_loss", self.z_loss, allow_zero=True)
+    if not isinstance(self.loss_chunk, int) or self.loss_chunk < 0:
+      raise ConfigError(f"--config.train.loss_chunk={self.loss_chunk!r} must be an int >= 0 "
+                        "(tokens per chunk; 0 = off).")
     if not isinstance(self.diagnostics_every, int) or self.diagnostics_every < 0:
       raise ConfigError(f"--config.train.diagnostics_every={self.diagnostics_every!r} must be an "
                         "int >= 0 (0 = no diagnostics).")

@@ -46,20 +46,20 @@ def _resolve(path: str) -> Any:
 def _decoder_lm_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0) -> float:
   del src_len
   return (flops.block_flops(cfg, b, length, causal=True) * cfg.num_layers
-          + 2 * b * length * cfg.d_model * cfg.vocab_size)
+          + 2 * b * length * cfg.d_model * cfg.padded_vocab_size)
 
 
 def _encoder_decoder_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0) -> float:
   encoder = flops.block_flops(cfg, b, src_len, causal=False) * cfg.num_layers
   decoder = (flops.block_flops(cfg, b, length, causal=True, cross_len=src_len)
              * cfg.decoder_layers)
-  return encoder + decoder + 2 * b * length * cfg.d_model * cfg.vocab_size
+  return encoder + decoder + 2 * b * length * cfg.d_model * cfg.padded_vocab_size
 
 
 def _masked_lm_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0) -> float:
   del src_len  # plus the head's d_model x d_model transform
   return (flops.block_flops(cfg, b, length, causal=False) * cfg.num_layers
-          + 2 * b * length * cfg.d_model * cfg.vocab_size + 2 * b * length * cfg.d_model ** 2)
+          + 2 * b * length * cfg.d_model * cfg.padded_vocab_size + 2 * b * length * cfg.d_model ** 2)
 
 
 def _classifier_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0) -> float:

@@ -26,9 +26,9 @@ import numpy as np
 from transformer.config import ConfigError, ExperimentConfig, ModelConfig
 from transformer.data.facts import FIRST_REGULAR_ID, DataFacts
 from transformer.evaluation import decode
-from transformer.model.models import shift_right
+from transformer.model.models import output_projection, shift_right
 from transformer.train import init_from
-from transformer.train.losses import cross_entropy_sums
+from transformer.train.losses import chunked_cross_entropy_sums, cross_entropy_sums
 
 
 class Task(Protocol):
@@ -51,11 +51,14 @@ class Task(Protocol):
 class Forward(NamedTuple):
   """What the training loss scores: float32 `logits` `[batch, length, classes]`, int `targets`
   and float `weights` `[batch, length]` (classifiers: length 1), and the "diagnostics"
-  collection the modules sowed (`{}` unless asked for)."""
+  collection the modules sowed (`{}` unless asked for). With `project` (the chunked loss,
+  `train.loss_chunk`), `logits` holds the final hidden states `[batch, length, d_model]`
+  instead, and `project` maps them to the float32 logits one chunk at a time."""
   logits: jax.Array
   targets: jax.Array
   weights: jax.Array
   sown: dict
+  project: Optional[Callable[[jax.Array], jax.Array]] = None
 
 
 class TaskBase:
@@ -68,9 +71,15 @@ class TaskBase:
   `eval_sums`, `summarize` and `random_batch`.
   """
   pretrained = None
+  supports_loss_chunk = False  # train_forward can hand the loss hidden states (`Forward.project`)
 
   def __init__(self, config: ExperimentConfig, facts: DataFacts,
                build_model: Callable[[ModelConfig], nn.Module]):
+    if config.train.loss_chunk and not self.supports_loss_chunk:
+      raise ConfigError(
+          f"--config.train.loss_chunk={config.train.loss_chunk} (the chunked output layer and "
+          f"cross entropy) is implemented for decoder_lm only; {config.model.kind} computes its "
+          "logits in one piece. Set --config.train.loss_chunk=0.")
     self.facts = facts
     self.config = dataclasses.replace(
         config, model=dataclasses.replace(config.model, **self.model_fields(config, facts)))
@@ -113,15 +122,17 @@ class TaskBase:
                                 jax.random.PRNGKey(0))
       self.pretrained = init_from.matching_params(self.config.model.init_from, abstract, log)
 
-  def apply(self, params, *inputs, rng: Optional[jax.Array] = None, sow: bool = False):
-    """The model on `inputs`, with dropout keyed by `rng` (deterministic when None).
+  def apply(self, params, *inputs, rng: Optional[jax.Array] = None, sow: bool = False,
+            **kwargs):
+    """The model on `inputs` (and keyword `kwargs`), with dropout keyed by `rng`
+    (deterministic when None).
 
     Returns its output; with `sow`, `(output, sown)`: also the "diagnostics" collection
     that the modules sow only when it is mutable (`transformer.train.diagnostics`)."""
     deterministic = rng is None
     out = self.model.apply({"params": params}, *inputs, deterministic=deterministic,
                            rngs=None if deterministic else {"dropout": rng},
-                           mutable=["diagnostics"] if sow else False)
+                           mutable=["diagnostics"] if sow else False, **kwargs)
     if not sow:
       return out
     out, state = out
@@ -138,7 +149,12 @@ class TaskBase:
 
   def train_loss(self, forward: Forward) -> tuple[jax.Array, jax.Array]:
     """(loss sum, weight sum) of the training loss: cross entropy with the config's label
-    smoothing and z-loss."""
+    smoothing and z-loss; chunked (`train.loss_chunk`) when the forward pass says so."""
+    train = self.config.train
+    if forward.project is not None:
+      return chunked_cross_entropy_sums(forward.logits, forward.project, forward.targets,
+                                        forward.weights, train.loss_chunk, train.label_smoothing,
+                                        z_loss=train.z_loss)
     return cross_entropy_sums(forward.logits, forward.targets, forward.weights,
                               self.config.train.label_smoothing, z_loss=self.config.train.z_loss)
 
@@ -154,7 +170,10 @@ def _random_tokens(facts: DataFacts, rows: int, length: int,
 
 class LanguageModelTask(TaskBase):
   """Next-token prediction with a decoder-only LM; reported in nats/token and bits/byte
-  (bits/byte only when the facts give the tokenizer's byte lengths)."""
+  (bits/byte only when the facts give the tokenizer's byte lengths). With `train.loss_chunk`
+  the training loss applies the output layer chunk by chunk (evals and diagnostics still
+  compute whole logits)."""
+  supports_loss_chunk = True
 
   def __init__(self, config, facts, build_model):
     super().__init__(config, facts, build_model)
@@ -177,6 +196,10 @@ class LanguageModelTask(TaskBase):
     return batch["inputs"], batch.get("positions"), batch.get("segment_ids")
 
   def train_forward(self, params, batch, rng, sow=False):
+    if self.config.train.loss_chunk and not sow:  # diagnostics read the whole logits
+      hidden = self.apply(params, *self._inputs(batch), rng=rng, return_hidden=True)
+      return Forward(hidden, batch["targets"], batch["weights"], {},
+                     project=output_projection(self.config.model, params))
     return self._forward(params, self._inputs(batch), rng, sow, batch["targets"],
                          batch["weights"])
 

@@ -29,6 +29,7 @@ READ_BY: dict[str, tuple[str, ...]] = {
     "step": ("eval", "sample"),
     "eval_split": ("eval",),
     "bench_steps": ("bench", "data_bench"),
+    "bench_batch_sizes": ("bench",),
     "data_bench_batches": ("data_bench",),
     "data_bench_skip_model": ("data_bench",),
     "prepare_dir": ("prepare",),
@@ -100,6 +101,17 @@ def check_numbers(values: Mapping[str, Any]) -> None:
   top_p = values.get("top_p", 1.0)
   if not 0 < top_p <= 1:
     raise CommandLineError(f"--top_p={top_p}: must be in (0, 1] (1 = all tokens).")
+  check_batch_sizes(values.get("bench_batch_sizes") or [])
+
+
+def check_batch_sizes(sizes: list[str]) -> None:
+  """`--bench_batch_sizes`: positive ints, each once."""
+  for size in sizes:
+    if not size.strip().isdigit() or int(size) < 1:
+      raise CommandLineError(f"--bench_batch_sizes={','.join(sizes)}: {size!r} is not a "
+                             "positive int (e.g. --bench_batch_sizes=16,32,64).")
+  if len({int(s) for s in sizes}) != len(sizes):
+    raise CommandLineError(f"--bench_batch_sizes={','.join(sizes)}: a batch size is repeated.")
 
 
 def check_sample_text(prompt: str, source: str) -> None:

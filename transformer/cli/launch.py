@@ -60,6 +60,9 @@ _HEARTBEAT_TIMEOUT = flags.DEFINE_integer(
     "counts as dead and every other process stops.")
 _BENCH_STEPS = flags.DEFINE_integer("bench_steps", 10, "bench, data_bench: timed steps after "
                                      "warm-up.")
+_BENCH_BATCH_SIZES = flags.DEFINE_list(
+    "bench_batch_sizes", [], "bench: global batch sizes to time in turn, e.g. 16,32,64 (a row "
+    "each and the fastest); default: the config's train.batch_size.")
 _DATA_BENCH_BATCHES = flags.DEFINE_integer("data_bench_batches", 200,
                                            "data_bench: pipeline batches to time.")
 _DATA_BENCH_SKIP_MODEL = flags.DEFINE_bool("data_bench_skip_model", False,
@@ -247,8 +250,9 @@ def main(argv: list[str]) -> None:
     return
   try:  # heavy imports (JAX, TensorFlow) after validation, for the chosen mode only
     if _MODE.value == "bench":
-      from transformer.train.bench import run_benchmark  # noqa: PLC0415
-      run_benchmark(config, steps=_BENCH_STEPS.value, workdir=workdir)
+      from transformer.train.bench import run_benchmarks  # noqa: PLC0415
+      run_benchmarks(config, [int(b) for b in _BENCH_BATCH_SIZES.value],
+                     steps=_BENCH_STEPS.value, workdir=workdir)
     elif _MODE.value == "data_bench":
       from transformer.train.data_bench import run_data_benchmark  # noqa: PLC0415
       run_data_benchmark(config, _DATA_BENCH_BATCHES.value, _BENCH_STEPS.value,

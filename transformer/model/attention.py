@@ -6,7 +6,10 @@ by W_O. Self-attention is `Y = X`; cross-attention takes Y from the encoder.
 
 Masks are boolean, True where a query may attend to a key, broadcastable to
 `[batch, heads, q_len, kv_len]`; build them with `causal_mask`, `padding_mask` and
-`segment_mask` and combine with `&`.
+`segment_mask` and combine with `&`. Causal self-attention is a flag instead (`causal=True`):
+the layer gets only the segment/padding mask, and the fused implementations receive
+`is_causal=True`, so cuDNN's flash attention can skip the masked half of every tile rather than
+read a dense `[q_len, kv_len]` mask; "reference" and the diagnostics add `causal_mask` themselves.
 
 Grouped-query attention (Ainslie et al., 2023): with `num_kv_heads < num_heads` the keys and
 values have `num_kv_heads` heads and query head n uses key/value head `n // (num_heads /
@@ -110,18 +113,34 @@ def check_implementation(implementation: str, dtype) -> None:
           f"{jnp.dtype(dtype).name}; set --config.model.dtype=bfloat16 or use attention_impl=xla.")
 
 
-def fused_attention(query, key, value, mask=None, *, implementation: str) -> jax.Array:
+def fused_attention(query, key, value, mask=None, *, implementation: str,
+                    is_causal: bool = False) -> jax.Array:
   """`jax.nn.dot_product_attention` (XLA, or cuDNN flash attention on GPU). Shapes as above;
-  key and value may have fewer (kv) heads."""
+  key and value may have fewer (kv) heads. `is_causal` lets query i see keys j <= i on top of
+  `mask`; JAX aligns it top-left, so it is only right when q_len == kv_len (not for a KV-cache
+  step, whose mask carries the causality instead)."""
   check_implementation(implementation, query.dtype)
-  return jax.nn.dot_product_attention(query, key, value, mask=mask, implementation=implementation)
+  return jax.nn.dot_product_attention(query, key, value, mask=mask, is_causal=is_causal,
+                                      implementation=implementation)
+
+
+def _with_causal(mask: Optional[jax.Array], is_causal: bool, query: jax.Array,
+                 key: jax.Array) -> Optional[jax.Array]:
+  """`mask` (or None) and, when `is_causal`, `causal_mask` of `[batch, q_len, ...]` queries
+  over `[batch, kv_len, ...]` keys: the dense mask the non-fused paths need."""
+  if not is_causal:
+    return mask
+  causal = causal_mask(query.shape[1], key.shape[1])
+  return causal if mask is None else mask & causal
 
 
 class MultiHeadAttention(nn.Module):
   """Multi-head attention with per-head projections and an output projection W_O.
 
   Call with `x_q: [batch, q_len, d_model]`, `x_kv: [batch, kv_len, d_model]` and a boolean
-  `mask`; returns `[batch, q_len, d_model]`. With `implementation="reference"` the attention
+  `mask`; returns `[batch, q_len, d_model]`. `causal=True` (self-attention) also lets query i
+  see only keys j <= i, as `mask & causal_mask(q_len)` would (passed to the fused kernels as
+  `is_causal`; a KV-cache step uses the cache's own mask instead). With `implementation="reference"` the attention
   weights `[batch, heads, q_len, kv_len]` are recorded in the "intermediates" collection.
   With `rope=True` (self-attention only), `positions: [batch, q_len]` rotate queries and keys.
 
@@ -144,6 +163,7 @@ class MultiHeadAttention(nn.Module):
   param_dtype: jnp.dtype = jnp.float32
   qk_norm: Optional[Callable[[str], nn.Module]] = None
   value_out_gain: float = 1.0
+  causal: bool = False
 
   @nn.compact
   def __call__(self, x_q: jax.Array, x_kv: jax.Array, mask: Optional[jax.Array] = None, *,
@@ -171,20 +191,25 @@ class MultiHeadAttention(nn.Module):
       query = apply_rope(query, positions, self.rope_max_timescale)
       key = apply_rope(key, positions, self.rope_max_timescale)
 
+    is_causal = self.causal
     if self.decode:
+      if self.has_variable("cache", "cached_key"):
+        is_causal = False  # the cache's mask is causal at the cache position
       key, value, mask = self._update_cache(key, value, mask)
 
     if self.is_mutable_collection("diagnostics"):
-      self._sow_diagnostics(query, key, mask)
+      self._sow_diagnostics(query, key, _with_causal(mask, is_causal, query, key))
 
     if self.implementation == "reference":
       dropout_fn = None
       if self.dropout_rate > 0 and not deterministic:
         dropout_fn = nn.Dropout(self.dropout_rate, deterministic=False)
-      out, weights = reference_attention(query, key, value, mask, dropout_fn)
+      out, weights = reference_attention(query, key, value, _with_causal(mask, is_causal, query,
+                                                                         key), dropout_fn)
       self.sow("intermediates", "attention_weights", weights)
     else:
-      out = fused_attention(query, key, value, mask, implementation=self.implementation)
+      out = fused_attention(query, key, value, mask, implementation=self.implementation,
+                            is_causal=is_causal)
 
     return nn.DenseGeneral(
         features=d_model, axis=(-2, -1), use_bias=self.use_bias, dtype=self.dtype,

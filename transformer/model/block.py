@@ -113,7 +113,8 @@ class Block(nn.Module):
   `[batch, heads, length, length]`, and for cross-attention `encoded: [batch, src_len, d_model]`
   with `cross_mask` broadcastable to `[batch, heads, length, src_len]`. `positions:
   [batch, length]` are used by rotary self-attention. With `decode=True` self-attention runs
-  over a KV cache (see `MultiHeadAttention`).
+  over a KV cache (see `MultiHeadAttention`). `causal=True` makes self-attention causal on top
+  of `mask` (which then holds only the segment/padding part).
 
   `placement` ("" = `cfg.norm_placement`) is this block's arrangement (a stack resolves `mix`
   to post or pre per block); `role` and `num_layers` (0 = `cfg.num_layers`) describe the stack
@@ -125,6 +126,7 @@ class Block(nn.Module):
   placement: str = ""
   role: str = "decoder_only"
   num_layers: int = 0
+  causal: bool = False  # self-attention sees only earlier positions (on top of `mask`)
 
   @property
   def _placement(self) -> str:
@@ -153,7 +155,8 @@ class Block(nn.Module):
         decode=self_attention and self.decode, use_bias=cfg.use_bias,
         implementation=cfg.attention_impl, dropout_rate=cfg.attention_dropout_rate,
         dtype=dtype_of(cfg.dtype), param_dtype=dtype_of(cfg.param_dtype),
-        qk_norm=qk_norm, value_out_gain=self._init_gain(), name=name)
+        qk_norm=qk_norm, value_out_gain=self._init_gain(), causal=self_attention and self.causal,
+        name=name)
 
   def _branch(self, f: Callable[[jax.Array], jax.Array], h: jax.Array, name: str,
               deterministic: bool) -> jax.Array:

@@ -11,7 +11,7 @@ Every model embeds with one `Embedder` named "embedder"; the encoders of `Masked
 masked-LM checkpoint. Token id 0 is padding wherever a padding mask is derived from tokens.
 """
 
-from typing import Optional
+from typing import Callable, Optional
 
 import flax.linen as nn
 import jax
@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from transformer.config import ModelConfig
 from transformer.model import admin
-from transformer.model.attention import causal_mask, padding_mask, segment_mask
+from transformer.model.attention import padding_mask, segment_mask
 from transformer.model.common import dtype_of, fan_in_init
 from transformer.model.positions import LearnedPositions, sinusoidal_encoding
 from transformer.model.norms import make_norm
@@ -52,7 +52,7 @@ class Embedder(nn.Module):
   def setup(self):
     cfg = self.cfg
     self.token_embedding = nn.Embed(
-        cfg.vocab_size, cfg.d_model, dtype=dtype_of(cfg.dtype),
+        cfg.padded_vocab_size, cfg.d_model, dtype=dtype_of(cfg.dtype),
         param_dtype=dtype_of(cfg.param_dtype),
         embedding_init=nn.with_logical_partitioning(
             nn.initializers.normal(stddev=cfg.d_model ** -0.5), ("vocab", "embed")))
@@ -84,45 +84,69 @@ class DecoderLM(AdminInit, nn.Module):
 
   With `decode=True` the call feeds the next `length` tokens (at the given `positions`)
   through a KV cache created by `init` (see `transformer.evaluation.decode`); `segment_ids` are unused.
+  `return_hidden=True` returns the final hidden states `[batch, length, d_model]` instead of the
+  logits (the chunked loss applies `output_projection` to them).
   """
   cfg: ModelConfig
   decode: bool = False
 
   @nn.compact
   def __call__(self, tokens: jax.Array, positions: Optional[jax.Array] = None,
-               segment_ids: Optional[jax.Array] = None, *, deterministic: bool = True
-               ) -> jax.Array:
+               segment_ids: Optional[jax.Array] = None, *, deterministic: bool = True,
+               return_hidden: bool = False) -> jax.Array:
     cfg = self.cfg
     length = tokens.shape[1]
     if length > cfg.max_len and cfg.positions == "learned":
       raise ValueError(f"Sequence length {length} exceeds model.max_len={cfg.max_len}.")
     if positions is None:
       positions = jnp.broadcast_to(jnp.arange(length), tokens.shape)
-    if self.decode:
-      mask = None  # the KV cache applies causality itself
-    else:
-      mask = causal_mask(length)
-      if segment_ids is not None:
-        mask = mask & segment_mask(segment_ids, segment_ids)
+    mask = None  # causality is the stack's `causal` flag (the KV cache's own mask in decoding)
+    if segment_ids is not None and not self.decode:
+      mask = segment_mask(segment_ids, segment_ids)
 
     embedder = Embedder(cfg, name="embedder")
     x = embedder(tokens, positions)
     x = nn.Dropout(cfg.dropout_rate, deterministic=deterministic)(x)
-    x = TransformerStack(cfg, decode=self.decode, role="decoder_only", name="decoder")(
+    x = TransformerStack(cfg, decode=self.decode, role="decoder_only", causal=True,
+                         name="decoder")(
         x, mask, positions=positions, deterministic=deterministic)
+    if return_hidden:
+      return x
     return output_logits(cfg, embedder, x)
 
 
 def output_logits(cfg: ModelConfig, embedder: Embedder, x: jax.Array) -> jax.Array:
   """`[..., d_model] -> [..., vocab_size]` float32: the transposed token embedding when
-  `tie_embeddings`, else a separate (bias-free) projection named "logits" in the caller."""
+  `tie_embeddings`, else a separate (bias-free) projection named "logits" in the caller.
+  The matmul has `cfg.padded_vocab_size` columns; the padded ones are dropped
+  (`real_vocab_logits`). `output_projection` computes the same from the params."""
   if cfg.tie_embeddings:
     logits = embedder.attend(x)
   else:
-    logits = nn.Dense(cfg.vocab_size, use_bias=False, dtype=dtype_of(cfg.dtype),
+    logits = nn.Dense(cfg.padded_vocab_size, use_bias=False, dtype=dtype_of(cfg.dtype),
                       param_dtype=dtype_of(cfg.param_dtype), name="logits",
                       kernel_init=fan_in_init(("embed", "vocab")))(x)
+  return real_vocab_logits(cfg, logits)
+
+
+def real_vocab_logits(cfg: ModelConfig, logits: jax.Array) -> jax.Array:
+  """`[..., padded_vocab_size]` -> float32 `[..., vocab_size]`: the padded ids never count in
+  a loss, an argmax or a sample, so a padded model scores as the unpadded one on its real rows."""
+  if cfg.padded_vocab_size != cfg.vocab_size:
+    logits = logits[..., :cfg.vocab_size]
   return logits.astype(jnp.float32)
+
+
+def output_projection(cfg: ModelConfig, params) -> Callable[[jax.Array], jax.Array]:
+  """The output layer of a `DecoderLM`'s `params` as a plain function `[..., d_model] ->
+  float32 [..., vocab_size]`, as `output_logits` computes it (for the chunked loss, which
+  applies it one chunk at a time outside the module)."""
+  dtype = dtype_of(cfg.dtype)
+  if cfg.tie_embeddings:
+    weight = params["embedder"]["token_embedding"]["embedding"].T  # [d_model, padded_vocab]
+  else:
+    weight = params["logits"]["kernel"]  # [d_model, padded_vocab]
+  return lambda x: real_vocab_logits(cfg, jnp.dot(x.astype(dtype), weight.astype(dtype)))
 
 
 def _default_positions(tokens: jax.Array, positions: Optional[jax.Array]) -> jax.Array:
@@ -195,10 +219,10 @@ class EncoderDecoder(AdminInit, nn.Module):
     self.encoder = Encoder(cfg, role="encoder", name="encoder")
     self.decoder = TransformerStack(cfg, cross_attention=True, decode=self.decode,
                                     num_layers=cfg.decoder_layers, role="decoder",
-                                    name="decoder")
+                                    causal=True, name="decoder")
     self.dropout = nn.Dropout(cfg.dropout_rate)
     if not cfg.tie_embeddings:
-      self.logits_dense = nn.Dense(cfg.vocab_size, use_bias=False, dtype=dtype_of(cfg.dtype),
+      self.logits_dense = nn.Dense(cfg.padded_vocab_size, use_bias=False, dtype=dtype_of(cfg.dtype),
                                    param_dtype=dtype_of(cfg.param_dtype), name="logits",
                                    kernel_init=fan_in_init(("embed", "vocab")))
 
@@ -227,19 +251,18 @@ class EncoderDecoder(AdminInit, nn.Module):
     elif targets_segment_ids is not None:
       if inputs_segment_ids is None:
         raise ValueError("Packed targets need inputs_segment_ids too.")
-      mask = causal_mask(decoder_inputs.shape[1]) & segment_mask(targets_segment_ids,
-                                                                 targets_segment_ids)
+      mask = segment_mask(targets_segment_ids, targets_segment_ids)  # causal: the stack's flag
       cross_mask = segment_mask(targets_segment_ids, inputs_segment_ids)
     else:
-      mask = causal_mask(decoder_inputs.shape[1])
+      mask = None
       cross_mask = (inputs != 0)[:, None, None, :]
     y = self.embedder(decoder_inputs, positions)
     y = self.dropout(y, deterministic=deterministic)
     y = self.decoder(y, mask, encoded, cross_mask, positions=positions,
                      deterministic=deterministic)
     if self.cfg.tie_embeddings:
-      return self.embedder.attend(y).astype(jnp.float32)
-    return self.logits_dense(y).astype(jnp.float32)
+      return real_vocab_logits(self.cfg, self.embedder.attend(y))
+    return real_vocab_logits(self.cfg, self.logits_dense(y))
 
   def __call__(self, inputs: jax.Array, decoder_inputs: jax.Array,
                inputs_positions: Optional[jax.Array] = None,

@@ -41,8 +41,8 @@ class _LayerBlock(Block):
 class TransformerStack(nn.Module):
   """`num_layers` blocks, then a final norm if the placement leaves the output un-normalized.
 
-  Encoder: bidirectional mask, no cross-attention. Decoder: causal mask, optionally
-  cross-attention to `encoded`. `[batch, length, d_model] -> [batch, length, d_model]`.
+  Encoder: bidirectional mask, no cross-attention. Decoder: `causal=True` (self-attention
+  sees earlier positions only, on top of `mask`), optionally cross-attention to `encoded`. `[batch, length, d_model] -> [batch, length, d_model]`.
   `positions: [batch, length]` reach rotary self-attention; `decode=True` runs self-attention
   over a KV cache; `num_layers` (0 = `cfg.num_layers`) sets the depth. `role` (decoder_only,
   encoder_only, encoder or decoder: see `transformer.model.block.ROLES`) and the depth reach
@@ -53,6 +53,7 @@ class TransformerStack(nn.Module):
   decode: bool = False
   num_layers: int = 0
   role: str = "decoder_only"
+  causal: bool = False
 
   @nn.compact
   def __call__(self, x: jax.Array, mask: Optional[jax.Array] = None,
@@ -69,7 +70,7 @@ class TransformerStack(nn.Module):
       self.sow("admin_profile", "input_var", jnp.var(x.astype(jnp.float32)),
                reduce_fn=lambda _, new: new, init_fn=lambda: jnp.zeros([], jnp.float32))
     common = dict(cross_attention=self.cross_attention, decode=self.decode, role=self.role,
-                  num_layers=num_layers, deterministic=deterministic)
+                  num_layers=num_layers, causal=self.causal, deterministic=deterministic)
     if cfg.scan_layers:
       # "intermediates" (sown attention weights), "cache" (KV) and the sown scalars get the
       # layer axis too.

@@ -12,10 +12,16 @@ GPT-2's 50257-token vocabulary whatever tokenizer its data section names), or ra
 `model.image_size`/`image_channels`, which a vit_classifier config must then set (in training
 its dataset sets them). The batch is placed on the devices once, so the figures are those of
 the step alone.
+
+The step time is that of `steps` steps dispatched back to back with one block at the end (the
+host never makes the device wait, as in training); the median of as many steps each synced
+(blocked on) is printed beside it, labelled. `run_benchmarks` times several batch sizes in turn
+(`--bench_batch_sizes`), a row each, and names the fastest in tokens/s.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import resource
 import time
 
@@ -91,9 +97,22 @@ def _check_steps(config: ExperimentConfig, steps: int, workdir: str) -> None:
                       "--workdir to write the trace to.")
 
 
+def _time_dispatched(par: Parallel, compiled, state, batch: dict, steps: int):
+  """Seconds per step of `steps` steps dispatched back to back and blocked on once at the
+  end; returns it with the state after them."""
+  dropout_rng = jax.random.PRNGKey(1)
+  t0 = time.perf_counter()
+  for _ in range(steps):
+    state, metrics = par.run_compiled(compiled, state, batch, dropout_rng)
+  jax.block_until_ready((state, metrics))
+  return (time.perf_counter() - t0) / steps, state
+
+
 def _time_steps(par: Parallel, compiled, state, batch: dict, steps: int, warmup: int,
-                profile, workdir: str) -> tuple[list[float], dict]:
-  """Seconds of each timed step (the profiled ones left out) and the last step's metrics."""
+                profile, workdir: str) -> tuple[float, list[float], dict]:
+  """Seconds per step dispatched back to back (`_time_dispatched`, after the synced ones), the
+  seconds of each step synced on its own (the profiled ones left out), and the metrics of the
+  last synced step."""
   dropout_rng = jax.random.PRNGKey(1)
   for _ in range(warmup):
     state, metrics = par.run_compiled(compiled, state, batch, dropout_rng)
@@ -111,7 +130,8 @@ def _time_steps(par: Parallel, compiled, state, batch: dict, steps: int, warmup:
   if not times:
     raise ConfigError("Every timed step was profiled; raise --bench_steps beyond "
                       "train.profile_steps to get timings too.")
-  return times, metrics
+  dispatched_s, _ = _time_dispatched(par, compiled, state, batch, steps)
+  return dispatched_s, times, metrics
 
 
 def _figures(config: ExperimentConfig, par: Parallel, n_params: int, compile_s: float,
@@ -140,8 +160,10 @@ def _log_figures(config: ExperimentConfig, par: Parallel, result: dict, times: l
       f"{m.remat}, scan {m.scan_layers}; {par.describe()} "
       f"[{dev.platform}: {dev.device_kind}]")
   log(f"  compile time    {result['compile_s']:.1f} s")
-  log(f"  step time       {result['step_s'] * 1e3:.1f} ms (median of {len(times)}; "
-      f"min {min(times) * 1e3:.1f})")
+  log(f"  step time       {result['step_s'] * 1e3:.1f} ms (dispatched: {len(times)} steps back "
+      f"to back, blocked once at the end)")
+  log(f"  synced step     {result['synced_step_s'] * 1e3:.1f} ms (per-step synced: median of "
+      f"{len(times)}; min {min(times) * 1e3:.1f})")
   log(f"  tokens/s        {result['tokens_per_s']:,.0f}")
   log(f"  model FLOPs     {result['step_flops'] / 1e12:.4f} TFLOP/step (MaxText convention: "
       f"6N-style matmul count, causal attention halved) = "
@@ -175,12 +197,33 @@ def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2,
   t0 = time.perf_counter()
   compiled = par.compile_train_step(state, batch, jax.random.PRNGKey(1))
   compile_s = time.perf_counter() - t0
-  times, metrics = _time_steps(par, compiled, state, batch, steps, warmup,
-                               config.train.profile_range, workdir)
-  result = _figures(config, par, n_params, compile_s, float(np.median(times)),
-                    float(metrics["loss"]))
+  dispatched_s, times, metrics = _time_steps(par, compiled, state, batch, steps, warmup,
+                                             config.train.profile_range, workdir)
+  result = _figures(config, par, n_params, compile_s, dispatched_s, float(metrics["loss"]))
+  result["synced_step_s"] = float(np.median(times))
   _log_figures(config, par, result, times, compiled)
   return result
+
+
+def run_benchmarks(config: ExperimentConfig, batch_sizes: list[int], steps: int = 10,
+                   warmup: int = 2, workdir: str = "") -> list[dict]:
+  """`run_benchmark` at each global batch size in turn (none given: the config's), then the
+  table rows together and the batch size with the most tokens/s. Returns the results."""
+  results, rows = [], []
+  for size in batch_sizes or [config.train.batch_size]:
+    sized = dataclasses.replace(config, train=dataclasses.replace(config.train,
+                                                                  batch_size=size))
+    results.append(run_benchmark(sized, steps, warmup, workdir))
+    rows.append(summary_row(sized, results[-1], jax.devices()[0]))
+  if len(results) > 1:
+    best = max(range(len(results)), key=lambda i: results[i]["tokens_per_s"])
+    log(f"bench: {len(results)} batch sizes")
+    log(f"  {SUMMARY_HEADER}")
+    for row in rows:
+      log(f"  {row}")
+    log(f"  best: batch {batch_sizes[best]}, {results[best]['tokens_per_s']:,.0f} tokens/s, "
+        f"step {results[best]['step_s'] * 1e3:.1f} ms (dispatched)")
+  return results
 
 
 def summary_row(config: ExperimentConfig, result: dict, device) -> str:

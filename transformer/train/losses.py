@@ -1,5 +1,7 @@
 """Losses, returned as (sum, weight) pairs so they can be summed across batches and devices."""
 
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
 
@@ -28,3 +30,36 @@ def cross_entropy_sums(logits: jax.Array, targets: jax.Array, weights: jax.Array
   if z_loss:
     nll = nll + z_loss * jnp.square(jax.nn.logsumexp(logits.astype(jnp.float32), axis=-1))
   return jnp.sum(nll * weights), jnp.sum(weights)
+
+
+def chunked_cross_entropy_sums(hidden: jax.Array, project: Callable[[jax.Array], jax.Array],
+                               targets: jax.Array, weights: jax.Array, chunk: int,
+                               label_smoothing: float = 0.0,
+                               z_loss: float = 0.0) -> tuple[jax.Array, jax.Array]:
+  """`cross_entropy_sums(project(hidden), ...)` computed `chunk` positions at a time, so the
+  float32 `[batch, length, vocab]` logits are never held at once: a `jax.lax.map` over chunks
+  of positions, each rematerialized (`jax.checkpoint`) so the backward pass recomputes a
+  chunk's logits instead of keeping them. The batch axis is never split (it stays sharded).
+
+  Args:
+    hidden: `[batch, length, d_model]` final hidden states.
+    project: `[batch, chunk, d_model] -> [batch, chunk, vocab]` float32 logits.
+    targets: `[batch, length]` int; weights: `[batch, length]` float, 0 for padding.
+    chunk: positions per chunk; the length is padded (with weight 0) to a multiple of it.
+  Returns:
+    (sum of weighted per-token losses, sum of weights), as `cross_entropy_sums`.
+  """
+  batch, length = targets.shape
+  pad = -length % chunk
+  if pad:
+    hidden = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0)))
+    targets, weights = (jnp.pad(a, ((0, 0), (0, pad))) for a in (targets, weights))
+  split = lambda a: jnp.moveaxis(a.reshape((batch, -1, chunk) + a.shape[2:]), 1, 0)
+
+  @jax.checkpoint
+  def one_chunk(args):
+    h, t, w = args  # [batch, chunk, d_model], [batch, chunk], [batch, chunk]
+    return cross_entropy_sums(project(h), t, w, label_smoothing, z_loss)
+
+  loss_sums, weight_sums = jax.lax.map(one_chunk, (split(hidden), split(targets), split(weights)))
+  return jnp.sum(loss_sums), jnp.sum(weight_sums)

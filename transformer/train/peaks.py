@@ -13,22 +13,36 @@ from typing import Optional
 
 import jax
 
-# Dense peak FLOP/s per device by compute dtype, from the vendors' data sheets (no sparsity).
+# Dense peak FLOP/s per device by compute dtype, from the vendors' data sheets (no sparsity:
+# NVIDIA's sheets print the 2:4-sparse figure with a footnote; the dense one is half of it).
 # GPUs: "bfloat16" is the BF16 tensor-core peak; "float32" the TF32 tensor-core peak, which is
 # what XLA uses for float32 matmuls at JAX's default precision. TPUs run float32 matmuls at
-# default precision as bfloat16 passes on the MXU, so both dtypes get the bf16 peak.
+# default precision as bfloat16 passes on the MXU, so both dtypes get the bf16 peak. Keys are
+# prefixes of `jax.Device.device_kind`; the longest matching one wins.
 PEAK_FLOPS = {  # device_kind prefix -> {model.dtype: FLOP/s}
-    "NVIDIA H100 80GB HBM3": {"bfloat16": 989e12, "float32": 495e12},  # SXM5
+    # NVIDIA H100 Tensor Core GPU data sheet: SXM5 1,979 / 989 TFLOPS sparse BF16 / TF32.
+    "NVIDIA H100 80GB HBM3": {"bfloat16": 989e12, "float32": 495e12},  # H100 SXM5
+    # Same data sheet, H100 PCIe: 1,513 / 756 sparse.
     "NVIDIA H100 PCIe": {"bfloat16": 756e12, "float32": 378e12},
+    # Same data sheet, H100 NVL (per GPU): 1,671 / 835 sparse.
     "NVIDIA H100 NVL": {"bfloat16": 835e12, "float32": 418e12},
+    # NVIDIA H200 Tensor Core GPU data sheet: H200 SXM 1,979 / 989 sparse.
     "NVIDIA H200": {"bfloat16": 989e12, "float32": 495e12},
+    # Same data sheet, H200 NVL: 1,671 / 835 sparse.
+    "NVIDIA H200 NVL": {"bfloat16": 835e12, "float32": 418e12},
+    # NVIDIA GH200 Grace Hopper Superchip data sheet: the H100 SXM5 figures.
     "NVIDIA GH200": {"bfloat16": 989e12, "float32": 495e12},
+    # NVIDIA A100 Tensor Core GPU data sheet: 312 / 156 dense BF16 / TF32 for SXM and PCIe,
+    # 40 and 80 GB alike ("NVIDIA A100-SXM4-40GB", "NVIDIA A100 80GB PCIe", ...).
     "NVIDIA A100": {"bfloat16": 312e12, "float32": 156e12},
-    "TPU v4": {"bfloat16": 275e12, "float32": 275e12},
-    "TPU v5 lite": {"bfloat16": 197e12, "float32": 197e12},
+    # Google Cloud TPU documentation, system architecture pages (peak bf16 per chip).
+    "TPU v4": {"bfloat16": 275e12, "float32": 275e12},  # TPU v4: 275 TFLOPS
+    "TPU v5 lite": {"bfloat16": 197e12, "float32": 197e12},  # TPU v5e: 197 TFLOPS
     "TPU v5e": {"bfloat16": 197e12, "float32": 197e12},
-    "TPU v5p": {"bfloat16": 459e12, "float32": 459e12},
-    "TPU v6 lite": {"bfloat16": 918e12, "float32": 918e12},
+    "TPU v5p": {"bfloat16": 459e12, "float32": 459e12},  # TPU v5p: 459 TFLOPS
+    "TPU v5": {"bfloat16": 459e12, "float32": 459e12},  # v5p reports itself as "TPU v5"
+    "TPU v6 lite": {"bfloat16": 918e12, "float32": 918e12},  # TPU v6e (Trillium): 918 TFLOPS
+    "TPU v6e": {"bfloat16": 918e12, "float32": 918e12},
 }
 
 # CPU: no data sheet fits every machine, so the peak is measured: the best rate of a square
