@@ -81,7 +81,7 @@ def test_a_checkpoint_with_corrupt_files_is_one_line_naming_the_other_steps(save
     load_params(saved_run, what="--workdir")
   line = _one_line(e)
   assert line.startswith(f"--workdir={saved_run!r}: checkpoint ")
-  assert f"checkpoints/7 cannot be read (" in line and "partial or corrupt" in line
+  assert "checkpoints/7 cannot be read (" in line and "partial or corrupt" in line
   assert "Nothing was changed. Give another of its steps (3)" in line
   assert _snapshot(saved_run) == before
   params, _, step = load_params(saved_run, 3)  # the other step still reads

@@ -6,11 +6,14 @@ be reported in bits per byte."""
 from __future__ import annotations
 
 import os
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
 from transformer.config import TOKENIZERS, options_text
+
+if TYPE_CHECKING:  # annotations only: token files train without TensorFlow
+  import tensorflow as tf
 
 
 class ByteTokenizer:
