@@ -43,7 +43,9 @@ def test_committed_runs_keep_gzipped_metrics_only():
 def _sweep(directory, names):
   os.makedirs(directory)
   points = [{"name": n, "overrides": {"seed": 0}, "num_steps": 1} for n in names]
-  (directory / "sweep.json").write_text(json.dumps({"sweep_file": "x.py", "points": points}))
+  manifest = {"sweep_file": "x.py", "config": "configs/default.py:smoke", "overrides": [],
+              "points": points}  # the fields a manifest must have (sweep.points.read_manifest)
+  (directory / "sweep.json").write_text(json.dumps(manifest))
 
 
 def _run(workdir, lr, rows):
