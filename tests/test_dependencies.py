@@ -41,11 +41,29 @@ def _imported_top_levels(path: str) -> set[str]:
   return names
 
 
-def _declared() -> set[str]:
+def _project() -> dict:
   with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-    project = tomllib.load(f)["project"]
-  reqs = list(project["dependencies"]) + list(project["optional-dependencies"]["test"])
-  return {_normalize(re.match(r"[A-Za-z0-9_.-]+", r).group(0)) for r in reqs}
+    return tomllib.load(f)["project"]
+
+
+def _names(reqs: list[str], extras: dict[str, list[str]]) -> set[str]:
+  """Distribution names in `reqs`, with `transformer[extra]` replaced by that extra's."""
+  names = set()
+  for req in reqs:
+    found = re.match(r"([A-Za-z0-9_.-]+)(?:\[([^\]]*)\])?", req)
+    if found.group(1) == "transformer":
+      for extra in found.group(2).split(","):
+        names |= _names(extras[extra.strip()], extras)
+    else:
+      names.add(_normalize(found.group(1)))
+  return names
+
+
+def _declared(extras_used=("test",)) -> set[str]:
+  project = _project()
+  extras = project["optional-dependencies"]
+  return _names(list(project["dependencies"]) + [r for e in extras_used for r in extras[e]],
+                extras)
 
 
 def _normalize(name: str) -> str:
@@ -66,6 +84,30 @@ def test_every_imported_distribution_is_declared():
         missing.setdefault(name, set()).add(os.path.relpath(path, ROOT))
   assert not missing, ("Imported but not declared in pyproject.toml's dependencies (or the "
                        f"[test] extra): {missing}")
+
+
+# Distributions only an extra declares, and the files of the package that may import them (the
+# error there names the extra); the tests may import them all ([test] includes these extras).
+OPTIONAL = {"digits": {"transformer/data/builders/digits.py"}}
+
+
+def test_the_test_extra_declares_the_optional_extras():
+  assert {"scikit-learn"} <= _declared()
+
+
+def test_optional_distributions_are_imported_only_where_their_extra_is_named():
+  top_to_dists = importlib.metadata.packages_distributions()
+  core = _declared(extras_used=())
+  for extra, allowed in OPTIONAL.items():
+    only_extra = _declared(extras_used=(extra,)) - core
+    assert only_extra, f"[{extra}] declares nothing beyond the core dependencies"
+    for path in _python_files():
+      rel = os.path.relpath(path, ROOT)
+      if rel.startswith("tests" + os.sep) or rel in allowed:
+        continue
+      used = {n for n in _imported_top_levels(path)
+              if {_normalize(d) for d in top_to_dists.get(n, [])} & only_extra}
+      assert not used, f"{rel} imports {used}, which only the [{extra}] extra installs"
 
 
 def test_every_module_imports():

@@ -2,6 +2,7 @@
 TFDS image catalogs under mock_data."""
 
 import dataclasses
+import sys
 
 import flax.linen as nn
 import jax
@@ -13,7 +14,8 @@ import tensorflow_datasets as tfds
 from configs import vit_digits
 from transformer.config import NORM_PLACEMENTS, ModelConfig, from_config_dict
 from transformer.data import catalog
-from transformer.data.builders.digits import digits_splits
+from transformer.data.builders.digits import digits_builder, digits_splits
+from transformer.errors import ConfigError
 from transformer.model.models import VisionTransformer, image_patches
 from transformer import kinds
 
@@ -62,6 +64,16 @@ def test_digits_splits_partition_sklearns_digits():
   assert len(ours) == len(theirs) == 1797
   assert all(v[0].dtype == np.uint8 and v[0].shape[1:] == (8, 8, 1) for v in splits.values())
   assert set(np.concatenate([v[1] for v in splits.values()])) == set(range(10))
+
+
+def test_digits_without_scikit_learn_name_the_extra(monkeypatch, tmp_path):
+  monkeypatch.setitem(sys.modules, "sklearn", None)  # as if not installed: imports raise
+  monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+  with pytest.raises(ConfigError) as raised:
+    digits_splits()
+  assert str(raised.value).count("\n") == 0 and '".[digits]"' in str(raised.value)
+  with pytest.raises(ConfigError, match=r"\.\[digits\]"):  # and when TFDS builds the dataset
+    digits_builder(str(tmp_path / "tfds")).download_and_prepare()
 
 
 def _vit_config(data_dir, **data):

@@ -9,19 +9,29 @@ from __future__ import annotations
 import numpy as np
 import tensorflow_datasets as tfds
 
+from transformer.errors import ConfigError
+
 SPLIT_SIZES = {"validation": 270, "test": 270}  # the rest is train
 
 
 def digits_splits(seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
   """`{split: (uint8 images [n, 8, 8, 1], int64 labels [n])}`."""
-  from sklearn.datasets import load_digits  # noqa: PLC0415 -- only when building
-  data = load_digits()
+  data = _load_digits()
   images = np.clip(np.round(data.images * 255.0 / 16.0), 0, 255).astype(np.uint8)[..., None]
   order = np.random.default_rng(seed).permutation(len(images))
   n_val, n_test = SPLIT_SIZES["validation"], SPLIT_SIZES["test"]
   parts = {"validation": order[:n_val], "test": order[n_val:n_val + n_test],
            "train": order[n_val + n_test:]}
   return {split: (images[idx], data.target[idx].astype(np.int64)) for split, idx in parts.items()}
+
+
+def _load_digits():
+  try:
+    from sklearn.datasets import load_digits  # noqa: PLC0415 -- an optional extra, only here
+  except ImportError:
+    raise ConfigError("data.name=sklearn_digits needs scikit-learn, which is not installed: "
+                      'pip install -e ".[digits]"') from None
+  return load_digits()
 
 
 class SklearnDigits(tfds.core.GeneratorBasedBuilder):
