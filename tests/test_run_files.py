@@ -9,20 +9,11 @@ import os
 import numpy as np
 import pytest
 
+from tests.test_launch_errors import _snapshot  # every file's bytes and mtime
 from transformer.errors import CommandLineError, RunError, UserFileError
 from transformer.sweep import report
 from transformer.sweep.points import MANIFEST, read_manifest
 from transformer.workdir import read_metrics
-
-
-def _snapshot(folder):
-  """Every file under `folder` with its bytes and modification time."""
-  out = {}
-  for root, _, files in os.walk(folder):
-    for f in files:
-      path = os.path.join(root, f)
-      out[path] = (open(path, "rb").read(), os.stat(path).st_mtime_ns)
-  return out
 
 
 def _one_line(e):

@@ -168,7 +168,20 @@ def _random_tokens(facts: DataFacts, rows: int, length: int,
   return rng.integers(FIRST_REGULAR_ID, facts.vocab_size, (rows, length), np.int32)
 
 
-class LanguageModelTask(TaskBase):
+class _TokenVocabulary:
+  """For tasks whose model reads and writes the tokenizer's ids and nothing else: the model's
+  vocabulary is the tokenizer's, and without a dataset the config's."""
+
+  @classmethod
+  def model_fields(cls, config, facts):
+    return {"vocab_size": facts.vocab_size}
+
+  @classmethod
+  def facts_from_config(cls, config):
+    return DataFacts(vocab_size=config.model.vocab_size)
+
+
+class LanguageModelTask(_TokenVocabulary, TaskBase):
   """Next-token prediction with a decoder-only LM; reported in nats/token and bits/byte
   (bits/byte only when the facts give the tokenizer's byte lengths). With `train.loss_chunk`
   the training loss applies the output layer chunk by chunk (evals and diagnostics still
@@ -179,14 +192,6 @@ class LanguageModelTask(TaskBase):
     super().__init__(config, facts, build_model)
     self._byte_lengths = (None if facts.byte_lengths is None
                           else jnp.asarray(facts.byte_lengths))
-
-  @classmethod
-  def model_fields(cls, config, facts):
-    return {"vocab_size": facts.vocab_size}
-
-  @classmethod
-  def facts_from_config(cls, config):
-    return DataFacts(vocab_size=config.model.vocab_size)
 
   def example_inputs(self):
     return (jnp.zeros((self.rows_per_process, self.config.data.seq_len), jnp.int32),)
@@ -227,7 +232,7 @@ class LanguageModelTask(TaskBase):
             "weights": np.ones((rows, self.config.data.seq_len), np.float32)}
 
 
-class Seq2SeqTask(TaskBase):
+class Seq2SeqTask(_TokenVocabulary, TaskBase):
   """Source -> target with an encoder-decoder (teacher forcing, loss on the target tokens).
 
   Eval: loss in nats per target token, and for greedy and beam-search decoding
@@ -240,14 +245,6 @@ class Seq2SeqTask(TaskBase):
   def __init__(self, config, facts, build_model):
     super().__init__(config, facts, build_model)
     self.bos_id, self.eos_id, self.pad_id = facts.bos_id, facts.eos_id, facts.pad_id
-
-  @classmethod
-  def model_fields(cls, config, facts):
-    return {"vocab_size": facts.vocab_size}
-
-  @classmethod
-  def facts_from_config(cls, config):
-    return DataFacts(vocab_size=config.model.vocab_size)
 
   def example_inputs(self):
     return (jnp.zeros((self.rows_per_process, self.config.data.src_len), jnp.int32),
