@@ -197,9 +197,20 @@ def _largest_array(jaxpr) -> int:
   for eqn in jaxpr.eqns:
     for v in eqn.outvars:
       largest = max(largest, int(np.prod(getattr(v.aval, "shape", ()))))
-    for sub in jax.core.jaxprs_in_params(eqn.params):
+    for sub in _sub_jaxprs(eqn.params):
       largest = max(largest, _largest_array(sub))
   return largest
+
+
+def _sub_jaxprs(params: dict):
+  """The jaxprs an equation's params hold (scan, map, remat, pjit bodies), found by their
+  attributes: `jax.core.jaxprs_in_params` is gone in jax 0.12."""
+  for value in params.values():
+    for item in value if isinstance(value, (tuple, list)) else (value,):
+      if hasattr(item, "eqns"):  # a Jaxpr
+        yield item
+      elif hasattr(item, "jaxpr") and hasattr(item.jaxpr, "eqns"):  # a ClosedJaxpr
+        yield item.jaxpr
 
 
 def test_chunked_loss_and_its_gradient_never_hold_the_whole_logits():
