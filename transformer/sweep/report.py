@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
+import io
 import json
 import math
 import os
@@ -468,8 +469,7 @@ PNG_COLORS = 256  # plots are lines on white: a palette keeps their colours, 3x 
 def save_png(plt, fig, path: str, dpi: int) -> None:
   """Writes `fig` to `path` as a palette PNG and closes it. The bytes depend only on the
   figure (no date or software version in the file), so a regenerated report is identical."""
-  import io  # noqa: PLC0415
-  from PIL import Image  # noqa: PLC0415 -- matplotlib's own PNG writer
+  from PIL import Image  # noqa: PLC0415 -- loaded with matplotlib, only when drawing
   buf = io.BytesIO()
   fig.savefig(buf, format="png", dpi=dpi)
   plt.close(fig)
