@@ -13,11 +13,13 @@ Reading never writes: no `__pycache__` next to a Python file, nothing in a workd
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
 import sys
 import types
+import zlib
 from typing import Any, Callable, Optional
 
 from transformer.config import ConfigError
@@ -51,20 +53,29 @@ def file_error(path: str, problem: str, fix: str = _FIX, *, line: Optional[int] 
 
 
 def read_text(path: str, what: str = "") -> str:
-  """The file's text (UTF-8); a missing file, a directory or an unreadable file is an error."""
+  """The file's text (UTF-8; gunzipped when `path` ends in `.gz`); a missing file, a
+  directory or an unreadable file is an error."""
   try:
+    if path.endswith(".gz"):
+      with gzip.open(path, "rt", encoding="utf-8") as f:
+        return f.read()
     with open(path, encoding="utf-8") as f:
       return f.read()
   except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
     kind = "is a directory" if isinstance(e, IsADirectoryError) else "does not exist"
     raise file_error(path, f"the file {kind}", "Give the path of a file.", what=what,
                      cls=MissingFileError) from None
+  except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+    raise file_error(path, f"cannot be read as gzipped text: {e}",
+                     "Restore it from a copy, or gunzip it.", what=what) from None
   except OSError as e:
     raise file_error(path, f"cannot be read: {e.strerror or e}",
                      "Check its permissions.", what=what) from None
   except UnicodeDecodeError as e:
-    with open(path, "rb") as f:
-      line = f.read(e.start).count(b"\n") + 1
+    line = None  # a gzipped file's offsets are not the text's
+    if not path.endswith(".gz"):
+      with open(path, "rb") as f:
+        line = f.read(e.start).count(b"\n") + 1
     raise file_error(path, f"byte {e.object[e.start:e.start + 1]!r} is not UTF-8 text",
                      "Save the file as UTF-8.", line=line, what=what) from None
 

@@ -10,10 +10,7 @@ here. This module imports no JAX and no TensorFlow, so the sweep runner and repo
 
 from __future__ import annotations
 
-import gzip
-import json
 import os
-import zlib
 from typing import Optional, Sequence
 
 from transformer import kinds, user_files
@@ -45,12 +42,11 @@ def read_metrics(workdir: str) -> dict[str, list[dict]]:
   kill (a torn last line) is skipped.
   """
   path = os.path.join(workdir, METRICS_FILE)
-  if os.path.exists(path):
-    rows = user_files.read_json_lines(path, "the run's metrics", skip_bad=True)
-  elif os.path.exists(path + ".gz"):
-    rows = _read_gzipped_lines(path + ".gz")
-  else:
-    return {}
+  if not os.path.exists(path):
+    path += ".gz"  # committed study runs are stored compressed
+    if not os.path.exists(path):
+      return {}
+  rows = user_files.read_json_lines(path, "the run's metrics", skip_bad=True)
   by_split: dict[str, dict[int, dict]] = {}
   for row in rows:
     if not (isinstance(row.get("split"), str) and isinstance(row.get("step"), int)
@@ -58,27 +54,6 @@ def read_metrics(workdir: str) -> dict[str, list[dict]]:
       continue
     by_split.setdefault(row["split"], {})[row["step"]] = row
   return {split: [rows[s] for s in sorted(rows)] for split, rows in by_split.items()}
-
-
-def _read_gzipped_lines(path: str) -> list[dict]:
-  """The JSON objects of a gzipped JSON-lines file; lines that are not one are skipped, as
-  `read_json_lines(..., skip_bad=True)` does for the plain file."""
-  try:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-      text = f.read()
-  except (OSError, EOFError, zlib.error, UnicodeDecodeError) as e:
-    raise user_files.file_error(path, f"cannot be read as gzipped text: {e}",
-                                "Restore it from git, or gunzip it to metrics.jsonl.",
-                                what="the run's metrics") from None
-  rows = []
-  for line in text.split("\n"):
-    try:
-      row = json.loads(line) if line.strip() else None
-    except json.JSONDecodeError:
-      continue
-    if isinstance(row, dict):
-      rows.append(row)
-  return rows
 
 
 def last_eval(workdir: str) -> Optional[dict]:
