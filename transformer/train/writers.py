@@ -12,6 +12,8 @@ import json
 import os
 import time
 
+import numpy as np
+
 
 class MetricWriter:
   """Writes `{"step", "split", ...metrics}` lines to `<workdir>/metrics.jsonl` and scalars to
@@ -59,25 +61,27 @@ class EventWriter:
   """One TensorBoard run directory: scalar and text summaries, as `tf.summary` writes them."""
 
   def __init__(self, logdir: str):
-    # Imported here: the sweep runner uses this module and imports neither.
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: PLC0415
-    os.makedirs(logdir, exist_ok=True)
-    self._writer = EventFileWriter(logdir)
-
-  def add(self, tag: str, value, step: int) -> None:
-    """`value`: a str (Text tab) or a number (Scalars tab, float32)."""
-    import numpy as np  # noqa: PLC0415
+    # Imported here, once per run directory: the sweep runner uses this module and imports
+    # neither tensorboard nor JAX.
     from tensorboard.compat.proto import event_pb2  # noqa: PLC0415
     from tensorboard.plugins.scalar import metadata as scalar_metadata  # noqa: PLC0415
     from tensorboard.plugins.text import metadata as text_metadata  # noqa: PLC0415
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: PLC0415
     from tensorboard.util import tensor_util  # noqa: PLC0415
+    os.makedirs(logdir, exist_ok=True)
+    self._writer = EventFileWriter(logdir)
+    self._event, self._tensor = event_pb2.Event, tensor_util.make_tensor_proto
+    self._text_meta = text_metadata.create_summary_metadata(display_name=None, description=None)
+    self._scalar_meta = scalar_metadata.create_summary_metadata(display_name=None,
+                                                                description=None)
+
+  def add(self, tag: str, value, step: int) -> None:
+    """`value`: a str (Text tab) or a number (Scalars tab, float32)."""
     if isinstance(value, str):
-      tensor = tensor_util.make_tensor_proto(np.array(value.encode("utf-8"), dtype=object))
-      meta = text_metadata.create_summary_metadata(display_name=None, description=None)
+      tensor, meta = self._tensor(np.array(value.encode("utf-8"), dtype=object)), self._text_meta
     else:
-      tensor = tensor_util.make_tensor_proto(np.float32(value))
-      meta = scalar_metadata.create_summary_metadata(display_name=None, description=None)
-    event = event_pb2.Event(wall_time=time.time(), step=step)
+      tensor, meta = self._tensor(np.float32(value)), self._scalar_meta
+    event = self._event(wall_time=time.time(), step=step)
     event.summary.value.add(tag=tag, tensor=tensor, metadata=meta)
     self._writer.add_event(event)
 
