@@ -1,7 +1,7 @@
 """Preemption, for real: `python launch.py` in a subprocess, stopped by SIGTERM and by kill -9.
 
-SIGTERM must finish the step, save and exit 0; kill -9 at a random step loses at most the
-steps since the last checkpoint; the run that resumes after both ends with parameters bitwise
+SIGTERM must finish the step, save, release the workdir's lock and exit 0; kill -9 at a random
+step loses at most the steps since the last checkpoint (its lock is taken over on resume); the run that resumes after both ends with parameters bitwise
 equal to an uninterrupted run's.
 """
 
@@ -76,15 +76,19 @@ def test_sigterm_then_kill9_then_resume_is_the_uninterrupted_run(tiny_corpus, tm
   stopped = int(re.search(r"Stopped at step (\d+) \(SIGTERM\)", out).group(1))
   assert "SIGTERM received" in out and stopped < NUM_STEPS
   assert _steps_on_disk(workdir)[-1] == stopped  # saved where it stopped
+  lock = os.path.join(workdir, ".lock")
+  assert not os.path.exists(lock)  # released on the way out
 
   kill_at = random.Random().randrange(stopped + 2, NUM_STEPS - 1)
   rc, out = _launch(workdir, tiny_corpus, signal_at=kill_at, sig=signal.SIGKILL)
   assert rc == -signal.SIGKILL, f"kill -9 at step {kill_at} did not land:\n{out}"
   assert f"Resumed from {workdir}/checkpoints at step {stopped}" in out
+  assert os.path.exists(lock)  # a kill -9 leaves it (stale: its pid is gone)
 
   rc, out = _launch(workdir, tiny_corpus)
   assert rc == 0, out
   assert "Resumed from" in out and _steps_on_disk(workdir)[-1] == NUM_STEPS
+  assert "no longer runs on this host" in out and not os.path.exists(lock)  # taken over, freed
   a, b = _final_params(straight, NUM_STEPS), _final_params(workdir, NUM_STEPS)
   for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a), jax.tree.leaves(b)):
     np.testing.assert_array_equal(x, y, err_msg=f"{jax.tree_util.keystr(path)} "

@@ -230,12 +230,19 @@ def main(argv: list[str]) -> None:
       mesh_shape(config.parallel, jax.device_count())
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
+  lock = None
   if _MODE.value in ("train", "bench"):  # files, devices, workdir: before data or compiling
     from transformer.cli.preflight import check_before_run  # noqa: PLC0415 -- as jax
-    try:
-      check_before_run(config, workdir if _MODE.value == "train" else None)
+    try:  # train: the workdir's lock too, held until the run ends (transformer/workdir_lock.py)
+      lock = check_before_run(config, workdir if _MODE.value == "train" else None)
     except (ConfigError, RunError) as e:
       _exit_with(e)
+  with lock or contextlib.nullcontext():  # released on success, errors and a SIGTERM save
+    _run_mode(config, workdir)
+
+
+def _run_mode(config, workdir: str) -> None:
+  """The chosen mode, once the flags, the config and this machine have passed their checks."""
   if _MODE.value == "diagnose":  # it compares the saved config.json as train does
     from transformer.cli.preflight import check_saved_config  # noqa: PLC0415
     try:

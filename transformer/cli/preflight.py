@@ -1,6 +1,7 @@
 """Checks that need this machine rather than the config's values alone (a writable workdir,
-files the config names, the devices): run by `launch.py` before any data is read, anything
-is compiled or `config.json` is written, so a refused run leaves nothing behind."""
+files the config names, the devices) and the workdir's lock: run by `launch.py` before any data
+is read, anything is compiled or `config.json` is written, so a refused run leaves nothing
+behind."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import tempfile
 from typing import Optional
 
-from transformer import user_files
+from transformer import user_files, workdir_lock
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.errors import RunError
 
@@ -20,9 +21,37 @@ def check_workdir(workdir: str) -> None:
     with tempfile.TemporaryFile(dir=workdir):
       pass
   except OSError as e:
-    raise RunError(f"--workdir={workdir!r} cannot be used: {e.strerror or e} "
-                   f"({type(e).__name__}). Pass a --workdir in a directory you can write "
-                   "to.") from None
+    raise _unusable(workdir, e) from None
+
+
+def _unusable(workdir: str, e: OSError) -> RunError:
+  return RunError(f"--workdir={workdir!r} cannot be used: {e.strerror or e} "
+                  f"({type(e).__name__}). Pass a --workdir in a directory you can write to.")
+
+
+def lock_workdir(workdir: str) -> Optional[workdir_lock.WorkdirLock]:
+  """Process 0 takes the workdir's lock (`transformer/workdir_lock.py`), creating the folder if
+  needed but writing nothing else; the other processes do not touch it. All processes then
+  agree (a collective) on whether it was taken, so if process 0 is refused every process stops
+  at once, not at the heartbeat timeout. Returns the lock on process 0, else None."""
+  import jax  # noqa: PLC0415 -- after distributed initialization
+  from transformer.train.parallel import on_any_process  # noqa: PLC0415 -- as jax
+  lock, error = None, None
+  if jax.process_index() == 0:
+    try:
+      if not workdir_lock.is_remote(workdir):
+        os.makedirs(workdir, exist_ok=True)
+      lock = workdir_lock.acquire(workdir)
+    except OSError as e:
+      error = _unusable(workdir, e)
+    except RunError as e:
+      error = e
+  if on_any_process(error is not None) and error is None:
+    raise RunError(f"process 0 could not take the lock of workdir {workdir}; its log says "
+                   "why.")
+  if error is not None:
+    raise error
+  return lock
 
 
 def check_saved_config(workdir: str) -> None:
@@ -61,10 +90,22 @@ def check_devices(config: ExperimentConfig) -> None:
                     jax.device_count(), jax.process_count())
 
 
-def check_before_run(config: ExperimentConfig, workdir: Optional[str]) -> None:
-  """All of the above; `workdir` None for modes that write none (bench)."""
+def check_before_run(config: ExperimentConfig, workdir: Optional[str]
+                     ) -> Optional[workdir_lock.WorkdirLock]:
+  """All of the above; `workdir` None for modes that write none (bench). The workdir's lock
+  is taken after the checks that write nothing and before those that write there, so a run
+  refused by another's lock leaves the workdir as it was. Returns the lock (None without a
+  workdir, and on processes other than 0): the caller releases it when the run ends."""
   check_files(config)
   check_devices(config)
-  if workdir is not None:
+  if workdir is None:
+    return None
+  lock = lock_workdir(workdir)
+  try:
     check_workdir(workdir)
     check_saved_config(workdir)
+  except BaseException:
+    if lock is not None:
+      lock.release()
+    raise
+  return lock
