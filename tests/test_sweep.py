@@ -280,7 +280,7 @@ def test_sigint_reaches_every_child_once_and_leaves_no_process(tmp_path):
   output, _ = proc.communicate(timeout=60)
   assert proc.returncode == 0, output
   assert "OUTCOME {'finished': [], 'failed': [], 'stopped': ['p0', 'p1'], " \
-         "'not_started': ['p2']}" in output, output
+         "'not_started': ['p2'], 'in_use': []}" in output, output
   for j in jobs[:2]:
     assert open(os.path.join(j.workdir, "signals")).read() == "SIGINT\n"
     pid = int(open(os.path.join(j.workdir, "pid")).read())

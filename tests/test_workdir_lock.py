@@ -1,7 +1,7 @@
 """One run per workdir (transformer/workdir_lock.py): a second `launch.py` on a held workdir
 stops at once naming the holder and changes nothing; a killed run's lock is taken over; the
-takeover is race-free; another host's lock goes stale only without heartbeats; a two-process
-run refused on process 0 stops on both."""
+takeover is race-free; another host's lock goes stale only without heartbeats; the sweep
+runner skips a held point; a two-process run refused on process 0 stops on both."""
 
 import json
 import os
@@ -17,6 +17,7 @@ import pytest
 
 from tests.test_preemption import ROOT, _overrides
 from transformer import workdir_lock as wl
+from transformer.sweep.local import Job, run_jobs
 
 HOST = socket.gethostname()
 
@@ -299,3 +300,20 @@ def test_a_remote_workdir_is_not_locked():
   assert lock.path is None and "not locked" in logged[0]
   lock.release()
   assert wl.live_holder("gs://bucket/run") is None
+
+
+# --- the sweep runner -------------------------------------------------------------------------
+
+def test_the_sweep_runner_skips_a_point_held_by_a_live_run(tmp_path):
+  held_dir, free_dir = tmp_path / "p0", tmp_path / "p1"
+  held_dir.mkdir()
+  jobs = [Job(p.name, str(p), [sys.executable, "-c",
+                               f"open({str(p / 'done')!r}, 'w').close()"],
+              finished=lambda p=p: (p / "done").exists()) for p in (held_dir, free_dir)]
+  lines = []
+  with wl.acquire(str(held_dir)):
+    out = run_jobs(jobs, parallel=2, poll_s=0.05, print_fn=lines.append)
+  assert [j.name for j in out["in_use"]] == ["p0"] and [j.name for j in out["finished"]] == ["p1"]
+  assert f"[sweep] skipping p0: in use by pid {os.getpid()} on host {HOST} since " in "\n".join(
+      lines)
+  assert sorted(os.listdir(held_dir)) == []  # not started: no log.txt, nothing written

@@ -111,7 +111,9 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
   stopped = outcome["stopped"] or outcome["not_started"]
   print(f"[sweep] finished {len(outcome['finished'])} of {len(jobs)}; failed "
         f"{len(outcome['failed'])}; stopped {len(outcome['stopped'])}; not started "
-        f"{len(outcome['not_started'])}.")
+        f"{len(outcome['not_started'])}"
+        + (f"; in use by another process {len(outcome['in_use'])} (run the sweep again once "
+           "they finish)" if outcome["in_use"] else "") + ".")
   for job in outcome["failed"]:
     print(f"[sweep] FAILED {job.name} (exit {job.returncode}): {job.log_path}")
   if stopped:
@@ -124,7 +126,7 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
     print(f"[sweep] The report failed ({type(e).__name__}: {e}); rerun it with "
           f"python launch.py --mode=report --sweep_dir={sweep_dir}")
     return 1
-  return 1 if outcome["failed"] else 0
+  return 1 if outcome["failed"] or outcome["in_use"] else 0
 
 
 def _slurm(sweep_dir, points, configs, names, commands) -> int:

@@ -1,8 +1,10 @@
 """Run a sweep's points on this machine: one `launch.py` process per point, N at a time.
 
 Each point trains in its own workdir (`<sweep_dir>/<point name>`), logging to `log.txt` there,
-so a rerun skips finished points and resumes the others exactly. A failing point does not stop
-the rest. SIGINT / SIGTERM to the runner is passed on once to every running child (each saves a
+so a rerun skips finished points and resumes the others exactly. A point whose workdir another
+live process holds (its lock, see transformer/workdir_lock.py: the same sweep run twice, or a
+SLURM job on it) is skipped with a line naming the holder. A failing point does not stop the
+rest. SIGINT / SIGTERM to the runner is passed on once to every running child (each saves a
 checkpoint and exits) and the runner waits for them; a second one is passed on too (children
 then stop at once). Children die with the runner (PR_SET_PDEATHSIG), so none is orphaned.
 """
@@ -19,6 +21,7 @@ import sys
 import time
 from typing import Callable, Optional, Sequence
 
+from transformer import workdir_lock
 from transformer.train.writers import format_duration
 
 STOP_GRACE_S = 300  # after a stop request, children get this long to save before a SIGKILL
@@ -103,10 +106,11 @@ def run_jobs(jobs: Sequence[Job], parallel: int, gpus: Sequence[str] = (),
              print_fn=print) -> dict[str, list[Job]]:
   """Runs the unfinished `jobs`, `parallel` at a time; returns them by outcome:
   `finished` (this time or before), `failed` (non-zero exit, or exit 0 without the final
-  eval), `stopped` (interrupted by a signal) and `not_started`."""
+  eval), `stopped` (interrupted by a signal), `not_started`, and `in_use` (skipped: another
+  live process holds the point's workdir)."""
   if parallel < 1:
     raise ValueError(f"--parallel={parallel} must be >= 1.")
-  outcome = {"finished": [], "failed": [], "stopped": [], "not_started": []}
+  outcome = {"finished": [], "failed": [], "stopped": [], "not_started": [], "in_use": []}
   todo = _skip_finished(jobs, outcome["finished"], print_fn)
   if gpus and parallel > len(gpus):
     print_fn(f"[sweep] {parallel} points at a time on {len(gpus)} GPU(s): points share GPUs.")
@@ -171,7 +175,13 @@ class _Pool:
     self.todo = []
 
   def _start_next(self) -> None:
+    """Starts the next job in a free slot, unless another process holds its workdir."""
     job = self.todo.pop(0)
+    holder = workdir_lock.live_holder(job.workdir)
+    if holder is not None:  # checked just before starting: nothing is written to its workdir
+      self.outcome["in_use"].append(job)
+      self.print_fn(f"[sweep] skipping {job.name}: in use by {holder.describe()}")
+      return
     slot = self.free_slots.pop(0)
     env = self._child_env(slot)
     _start(job, env)
