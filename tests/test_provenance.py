@@ -271,10 +271,13 @@ def _record(commit, dirty=False, digest="d1"):
 
 
 def _sweep(directory, records):
-  """A sweep of one run per entry of `records` (a list of its provenance records, or None for
-  a run from before provenance), each finished at step 2."""
+  """A sweep of one run per entry of `records` (a list of its provenance records, None for a
+  run from before provenance, "absent" for a point not started), each finished at step 2."""
   names = [f"seed={i}" for i in range(len(records))]
+  directory.mkdir(parents=True)
   for name, recs in zip(names, records):
+    if recs == "absent":
+      continue
     workdir = directory / name
     workdir.mkdir(parents=True)
     with open(workdir / "metrics.jsonl", "w") as f:
@@ -297,9 +300,8 @@ def no_entropy(monkeypatch):
 
 
 def test_the_report_warns_when_runs_mix_commits_and_data(tmp_path, capsys, no_entropy):
-  sweep_dir = _sweep(tmp_path / "s", [[_record("a" * 40)],
-                                      [_record("a" * 40), _record("b" * 40, dirty=True, digest="d2")],
-                                      None])
+  resumed = [_record("a" * 40), _record("b" * 40, dirty=True, digest="d2")]
+  sweep_dir = _sweep(tmp_path / "s", [[_record("a" * 40)], resumed, None])
   text = open(report.write_report(sweep_dir)).read()
   out = capsys.readouterr().out
   for warning in ("the runs mix 2 commits (aaaaaaaaaaaa, bbbbbbbbbbbb)",
@@ -314,9 +316,11 @@ def test_the_report_warns_when_runs_mix_commits_and_data(tmp_path, capsys, no_en
 
 
 def test_the_report_of_one_commit_has_a_section_and_no_warning(tmp_path, capsys, no_entropy):
-  sweep_dir = _sweep(tmp_path / "s", [[_record("a" * 40)], [_record("a" * 40)]])
+  sweep_dir = _sweep(tmp_path / "s", [[_record("a" * 40)], [_record("a" * 40)], "absent"])
   text = open(report.write_report(sweep_dir)).read()
   assert "## Provenance" in text and "Warning" not in text
+  assert "aaaaaaaaaaaa: seed=0, seed=1" in text
+  assert "Not recorded" not in text  # seed=2 has not started: nothing to record yet
   assert "WARNING" not in capsys.readouterr().out
 
 

@@ -57,8 +57,8 @@ def collect(argv: Sequence[str], *, root: str = REPO_ROOT, data: Optional[Mappin
   whose commit is recorded (default: the one this package is installed from)."""
   now = datetime.datetime.now(datetime.timezone.utc)
   record = {"time": now.isoformat(timespec="seconds"), "host": socket.gethostname(),
-            "command": shlex.join(argv), "git": git_state(root), "python": platform.python_version(),
-            "versions": versions()}
+            "command": shlex.join(argv), "git": git_state(root),
+            "python": platform.python_version(), "versions": versions()}
   jobs = {k: os.environ[k] for k in JOB_VARIABLES if os.environ.get(k)}
   if jobs:
     record["job"] = jobs

@@ -45,13 +45,13 @@ def _runs(names: Sequence[str]) -> str:
   return ", ".join(names[:4]) + (f", ... ({len(names)} runs)" if len(names) > 4 else "")
 
 
-def _commit(record: Mapping) -> Optional[str]:
-  git = record.get("git") if isinstance(record.get("git"), Mapping) else {}
-  return git.get("commit")
+def _git(record: Mapping) -> Mapping:
+  git = record.get("git")
+  return git if isinstance(git, Mapping) else {}
 
 
 def _commit_label(record: Mapping) -> str:
-  git = record.get("git") if isinstance(record.get("git"), Mapping) else {}
+  git = _git(record)
   if not git.get("commit"):
     return "unknown (not a git checkout)"
   return git["commit"][:12] + (" (dirty)" if git.get("dirty") else "")
@@ -67,7 +67,8 @@ def _devices_label(record: Mapping) -> str:
   d = record.get("devices")
   if not isinstance(d, Mapping):
     return "not recorded"
-  return f"{d.get('count')} x {d.get('kind')} ({d.get('platform')}), {d.get('processes')} process(es)"
+  return (f"{d.get('count')} x {d.get('kind')} ({d.get('platform')}), "
+          f"{d.get('processes')} process(es)")
 
 
 def _data(record: Mapping) -> Optional[Mapping]:
@@ -84,26 +85,26 @@ class ProvenanceSummary:
 
 def summarize(runs: Sequence[Any], manifest: Mapping) -> ProvenanceSummary:
   """The section (Markdown lines) and warnings for `runs` (`report.Run`s: `.name`,
-  `.workdir`); both empty when no run recorded provenance."""
+  `.workdir`, `.metrics`); both empty when no run recorded provenance."""
   commits, versions, devices, data = Seen(), Seen(), Seen(), Seen()
   known_commits, dirty, digests, missing = set(), [], set(), []
   for run in runs:
     records = provenance.read_records(run.workdir)
-    if not records:
+    if not records and run.metrics:  # a point not started yet is left out
       missing.append(run.name)
     for r in records:
       commits.add(_commit_label(r), run.name)
       versions.add(_versions_label(r), run.name)
       devices.add(_devices_label(r), run.name)
-      if _commit(r):
-        known_commits.add(_commit(r))
-      if (r.get("git") or {}).get("dirty") and run.name not in dirty:
+      if _git(r).get("commit"):
+        known_commits.add(_git(r)["commit"])
+      if _git(r).get("dirty") and run.name not in dirty:
         dirty.append(run.name)
       identity = _data(r)
       if identity:
         digests.add(identity["digest"])
         data.add(provenance.describe_data(identity), run.name)
-  if len(missing) == len(runs):
+  if not commits.values:  # no run recorded any
     return ProvenanceSummary([], [])
   warnings = []
   if len(known_commits) > 1:
