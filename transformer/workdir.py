@@ -1,6 +1,7 @@
 """Reading what a run left in its workdir: config.json, metrics.jsonl, the checkpoint steps.
 
-A workdir holds `config.json` (the validated config), `checkpoints/<step>/` (orbax),
+A workdir holds `config.json` (the validated config, and under `provenance` where its first
+start came from), `provenance.jsonl` (one record per start), `checkpoints/<step>/` (orbax),
 `metrics.jsonl` (one `{"step", "split", ...metrics}` object a line) and `tensorboard/`. A
 committed study keeps its runs' metrics gzipped (`metrics.jsonl.gz`, see
 experiments/compress_results.py); `read_metrics` reads that when there is no plain file. The
@@ -13,13 +14,16 @@ from __future__ import annotations
 import os
 from typing import Optional, Sequence
 
-from transformer import kinds, user_files
+from transformer import kinds, provenance, user_files
 from transformer.config import ConfigError, ExperimentConfig, from_config_dict
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
 METRICS_GZ = METRICS_FILE + ".gz"  # committed results: the same lines, gzipped
 CHECKPOINTS = "checkpoints"
+# config.json's key for the run's first provenance record (`transformer.provenance`): not part
+# of the config, so neither validated nor compared on resume (a new commit may resume a run).
+PROVENANCE = provenance.KEY
 
 # Fields that may change between a run and its resumption: they do not change the
 # trajectory up to the resumed step.
@@ -71,6 +75,7 @@ def run_config(workdir: str) -> ExperimentConfig:
   if not os.path.exists(path):
     raise ConfigError(f"--workdir={workdir!r} holds no config.json; point it at a trained run.")
   saved = user_files.read_json_object(path, user_files.SAVED_CONFIG, user_files.SAVED_CONFIG_FIX)
+  saved.pop(PROVENANCE, None)  # where the run came from, not part of its config
   try:
     return from_config_dict(saved)
   except (ConfigError, TypeError, ValueError, AttributeError) as e:
@@ -101,7 +106,7 @@ def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
   current = _flatten(config.to_dict())
   diffs = sorted(k for k in set(saved) | set(current)
                  if saved.get(k) != current.get(k) and k not in RESUMABLE_CHANGES
-                 and k not in kinds.FROM_DATA)
+                 and k not in kinds.FROM_DATA and k.split(".")[0] != PROVENANCE)
   if diffs:
     lines = "\n".join(f"  {k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in diffs)
     raise ConfigError(

@@ -26,9 +26,10 @@ import itertools
 import json
 import os
 import re
+import sys
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from transformer import REPO_ROOT, user_files
+from transformer import REPO_ROOT, provenance, user_files
 from transformer.config import ConfigError, ExperimentConfig, from_config_dict
 from transformer.errors import CommandLineError
 from transformer.kinds import FROM_DATA
@@ -271,7 +272,7 @@ def is_finished(workdir: str, num_steps: int) -> bool:
 # vocabulary size) is that point's run, and `--reuse_runs_from` links it instead of rerunning.
 REUSE_IGNORES = ("checkpoint.", "train.prefetch", "train.profile_steps",
                  "train.compilation_cache_dir", "train.xla_gpu_flags", "train.samples_at_eval",
-                 "train.peak_flops_per_device")
+                 "train.peak_flops_per_device", "provenance.")
 
 
 def _flat(d: Mapping, prefix: str = "") -> dict:
@@ -325,17 +326,30 @@ def write_manifest(sweep_dir: str, sweep_file: str, config_arg: str, overrides: 
                    points: Sequence[Point], configs: Sequence[ExperimentConfig],
                    given_dir: str = "") -> str:
   """Writes `<sweep_dir>/sweep.json`: the command's arguments as given (for the report's
-  command line) and each point's name, overrides and length."""
+  command line), each point's name, overrides and length, and the command's `provenance`
+  (`sweep_provenance`)."""
   os.makedirs(sweep_dir, exist_ok=True)
   manifest = {
       "sweep_file": sweep_file, "config": config_arg, **sweep_report_settings(sweep_file),
       "overrides": list(overrides), "sweep_dir": given_dir or sweep_dir,
       "points": [{"name": point_name(p, points), "overrides": p,
-                  "num_steps": c.train.num_steps} for p, c in zip(points, configs)]}
+                  "num_steps": c.train.num_steps} for p, c in zip(points, configs)],
+      "provenance": sweep_provenance(configs)}
   path = os.path.join(sweep_dir, MANIFEST)
   with open(path, "w") as f:
     json.dump(manifest, f, indent=1, default=str)
   return path
+
+
+def sweep_provenance(configs: Sequence[ExperimentConfig]) -> dict:
+  """This command's provenance (`transformer.provenance.collect`: commit, versions, host,
+  command line; no JAX) with `datasets`, the identity of each distinct data config among the
+  points. Each run records its own as it starts (`<point>/provenance.jsonl`)."""
+  data = []
+  for c in configs:
+    if c.to_dict()["data"] not in data:
+      data.append(c.to_dict()["data"])
+  return {**provenance.collect(sys.argv), "datasets": [provenance.data_identity(d) for d in data]}
 
 
 def read_manifest(sweep_dir: str) -> dict:

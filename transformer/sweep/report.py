@@ -36,10 +36,11 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from transformer import user_files
+from transformer import provenance, user_files
 from transformer.errors import CommandLineError
 from transformer.sweep import points as sweep_lib
-from transformer.workdir import CONFIG_FILE, read_metrics
+from transformer.sweep import provenance_report
+from transformer.workdir import CONFIG_FILE, PROVENANCE, read_metrics
 
 COLLAPSE_TOLERANCE = 0.02  # relative: eval loss >= (1 - this) * unigram entropy = collapsed
 _NOT_METRICS = ("step", "split", "time", "tokens", "examples")
@@ -119,15 +120,41 @@ def _stuck_at(run: Run, entropy: float) -> bool:
   return -slope * (steps[-1] - steps[0]) < COLLAPSE_TOLERANCE * entropy
 
 
+def entropy_key(data: Any, identity: Optional[str]) -> str:
+  """The entropy cache's key: the data config and the digest of the bytes it read
+  (`provenance.data_identity`): the default corpus, this Python's stdlib, differs per Python.
+  Without a digest (runs from before provenance, whose committed caches hold such keys) the
+  data config's alone."""
+  payload = data if identity is None else {"data": data, "identity": identity}
+  return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _recorded_identity(saved: dict) -> Optional[str]:
+  """The digest of the data the run recorded reading at its first start; None without one."""
+  return _section(_section(saved, PROVENANCE), "data").get("digest") or None
+
+
 def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
   """Entropy (nats/token) of the token frequencies of the eval split of the run in `workdir`,
-  for decoder LMs; None for other kinds. Cached per data config in `cache_dir`."""
+  for decoder LMs; None for other kinds. Cached in `cache_dir` by `entropy_key`: looked up
+  under the data identity the run recorded (its data config alone for a run without one),
+  then under that of the data here, where it is computed (and cached) when neither is. A
+  recorded identity that differs from the data here is reported: the collapse check then
+  compares with the entropy of other bytes."""
   saved = saved_config(workdir)
   if saved is None or _section(saved, "model").get("kind") != "decoder_lm":
     return None
-  key = hashlib.sha1(json.dumps(saved.get("data"), sort_keys=True).encode()).hexdigest()[:16]
   cache_path = os.path.join(cache_dir, "unigram_entropy.json")
   cache = _read_cache(cache_path)
+  recorded = _recorded_identity(saved)
+  key = entropy_key(saved.get("data"), recorded)
+  if isinstance(cache.get(key), (int, float)):
+    return cache[key]
+  here = provenance.data_identity(_section(saved, "data"))["digest"]
+  if recorded and here != recorded:
+    print(f"[report] {workdir} read data {recorded}; the data here is {here}, so its unigram "
+          "entropy is that of the data here.")
+  key = entropy_key(saved.get("data"), here)
   if not isinstance(cache.get(key), (int, float)):
     from transformer.config import DataConfig  # noqa: PLC0415
     from transformer.data.pipeline import lm_data  # noqa: PLC0415 -- TensorFlow
@@ -285,6 +312,10 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
            *([f"**Claim under test:** {manifest['claim']}", ""] if manifest.get("claim") else []),
            f"{len(runs)} points: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
            ""]
+  prov = provenance_report.summarize(runs, manifest)
+  for warning in prov.warnings:
+    print(f"[report] WARNING: {warning}")
+  lines += provenance_report.warning_lines(prov)
   lines += study_verdict(manifest, runs)
   group_cols = [k for k in fields]
   header = group_cols + ["healthy / runs"] + [m + (" *" if m == metric else "") for m in names]
@@ -328,6 +359,7 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   if _plot_diagnostics_over_steps(runs, os.path.join(sweep_dir, "diagnostics_steps.png")):
     figures.append(("Diagnostics over training (per-layer metrics: the largest layer's value; "
                     "mean over seeds)", "diagnostics_steps.png"))
+  lines += ["", *prov.lines] if prov.lines else []
   lines += ["", "## Figures", ""]
   for caption, path in figures:
     lines += [f"{caption}:", "", f"![{caption}]({path})", ""]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from typing import Optional
 
 import jax
 import numpy as np
 
-from transformer import kinds
+from transformer import kinds, provenance
 from transformer.config import ExperimentConfig
 from transformer.evaluation import evaluate as evaluation
 from transformer.train import diagnostics, optim, peaks
@@ -27,7 +28,7 @@ from transformer.train.prefetch import Prefetcher
 from transformer.train.profiler import StepProfiler
 from transformer.train.state import TrainState, count_params
 from transformer.train.writers import MetricWriter, format_duration, log
-from transformer.workdir import check_workdir_config, last_eval
+from transformer.workdir import check_workdir_config, checkpoint_steps, last_eval
 
 # Multi-process runs agree on stopping (after a signal) every this many steps.
 STOP_CHECK_EVERY = 10
@@ -87,12 +88,16 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
   par = build_parallel(config, task, optim.build_optimizer(config.optim, config.train.num_steps))
   if jax.process_index() == 0:  # only once every check on the config has passed
+    steps = checkpoint_steps(os.path.join(workdir, "checkpoints"))
+    first = provenance.record_start(workdir, config.to_dict()["data"], sys.argv,
+                                    steps[-1] if steps else None)
     with open(os.path.join(workdir, "config.json"), "w") as f:
-      f.write(config.to_json())
+      f.write(provenance.config_json(config.to_dict(), first))
   checkpointer = _checkpointer(config, workdir)
   state = _restore_or_init(par, checkpointer, data, init_rng, workdir)
   _log_model(config, par, state)
   writer = MetricWriter(workdir)
+  writer.write_hparams(config.to_dict(), trial_id=os.path.basename(workdir))
   step = int(par.to_checkpoint(state).step)
 
   if step >= config.train.num_steps:

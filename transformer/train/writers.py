@@ -3,7 +3,8 @@
 The event files are written by the `tensorboard` package itself (its event file writer and
 protos), not through `tf.summary`: writing metrics needs no TensorFlow. Scalars and text are
 stored as `tf.summary.scalar` / `tf.summary.text` store them (a tensor with the scalars or
-text plugin's metadata), so TensorBoard shows them in its Scalars and Text tabs.
+text plugin's metadata), so TensorBoard shows them in its Scalars and Text tabs; the config
+goes to its HParams tab (`MetricWriter.write_hparams`).
 """
 
 from __future__ import annotations
@@ -47,6 +48,15 @@ class MetricWriter:
     events.add(tag, text, int(step))
     events.flush()
 
+  def write_hparams(self, config: dict, trial_id: str) -> None:
+    """The config as TensorBoard hparams (its HParams tab): a session start summary in
+    `<workdir>/tensorboard`, the parent of the train and eval runs, with `hparam_values`."""
+    if not self.enabled:
+      return
+    events = EventWriter(self._tb_dir)
+    events.add_summary(hparams_summary(hparam_values(config), trial_id))
+    events.close()
+
   def _events(self, split: str) -> "EventWriter":
     if split not in self._tb:
       self._tb[split] = EventWriter(os.path.join(self._tb_dir, split))
@@ -85,11 +95,36 @@ class EventWriter:
     event.summary.value.add(tag=tag, tensor=tensor, metadata=meta)
     self._writer.add_event(event)
 
+  def add_summary(self, summary) -> None:
+    """A whole `summary_pb2.Summary` (e.g. `hparams_summary`), at step 0."""
+    event = self._event(wall_time=time.time(), step=0)
+    event.summary.CopyFrom(summary)
+    self._writer.add_event(event)
+
   def flush(self) -> None:
     self._writer.flush()
 
   def close(self) -> None:
     self._writer.close()
+
+
+def hparam_values(config: dict, prefix: str = "") -> dict:
+  """`{"model.norm_placement": "pre", ...}`: the config's leaves as TensorBoard takes hparam
+  values (bool, number or str); lists and None are written as JSON text."""
+  out = {}
+  for k, v in config.items():
+    if isinstance(v, dict):
+      out.update(hparam_values(v, f"{prefix}{k}."))
+    else:
+      out[f"{prefix}{k}"] = v if isinstance(v, (bool, int, float, str)) else json.dumps(v)
+  return out
+
+
+def hparams_summary(values: dict, trial_id: str):
+  """The hparams plugin's session start summary for `values` (the `tensorboard` package's
+  protos; no TensorFlow)."""
+  from tensorboard.plugins.hparams import summary_v2  # noqa: PLC0415 -- as in EventWriter
+  return summary_v2.hparams_pb(values, trial_id=trial_id)
 
 
 def format_duration(seconds: float) -> str:

@@ -12,26 +12,11 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-import sysconfig
 
 import tensorflow_datasets as tfds
 
-_EXCLUDED_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
-
-
-def stdlib_dir() -> str:
-  return sysconfig.get_paths()["stdlib"]
-
-
-def list_source_files(source_dir: str, suffixes: tuple[str, ...]) -> list[str]:
-  """Relative paths of files under `source_dir` with one of `suffixes`, sorted."""
-  found = []
-  for root, dirs, files in os.walk(source_dir):
-    dirs[:] = sorted(d for d in dirs if d not in _EXCLUDED_DIRS)
-    for f in files:
-      if f.endswith(suffixes):
-        found.append(os.path.relpath(os.path.join(root, f), source_dir))
-  return sorted(found)
+# Listed without TensorFlow (provenance fingerprints the same files); re-exported here.
+from transformer.data.local_files import list_source_files, stdlib_dir  # noqa: F401
 
 
 def is_validation(rel_path: str, validation_percent: int) -> bool:
