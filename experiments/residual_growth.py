@@ -135,7 +135,7 @@ def summarize(runs):
                       f"post: slope of the estimated ||x^5_l||^2/d {a.ci(m['post_slopes'])} per "
                       f"layer, level {a.ci(m['post_level'])}"],
           "figure": "diagnostics.png",
-          "placements": {"pre": {"residual growth at init (slope of ||x_l||^2/d per layer)":
+          "placements": {"pre": {"residual growth at init (slope of squared residual RMS per layer)":
                                  a.ci(m["pre_slopes"])},
-                         "post": {"residual growth at init (slope of ||x_l||^2/d per layer)":
+                         "post": {"residual growth at init (slope of squared residual RMS per layer)":
                                   a.ci(m["post_slopes"]) + " (sum before the norm)"}}}
