@@ -143,3 +143,220 @@ def verdict(agrees, why: str) -> str:
   word = {True: "**Agrees.**", "partly": "**Partly agrees.**", False: "**Disagrees.**",
           None: "**Inconclusive.**"}[agrees]
   return f"{word} {why}"
+
+
+# --- Stability as a curve over the tolerance, significance, protocol -------------------------
+
+# Tolerances (nats/token) at which "trained" is judged: a run is *trained at X* when it did
+# not diverge and its final eval loss is within X of the best final loss its seed reached at
+# any LR in the same setting. The verdicts are given at CALL_TOLERANCE and shown over all.
+TOLERANCES = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+CALL_TOLERANCE = 0.3
+SEEDS_NEEDED = 5
+
+
+def seed_best(runs: Sequence[Run]) -> dict:
+  """`{seed: the lowest clipped final loss of that seed's runs}` (the runs of one setting)."""
+  best = {}
+  for r in runs:
+    v = clipped_final_loss(r)
+    if v is not None:
+      best[r.seed] = min(v, best.get(r.seed, math.inf))
+  return best
+
+
+def trained_at(run: Run, best: dict, tolerance: float) -> Optional[bool]:
+  """Whether `run` ended within `tolerance` nats of its seed's best (`seed_best`) and did not
+  diverge; None for a run that has not ended."""
+  v = clipped_final_loss(run)
+  if v is None or run.seed not in best:
+    return None
+  return run.status != "diverged" and v <= best[run.seed] + tolerance
+
+
+def best_lr(runs: Sequence[Run]) -> Optional[float]:
+  """The grid LR with the lowest mean clipped final loss over seeds."""
+  means = mean_clipped_loss_per_lr(runs, LR)
+  return min(means, key=means.get) if means else None
+
+
+def largest_trained_lr(runs: Sequence[Run], tolerance: float) -> Optional[float]:
+  """The largest LR up to which every seed is `trained_at` `tolerance`, at that LR and at every
+  grid LR from the best one (`best_lr`) up to it; None when the best LR's runs already fail.
+  Counted up from the best LR as `largest_stable_lr` is (below it a short run is slow, not
+  unstable)."""
+  best = seed_best(runs)
+  start = best_lr(runs)
+  if start is None:
+    return None
+  largest = None
+  for lr in sorted({r.overrides[LR] for r in runs if r.overrides[LR] >= start}):
+    if not all(trained_at(r, best, tolerance) for r in runs if r.overrides[LR] == lr):
+      break
+    largest = lr
+  return largest
+
+
+def trained_counts(runs: Sequence[Run], lr: float, tolerance: float) -> tuple[int, int]:
+  """(seeds trained at `tolerance`, seeds ended) at `lr`."""
+  best = seed_best(runs)
+  marks = [trained_at(r, best, tolerance) for r in runs if r.overrides[LR] == lr]
+  marks = [m for m in marks if m is not None]
+  return sum(marks), len(marks)
+
+
+def fisher_p(k1: int, n1: int, k2: int, n2: int) -> float:
+  """Two-sided Fisher exact p of k1 of n1 against k2 of n2."""
+  from scipy import stats  # noqa: PLC0415
+  return float(stats.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue)
+
+
+def best_possible_p(n: int) -> float:
+  """The smallest two-sided Fisher p that n seeds against n can give (n of n against 0)."""
+  return fisher_p(n, n, 0, n)
+
+
+def fmt_lr(lr: Optional[float]) -> str:
+  return "none" if lr is None else f"{lr:g}"
+
+
+def saved(run: Run) -> dict:
+  from transformer.sweep.report import saved_config  # noqa: PLC0415
+  try:
+    return saved_config(run.workdir) or {}
+  except Exception:  # noqa: BLE001 -- a protocol line is not worth a failed verdict
+    return {}
+
+
+def protocol(runs: Sequence[Run]) -> str:
+  """One sentence: the recipe the verdict rests on, read from the runs' saved config.json
+  (the first run with one; every study keeps these fields fixed across its points)."""
+  cfg = next((c for c in (saved(r) for r in runs) if c), {})
+  if not cfg:
+    return "Protocol: the runs' config.json files are missing; see the sweep file."
+  m, o, t, d = (cfg.get(k, {}) for k in ("model", "optim", "train", "data"))
+  seeds = sorted({r.seed for r in runs}, key=str)
+  size = (f"{m.get('num_layers', '?')}-layer decoder (layers as swept where swept), d_model "
+          f"{m.get('d_model')}, {m.get('num_heads')} heads, d_ff {m.get('d_ff')}, vocab "
+          f"{m.get('vocab_size')}; batch {t.get('batch_size')} x {d.get('seq_len')} tokens; "
+          f"{len(seeds)} seeds")
+  if t.get("num_steps", 0) <= 1:
+    return f"Protocol: one batch at initialization; {size}."
+  lrs = sorted({r.overrides[LR] for r in runs if LR in r.overrides})
+  warmups = sorted({r.overrides.get("optim.warmup_steps", o.get("warmup_steps")) for r in runs})
+  return ("Protocol: " + size + f"; {t.get('num_steps')} steps; AdamW (b1 {o.get('b1')}, b2 "
+          f"{o.get('b2')}, eps {o.get('eps'):g}) with weight decay {o.get('weight_decay')} "
+          "coupled to the LR (optax adamw: the decay is scaled by the schedule), global-norm "
+          f"clipping at {o.get('clip_norm')}, linear warm-up of "
+          f"{' or '.join(str(w) for w in warmups)} steps then {o.get('decay')} decay to "
+          f"{o.get('end_lr_factor'):g} of the peak; LR grid "
+          + (", ".join(f"{lr:g}" for lr in lrs) if lrs else f"{o.get('learning_rate')}") + ".")
+
+
+def edge_note(label: str, lr: Optional[float], runs: Sequence[Run]) -> str:
+  """A warning when `lr` (a best or largest stable LR) is the grid's smallest or largest: the
+  grid then does not locate it. '' otherwise."""
+  lrs = sorted({r.overrides[LR] for r in runs})
+  if lr is None or not lrs:
+    return ""
+  if lr == lrs[-1]:
+    return f"{label}: {lr:g} is the grid's largest LR, so it is a lower bound (not located)."
+  if lr == lrs[0]:
+    return f"{label}: {lr:g} is the grid's smallest LR, so it is an upper bound (not located)."
+  return ""
+
+
+def separated_tiers(values: dict) -> list[list]:
+  """A partial order of `{name: per-seed values}` as tiers: names sorted by mean, cut between
+  neighbours only where every name below the cut has a 95% interval entirely below every
+  name's above it. Names inside a tier are not distinguishable with these seeds."""
+  stats = {k: mean_ci(v) for k, v in values.items() if len(v)}
+  order = sorted(stats, key=lambda k: stats[k][0])
+  hi = lambda k: stats[k][0] + (stats[k][1] if math.isfinite(stats[k][1]) else math.inf)  # noqa: E731
+  lo = lambda k: stats[k][0] - (stats[k][1] if math.isfinite(stats[k][1]) else math.inf)  # noqa: E731
+  tiers, current = [], []
+  for i, k in enumerate(order):
+    current.append(k)
+    below, above = order[:i + 1], order[i + 1:]
+    if above and max(hi(b) for b in below) < min(lo(a) for a in above):
+      tiers.append(current)
+      current = []
+  if current:
+    tiers.append(current)
+  return tiers
+
+
+def tiers_text(tiers: list[list]) -> str:
+  return " < ".join("{" + ", ".join(t) + "}" if len(t) > 1 else t[0] for t in tiers)
+
+
+def seed_fit_ratio(profiles: Sequence[dict]) -> list[float]:
+  """Per seed (one profile `{layer: value}` each): the fitted last/first ratio
+  exp(s (L_last - L_first)) of log value = c + s * layer."""
+  out = []
+  for q in profiles:
+    layers = sorted(q)
+    if len(layers) < 2:
+      continue
+    s = np.polyfit(layers, [math.log(q[l]) for l in layers], 1)[0]
+    out.append(math.exp(s * (layers[-1] - layers[0])))
+  return out
+
+
+def log_ci(values: Sequence[float]) -> tuple[float, float, float]:
+  """(low, geometric mean, high): the 95% interval over seeds of positive `values`, taken on
+  the log scale (t over seeds) and mapped back."""
+  m, h = mean_ci([math.log(v) for v in values])
+  h = h if math.isfinite(h) else float("nan")
+  return math.exp(m - h), math.exp(m), math.exp(m + h)
+
+
+def needed_tolerance(runs: Sequence[Run]) -> dict:
+  """`{lr: the smallest tolerance at which every seed is trained at lr}` for the grid LRs from
+  `best_lr` up (inf where a run diverged or has not ended): `largest_trained_lr(runs, X)` is
+  the largest LR of the run of LRs from the best whose values are all <= X."""
+  best, start = seed_best(runs), best_lr(runs)
+  out = {}
+  if start is None:
+    return out
+  for lr in sorted({r.overrides[LR] for r in runs if r.overrides[LR] >= start}):
+    gaps = []
+    for r in runs:
+      if r.overrides[LR] == lr:
+        v = clipped_final_loss(r)
+        gaps.append(math.inf if v is None or r.status == "diverged" or r.seed not in best
+                    else v - best[r.seed])
+    out[lr] = max(gaps) if gaps else math.inf
+  return out
+
+
+def breakpoints(*runs_sets: Sequence[Run]) -> list[float]:
+  """The tolerances at which `largest_trained_lr` of any of the run sets changes."""
+  out = set()
+  for runs in runs_sets:
+    level = 0.0
+    for need in needed_tolerance(runs).values():
+      level = max(level, need)
+      if math.isfinite(level):
+        out.add(level)
+  return sorted(out)
+
+
+def intervals_where(pred, points: Sequence[float], hi: float = 1.0) -> list[tuple[float, float]]:
+  """Where the step function `pred(X)` (constant between the sorted `points`) is true on
+  [0, hi]: a list of [start, end) intervals."""
+  edges = sorted({0.0, *[p for p in points if 0 < p < hi], hi})
+  out = []
+  for a, b in zip(edges[:-1], edges[1:]):
+    if pred((a + b) / 2):  # constant between breakpoints: its middle is safe from rounding
+      if out and abs(out[-1][1] - a) < 1e-12:
+        out[-1] = (out[-1][0], b)
+      else:
+        out.append((a, b))
+  return out
+
+
+def intervals_text(intervals: list[tuple[float, float]], hi: float = 1.0) -> str:
+  if not intervals:
+    return f"at no X in [0, {hi:g}]"
+  return ", ".join(f"X in [{a:.3g}, {b:.3g}" + (")" if b < hi else "]") for a, b in intervals)

@@ -36,14 +36,13 @@ FLAT = 1.5  # "nearly flat": the last layer's gradient within a factor 1.5 of th
 
 
 def _trend(profs):
-  """The fitted last/first ratio exp(s (L - 1)) of log ||dL/dW_2|| = c + s * l over every
-  layer of every seed, as (low, estimate, high) of its 95% interval."""
+  """The last/first ratio exp(s (L - 1)) of log ||dL/dW_2|| = c + s * l fitted to each seed's
+  profile alone, as (low, geometric mean, high) of its 95% interval over the seeds' fits
+  (t over seeds on the log scale): the layers of one seed share its batch and weights, so they
+  are not independent points."""
   from experiments import analysis as a  # noqa: PLC0415
   layers = sorted(set.intersection(*(set(q) for q in profs)))
-  slope, half = a.slope_ci([l for q in profs for l in layers],
-                           [math.log(q[l]) for q in profs for l in layers])
-  span = layers[-1] - layers[0]
-  return tuple(math.exp(x * span) for x in (slope - half, slope, slope + half))
+  return a.log_ci(a.seed_fit_ratio([{l: q[l] for l in layers} for q in profs]))
 
 
 def _judge(trend, activation):
@@ -69,7 +68,7 @@ def _judge(trend, activation):
 def analyze(runs):
   """Per placement and activation: the per-layer profile of ||dL/dW_2|| at init (mean over
   seeds), the last-to-first-layer ratio per seed, and the trend fitted to every layer of
-  every seed (`_trend`). The verdict is on the paper's ReLU runs; GELU's is stated too."""
+  seed, with its interval over seeds (`_trend`). The verdict is on the paper's ReLU runs; GELU's is stated too."""
   from experiments import analysis as a  # noqa: PLC0415
   groups = list(dict.fromkeys((r.overrides[a.PLACEMENT], a.activation(r)) for r in runs))
   rows, trend = [], {}
@@ -88,10 +87,11 @@ def analyze(runs):
     rows.append([p, f] + [f"{mean[l]:.3g}" for l in shown] + [a.ci(ratios)]
                 + [f"{mid:.3g} [{lo:.3g}, {hi:.3g}]", len(profs)])
   paper_ok, paper_why = _judge(trend, a.PAPER_ACTIVATION)
-  lines = [f"Gradient norm of each layer's second feed-forward matrix (`{METRIC}`) at "
+  lines = [a.protocol(runs), "", f"Gradient norm of each layer's second feed-forward matrix (`{METRIC}`) at "
            "initialization: mean over seeds at the first, middle and last layer; the last/first "
-           "ratio per seed (mean ± 95% CI); and the trend fitted to every layer of every seed "
-           "(log-linear in the layer index; fitted last/first ratio with its 95% interval):", "",
+           "ratio per seed (mean ± 95% CI); and the log-linear trend in the layer index fitted to "
+           "each seed's profile, as the fitted last/first ratio (geometric mean over seeds, 95% "
+           "interval over the seeds' fits):", "",
            *a.table(["placement", "activation", "layer 0", "middle layer", "last layer",
                      "last / first", "fitted last / first", "seeds"], rows), "",
            f"Judged on the paper's architecture (a {a.activation_name(a.PAPER_ACTIVATION)} "
@@ -102,3 +102,29 @@ def analyze(runs):
     lines += ["", f"With our default {a.activation_name(a.DEFAULT_ACTIVATION)} feed-forward net "
               f"the same test {a.verdict_word(ok)}: {why}"]
   return lines
+
+
+def summarize(runs):
+  from experiments import analysis as a  # noqa: PLC0415
+  lines = analyze(runs)
+  verdict = next(l for l in lines if l.startswith("**"))
+  word = verdict.split("**")[1].rstrip(".").lower()
+  placements = {}
+  numbers = []
+  for p in dict.fromkeys(r.overrides[a.PLACEMENT] for r in runs):
+    for f in (a.PAPER_ACTIVATION, a.DEFAULT_ACTIVATION):
+      profs = [a.at_init(r, METRIC) for r in runs
+               if r.overrides[a.PLACEMENT] == p and a.activation(r) == f]
+      profs = [q for q in profs if q]
+      if len(profs) < 2:
+        continue
+      lo, mid, hi = _trend(profs)
+      text = f"{mid:.3g} [{lo:.3g}, {hi:.3g}]"
+      if f == a.DEFAULT_ACTIVATION:
+        placements[p] = {"gradient last/first layer at init (GELU, 12 layers)": text}
+      if p in ("post", "pre"):
+        numbers.append(f"{p}, {a.activation_name(f)}: fitted last/first {text} "
+                       f"({len(profs)} seeds)")
+  return {"verdict": {"partly agrees": "partly agrees", "inconclusive": "is inconclusive"}.get(
+              word, word), "numbers": numbers, "figure": "diagnostics.png",
+          "placements": placements}

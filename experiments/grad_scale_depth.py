@@ -87,7 +87,7 @@ def analyze(runs):
   per_act = {f: _fit([r for r in runs if a.activation(r) == f], metric) for f in activations}
   cols = [(p, f) for f in activations for p in ("post", "pre")]
   rows = [[L] + [a.ci(per_act[f][0].get((p, L), [])) for p, f in cols] for L in depths]
-  lines = [f"Gradient norm of the last layer's second feed-forward matrix (`{metric}`) at "
+  lines = [a.protocol(runs), "", f"Gradient norm of the last layer's second feed-forward matrix (`{metric}`) at "
            "initialization, mean ± 95% CI over seeds:", "",
            *a.table(["layers", *(f"{p}, {f}" for p, f in cols)], rows), "",
            "Fitted exponent b in ||dL/dW_2|| ∝ L^b (least squares on log-log over every seed "
@@ -115,3 +115,13 @@ def analyze(runs):
     lines += ["", f"With our default {a.activation_name(default)} feed-forward net the same "
               f"test {a.verdict_word(ok)}."]
   return lines
+
+
+def summarize(runs):
+  from experiments import analysis as a  # noqa: PLC0415
+  lines = analyze(runs)
+  verdict = next(l for l in lines if l.startswith("**"))
+  word = verdict.split("**")[1].rstrip(".").lower()
+  return {"verdict": {"partly agrees": "partly agrees", "inconclusive": "is inconclusive"}.get(
+              word, word), "numbers": [l[2:] for l in lines if l.startswith("- ")],
+          "figure": "feed_forward_wo_grad_norm_vs_model_num_layers.png", "placements": {}}

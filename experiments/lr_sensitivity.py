@@ -3,19 +3,24 @@
   python launch.py --mode=sweep --sweep=experiments/lr_sensitivity.py:cpu \
       --sweep_dir=runs/studies/lr_sensitivity --parallel=2
 
-Placements x a log-spaced LR grid (with warm-up) x 3 seeds, on one model and one corpus. The
-report's learning-rate table has the LR sensitivity: the mean over the grid of the final eval
-loss (clipped at the initial loss; diverged runs count as the initial loss) minus the best.
-Run this study before warmup_stability and qk_norm_logits: they reuse its runs.
+Placements x a log-spaced LR grid (with warm-up) x 3 seeds, on one model and one corpus. LR
+sensitivity: the mean over the grid of the final eval loss (clipped at the initial loss;
+diverged runs count as the initial loss) minus the best. At 200 steps the grid's lowest LRs are
+under-trained, not unstable, so the measure is also given over the grid without its two
+lowest LRs; placements are ranked only where their 95% intervals over seeds separate.
+Run this study before warmup_stability, qk_norm_logits and activations: they reuse its runs.
 """
 
 from experiments.presets import LRS, TRAINING_SIZES, WARMUP, training
 from transformer.config import NORM_PLACEMENTS
 from transformer.sweep import preset, product
 
-CLAIM = ("Wortsman et al. 2023: LR sensitivity (expected loss gap to the best LR over a "
-         "log-spaced grid) separates stable from unstable recipes; no paper tabulates it for "
-         "every norm placement on the same model and data: this table is new.")
+CLAIM = ("Wortsman et al. 2023: LR sensitivity (the expected final-loss gap to the best LR over "
+         "a log-spaced grid, diverged runs clipped at the initial loss) separates stable from "
+         "unstable recipes; the papers call post-norm the unstable placement (Xiong et al. "
+         "2020, Liu et al. 2020). No paper tabulates it for every norm placement on the same "
+         "model and data: this table is new.")
+LOW = 2  # the grid's lowest LRs left out of the trimmed measure (under-trained at 200 steps)
 
 
 def get_sweep(size: str = "cpu"):
@@ -25,43 +30,129 @@ def get_sweep(size: str = "cpu"):
                  {"optim.learning_rate": LRS[size]}, {"seed": [0, 1, 2]})
 
 
-def analyze(runs):
-  """Per placement: the LR sensitivity computed on each seed's grid (mean ± 95% CI over
-  seeds), the best LR and its loss, and how the runs ended; then the ranking, and whether the
-  placement the papers call unstable (post) is more LR-sensitive than pre-norm."""
+def measure(runs):
   from experiments import analysis as a  # noqa: PLC0415
   placements = list(dict.fromkeys(r.overrides[a.PLACEMENT] for r in runs))
   lrs = sorted({r.overrides[a.LR] for r in runs})
-  rows, sens = [], {}
+  high = lrs[LOW:]
+  out = {"placements": placements, "lrs": lrs, "high": high, "full": {}, "trim": {},
+         "share": {}, "best": {}, "stable": {}, "per_lr": {}}
   for p in placements:
     mine = a.select(runs, model__norm_placement=p)
-    sens[p] = a.per_seed(mine, a.lr_sensitivity)
-    per_lr = {lr: [a.clipped_final_loss(r) for r in mine if r.overrides[a.LR] == lr]
-              for lr in lrs}
-    per_lr = {lr: [v for v in vs if v is not None] for lr, vs in per_lr.items()}
-    best = min((lr for lr in lrs if per_lr[lr]), key=lambda lr: sum(per_lr[lr]) / len(per_lr[lr]),
-               default=None)
-    rows.append([p, a.ci(sens[p]), *(a.ci(per_lr[lr]) for lr in lrs),
-                 f"{best:g}" if best is not None else "-", a.status_counts(mine)])
-  order = sorted((p for p in placements if sens[p]), key=lambda p: a.mean_ci(sens[p])[0])
-  lines = ["LR sensitivity per placement: Wortsman et al.'s measure computed on each seed's "
-           f"grid ({', '.join(f'{lr:g}' for lr in lrs)}; warm-up then cosine decay), mean ± "
-           "95% CI over seeds; then the clipped final eval loss (nats/token) at each LR:", "",
-           *a.table(["placement", "LR sensitivity", *(f"loss @ {lr:g}" for lr in lrs),
-                     "best LR", "runs"], rows), "",
-           "From least to most sensitive: " + " < ".join(order) + ".", ""]
-  if "post" in sens and "pre" in sens and sens["post"] and sens["pre"]:
-    (mp, hp), (mq, hq) = a.mean_ci(sens["post"]), a.mean_ci(sens["pre"])
-    if mp - hp > mq + hq:
-      lines.append(a.verdict(True, "Post-norm, the recipe the papers call unstable, is more "
-                             "LR-sensitive than pre-norm (95% intervals disjoint)."))
-    elif mq - hq > mp + hp:
-      lines.append(a.verdict(False, "Post-norm is *less* LR-sensitive than pre-norm here."))
-    else:
-      lines.append(a.verdict(None, "Post-norm's and pre-norm's LR sensitivities are not "
-                             f"distinguishable with these seeds (post {a.fmt(mp, hp)}, pre "
-                             f"{a.fmt(mq, hq)})."))
+    out["full"][p] = a.per_seed(mine, a.lr_sensitivity)
+    # Trimmed: the same measure, the best taken over the whole grid, the mean over `high`.
+    def trimmed(rs, high=high):
+      means = a.mean_clipped_loss_per_lr(rs, a.LR)
+      if not means:
+        return None
+      best = min(means.values())
+      return sum(means[lr] - best for lr in high if lr in means) / len(high)
+    out["trim"][p] = a.per_seed(mine, trimmed)
+
+    def low_share(rs):
+      means = a.mean_clipped_loss_per_lr(rs, a.LR)
+      if not means:
+        return None
+      best = min(means.values())
+      total = sum(v - best for v in means.values())
+      return sum(means[lr] - best for lr in lrs[:LOW] if lr in means) / total if total else None
+    out["share"][p] = a.per_seed(mine, low_share)
+    out["best"][p] = a.best_lr(mine)
+    out["stable"][p] = a.largest_stable_lr(mine)
+    per_lr = {lr: [v for v in (a.clipped_final_loss(r) for r in mine if r.overrides[a.LR] == lr)
+                   if v is not None] for lr in lrs}
+    out["per_lr"][p] = per_lr
+  out["tiers_full"] = a.separated_tiers(out["full"])
+  out["tiers_trim"] = a.separated_tiers(out["trim"])
+  return out
+
+
+def _post_vs_pre(m, key):
+  from experiments import analysis as a  # noqa: PLC0415
+  if not (m[key].get("post") and m[key].get("pre")):
+    return None
+  (mp, hp), (mq, hq) = a.mean_ci(m[key]["post"]), a.mean_ci(m[key]["pre"])
+  if mp - hp > mq + hq:
+    return True
+  if mq - hq > mp + hp:
+    return False
+  return None
+
+
+def analyze(runs):
+  from experiments import analysis as a  # noqa: PLC0415
+  m = measure(runs)
+  lrs, high = m["lrs"], m["high"]
+  rows = [[p, a.ci(m["full"][p]), a.ci(m["trim"][p]), a.ci(m["share"][p]),
+           *(a.ci(m["per_lr"][p][lr]) for lr in lrs), a.fmt_lr(m["best"][p]),
+           a.fmt_lr(m["stable"][p]), a.status_counts(a.select(runs, model__norm_placement=p))]
+          for p in m["placements"]]
+  lines = [a.protocol(runs), "",
+           "LR sensitivity per placement, computed on each seed's grid, mean ± 95% CI over "
+           f"seeds: over the whole grid (Wortsman et al.'s measure), over {', '.join(f'{lr:g}' for lr in high)} "
+           f"only (the {LOW} lowest LRs left out: at {runs[0].num_steps} steps they are "
+           "under-trained, not unstable; the best LR still taken over the whole grid), and the "
+           f"share of the whole-grid value that the {LOW} lowest LRs contribute; then the "
+           "clipped final eval loss (nats/token) at each LR, the best LR and the largest LR at "
+           "which every seed finished (neither diverged nor collapsed, counted up from the best):",
+           "", *a.table(["placement", "LR sensitivity", f"without the {LOW} lowest LRs",
+                         f"share from the {LOW} lowest", *(f"loss @ {lr:g}" for lr in lrs),
+                         "best LR", "largest stable LR", "runs"], rows), "",
+           "Ranking only where the 95% intervals separate (names inside braces are not "
+           "distinguishable with these seeds): whole grid "
+           f"{a.tiers_text(m['tiers_full'])}; without the {LOW} lowest LRs "
+           f"{a.tiers_text(m['tiers_trim'])}.", ""]
+  full, trim = _post_vs_pre(m, "full"), _post_vs_pre(m, "trim")
+  (mp, hp), (mq, hq) = a.mean_ci(m["trim"].get("post", [])), a.mean_ci(m["trim"].get("pre", []))
+  if full is True and trim is True:
+    lines.append(a.verdict(True, "Post-norm, the placement the papers call unstable, is more "
+                           "LR-sensitive than pre-norm, over the whole grid and without its "
+                           f"under-trained lowest LRs (post {a.fmt(mp, hp)}, pre "
+                           f"{a.fmt(mq, hq)}; 95% intervals disjoint)."))
+  elif full is False or trim is False:
+    lines.append(a.verdict(False, "Post-norm is *less* LR-sensitive than pre-norm here."))
+  else:
+    lines.append(a.verdict(None, "Post-norm's and pre-norm's LR sensitivities are not "
+                           "distinguishable with these seeds over "
+                           + ("the trimmed grid" if full else "the whole grid")
+                           + f" (trimmed: post {a.fmt(mp, hp)}, pre {a.fmt(mq, hq)})."))
+  edge = [p for p in m["placements"] if m["stable"][p] == lrs[-1]]
+  if edge:
+    lines += ["", f"{', '.join(edge)}: the largest stable LR is the grid's largest "
+              f"({lrs[-1]:g}): the grid does not reach where they fail, so their sensitivity "
+              "is a lower bound against a grid that extends up (Wortsman et al.'s grid goes to "
+              "0.3). Point to add: `learning_rate=0.3` for every placement, 3 seeds (add 3e-1 "
+              "to presets.LRS and rerun; warmup_stability, qk_norm_logits and activations share "
+              "the grid)."]
+  overlapping = [t for t in m["tiers_trim"] if len(t) > 1]
+  if overlapping:
+    lines += ["", f"Seeds: within {', '.join('{' + ', '.join(t) + '}' for t in overlapping)} "
+              f"the intervals overlap; {a.SEEDS_NEEDED} seeds (t over 4 degrees of freedom "
+              "instead of 2 halves the interval's t factor, 2.78 vs 4.30) are the next step: "
+              f"seeds 3..{a.SEEDS_NEEDED - 1} at every LR of those placements (set the seed axis "
+              f"of get_sweep to range({a.SEEDS_NEEDED}) and rerun the sweep command)."]
   lines += ["", f"The grid spans {lrs[0]:g}..{lrs[-1]:g} ({len(lrs)} LRs; Wortsman et al. use "
             "7 LRs, 3e-4..3e-1): a narrower grid gives smaller sensitivities, so compare the "
             "placements with each other, not with the paper's values."]
   return lines
+
+
+def summarize(runs):
+  from experiments import analysis as a  # noqa: PLC0415
+  m = measure(runs)
+  verdict = next(l for l in analyze(runs) if l.startswith("**"))
+  word = verdict.split("**")[1].rstrip(".").lower()
+  return {
+      "verdict": {"agrees": "agrees", "disagrees": "disagrees",
+                  "inconclusive": "is inconclusive"}.get(word, word),
+      "numbers": [f"ranking where intervals separate, whole grid: {a.tiers_text(m['tiers_full'])}",
+                  f"without the {LOW} lowest LRs: {a.tiers_text(m['tiers_trim'])}"]
+                 + [f"{p}: {a.ci(m['trim'][p])} without the lowest LRs ({a.ci(m['full'][p])} "
+                    f"whole grid, {a.ci(m['share'][p])} of it from the lowest LRs)"
+                    for p in m["placements"]],
+      "figure": "final_vs_optim_learning_rate.png",
+      "placements": {p: {"best LR": a.fmt_lr(m["best"][p]),
+                         "largest stable LR, warm-up": a.fmt_lr(m["stable"][p]),
+                         "LR sensitivity (without lowest LRs)": a.ci(m["trim"][p])}
+                     for p in m["placements"]},
+  }

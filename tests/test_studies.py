@@ -12,6 +12,7 @@ import pytest
 from experiments import analysis as a
 from experiments import (grad_profile, grad_scale_depth, lr_sensitivity, qk_norm_logits,
                          residual_growth, warmup_stability)
+from experiments import activations  # noqa: F401 -- imports cleanly
 from transformer.sweep import report
 from transformer.sweep.points import MANIFEST
 
@@ -141,37 +142,74 @@ def test_residual_growth_checks_linearity_and_constancy():
                   diagnostics=[_layers("residual_rms", np.sqrt(pre_sq) * (1 + 0.01 * s))])
              for s in range(3)]
             + [_run({a.PLACEMENT: "post", "seed": s},
-                    diagnostics=[_layers("residual_rms", np.ones(24))]) for s in range(3)])
+                    diagnostics=[{**_layers("residual_rms", np.ones(24)),
+                                  **_layers("feed_forward/out_rms", np.full(24, 0.7 + 0.01 * s))}])
+               for s in range(3)])
   layers = np.arange(24)
   lines = residual_growth.analyze(runs(1 + 0.8 * layers))
   assert _verdict(lines).startswith("**Agrees.**") and "**0.8" in "\n".join(lines)
   assert _verdict(residual_growth.analyze(runs(np.exp(0.3 * layers)))).startswith(
       "**Disagrees.**")
+  # Post-norm runs that recorded only the post-block RMS (1 by construction): not testable.
+  only_rms = [r for r in runs(1 + 0.8 * layers) if r.overrides[a.PLACEMENT] == "pre"] + [
+      _run({a.PLACEMENT: "post", "seed": s}, diagnostics=[_layers("residual_rms", np.ones(24))])
+      for s in range(3)]
+  assert _verdict(residual_growth.analyze(only_rms)).startswith("**Partly agrees.**")
 
 
-def _warmup_runs(needs_warmup):
+def _warmup_runs(gap, lrs=(1e-3, 1e-2), seeds=3):
+  """Post/pre/deepnorm/admin with and without warm-up: every run ends at 2.0 (+0.01 per seed)
+  except `gap[(placement, warmup)]` nats higher at the largest LR."""
   runs = []
   for p in warmup_stability.PLACEMENTS:
     for w in (0, 24):
-      for lr in (1e-3, 1e-2):
-        for s in range(3):
-          bad = w == 0 and lr == 1e-2 and p in needs_warmup
+      for lr in lrs:
+        for s in range(seeds):
+          extra = gap.get((p, w), 0.0) if lr == lrs[-1] else 0.0
           runs.append(_run({a.PLACEMENT: p, "optim.warmup_steps": w, a.LR: lr, "seed": s},
-                           status="collapsed" if bad else "finished",
-                           final_loss=(LN_V - 0.01) if bad else 2.0 + 0.01 * s))
+                           final_loss=2.0 + 0.01 * s + extra))
   return runs
 
 
-def test_warmup_stability_names_who_needs_warmup():
-  lines = warmup_stability.analyze(_warmup_runs({"post"}))
+def test_stability_is_a_curve_over_the_tolerance_and_flips_at_a_known_x():
+  """Post without warm-up ends 0.4 nats above its best at the top LR, with warm-up 0.1: it
+  needs warm-up for 0.1 <= X < 0.4 and not outside; the breakpoints are found exactly."""
+  runs = _warmup_runs({("post", 0): 0.4, ("post", 24): 0.1})
+  m = warmup_stability.measure(runs)
+  assert m["largest"][("post", 0)][0.3] == 1e-3 and m["largest"][("post", 24)][0.3] == 1e-2
+  assert m["largest"][("post", 0)][0.5] == 1e-2  # within 0.5 of the best: trained
+  assert m["needs"]["post"] and not m["needs"]["pre"]
+  (lo, hi), = m["flips"]["post"]
+  assert lo == pytest.approx(0.1) and hi == pytest.approx(0.4)
+  lines = warmup_stability.analyze(runs)
+  text = "\n".join(lines)
+  assert "X in [0.1, 0.4)" in text
+  # 3/3 against 0/3 seeds: Fisher p = 0.1, not significant: the verdict does not say Agrees.
+  assert "0/3 seeds trained without warm-up vs 3/3 with, Fisher p = 0.10" in text
+  assert _verdict(lines).startswith("**Inconclusive.**")
+  assert "seed=3" in text and "seed=4" in text  # the points to add
+  # Five seeds: 5/5 against 0/5, p = 0.008: the call stands.
+  lines = warmup_stability.analyze(_warmup_runs({("post", 0): 0.4, ("post", 24): 0.1},
+                                                seeds=5))
   assert _verdict(lines).startswith("**Agrees.**")
-  assert "| post | 0.001 | 0.01 |" in "\n".join(lines)
-  assert "costs more than 0.05 nats/token with 95% confidence for post (at 0.01)" in "\n".join(
-      lines)  # the collapsed runs' loss: ln V - 0.01 against 2.0
-  lines = warmup_stability.analyze(_warmup_runs({"post", "pre"}))
-  assert _verdict(lines).startswith("**Partly agrees.**") and "for: pre." in _verdict(lines)
-  lines = warmup_stability.analyze(_warmup_runs(set()))
+  # At a tolerance above the gap both settings train: the call flips to "does not need".
+  m5 = warmup_stability.measure(_warmup_runs({("post", 0): 0.4, ("post", 24): 0.1}))
+  assert not warmup_stability._needs(m5["sets"], "post", 0, 24, 0.45)
+
+
+def test_warmup_verdict_disagrees_when_pre_needs_it_and_post_does_not():
+  lines = warmup_stability.analyze(_warmup_runs({("pre", 0): 0.6}, seeds=5))
   assert _verdict(lines).startswith("**Disagrees.**")
+  assert "Protocol:" not in _verdict(lines)
+
+
+def test_fisher_and_tiers():
+  assert a.fisher_p(3, 3, 0, 3) == pytest.approx(0.1)
+  assert a.best_possible_p(5) == pytest.approx(1 / 126)
+  tiers = a.separated_tiers({"a": [1.0, 1.1, 0.9], "b": [1.05, 1.0, 1.1],
+                             "c": [3.0, 3.1, 2.9], "d": [3.0, 2.95, 3.1]})
+  assert tiers == [["a", "b"], ["c", "d"]] or tiers == [["b", "a"], ["c", "d"]]
+  assert a.tiers_text([["a", "b"], ["c"]]) == "{a, b} < c"
 
 
 def test_lr_sensitivity_verdict_compares_post_with_pre():
@@ -242,3 +280,91 @@ def test_qk_norm_sensitivity_is_compared_paired_by_seed():
   lines = qk_norm_logits.analyze(out)
   assert "without minus with qk-norm 0.05 ± 0" in "\n".join(lines)
   assert _verdict(lines).startswith("**Agrees.**")
+
+
+def test_grad_profile_interval_is_over_seeds_not_layers():
+  """Twelve layers of noise-free profiles: pooling layers x seeds gives a tight interval even
+  when the seeds disagree; the per-seed fit's interval spans the seeds' spread."""
+  layers = np.arange(12)
+  slopes = (0.02, 0.10, 0.06)  # per seed
+  profs = [{int(l): float(np.exp(s * l)) for l in layers} for s in slopes]
+  lo, mid, hi = grad_profile._trend(profs)
+  fits = [math.exp(s * 11) for s in slopes]
+  assert mid == pytest.approx(math.exp(np.mean([math.log(f) for f in fits])))
+  assert lo < min(fits) and hi > max(fits)  # 3 fits, t over 2 degrees of freedom
+
+
+def test_residual_growth_post_check_can_fail():
+  """The post-norm half reads the FFN branch's output RMS (the sum before the norm): growing
+  branch outputs fail it, although the post-block residual RMS is 1 by construction."""
+  def runs(post_ffn):
+    pre = [_run({a.PLACEMENT: "pre", "seed": s},
+                diagnostics=[_layers("residual_rms", np.sqrt(1 + 0.8 * np.arange(24))
+                                     * (1 + 0.01 * s))]) for s in range(3)]
+    post = [_run({a.PLACEMENT: "post", "seed": s},
+                 diagnostics=[{**_layers("residual_rms", np.ones(24)),
+                               **_layers("feed_forward/out_rms", post_ffn * (1 + 0.01 * s))}])
+            for s in range(3)]
+    return pre + post
+  assert _verdict(residual_growth.analyze(runs(np.full(24, 0.7)))).startswith("**Agrees.**")
+  lines = residual_growth.analyze(runs(np.linspace(0.5, 3.0, 24)))
+  assert _verdict(lines).startswith("**Disagrees.**") and "not constant" in _verdict(lines)
+
+
+def test_plots_draw_collapsed_and_diverged_runs_as_marks():
+  runs = []
+  for p in ("pre", "post"):
+    for lr in (1e-3, 1e-2, 1e-1):
+      for s in range(2):
+        status = ("diverged" if (p, lr) == ("post", 1e-1) else
+                  "collapsed" if (p, lr) == ("post", 1e-2) else "finished")
+        r = _run({a.PLACEMENT: p, a.LR: lr, "seed": s}, status=status,
+                 final_loss=3.3 if status == "collapsed" else 2.0 + s * 0.01)
+        r.metrics["train"].append({"step": 50, "split": "train", "loss": 2.5})
+        if status != "diverged":
+          r.metrics["eval"][-1]["bits_per_byte"] = r.metrics["eval"][-1]["loss"] * 1.44
+        runs.append(r)
+  fields = [a.PLACEMENT, a.LR]
+  fig = report._final_vs_figure(runs, a.LR, fields, "loss")
+  arts = [l for ax in fig.axes for l in ax.lines]
+  collapsed = [l for l in arts if l.get_gid() == "collapsed"]
+  diverged = [l for l in arts if l.get_gid() == "diverged"]
+  assert collapsed and all(l.get_markerfacecolor() == "none" for l in collapsed)
+  assert diverged and all(l.get_marker() == "x" for l in diverged)
+  ax = next(ax for ax in fig.axes if any(l.get_gid() == "diverged" for l in ax.lines))
+  d = next(l for l in ax.lines if l.get_gid() == "diverged")
+  assert list(d.get_ydata()) == [ax.get_ylim()[1]] * 2 and not d.get_clip_on()
+  assert len(fig.axes) >= 2  # one panel per placement
+  legend = next(ax.get_legend() for ax in fig.axes if ax.get_legend())
+  assert legend.get_bbox_to_anchor().x0 > 0  # placed outside the axes, to the right
+  fig = report._curves_figure(runs, "loss")
+  assert any(l.get_gid() == "collapsed" for ax in fig.axes for l in ax.lines)
+  assert any(l.get_gid() == "diverged" for ax in fig.axes for l in ax.lines)
+
+
+def test_summary_collects_every_study(tmp_path, monkeypatch):
+  """A folder of studies: --mode=report writes README.md with each study's verdict, numbers,
+  figure and regenerate command, and a per-placement table."""
+  results = tmp_path / "results"
+  for name, verdict in (("one", "agrees"), ("two", "disagrees")):
+    d = results / name
+    os.makedirs(d / "seed=0")
+    (d / "seed=0" / "metrics.jsonl").write_text(
+        json.dumps({"step": 5, "split": "eval", "loss": 1.5}) + "\n")
+    (tmp_path / f"{name}.py").write_text(
+        "def get_sweep():\n  return [{'seed': 0}]\n"
+        "def summarize(runs):\n"
+        f"  return {{'verdict': '{verdict}', 'numbers': ['x = 1 ± 0.1'], 'figure': 'f.png',"
+        f" 'placements': {{'pre': {{'q_{name}': '{name}-value'}}}}}}\n")
+    (d / "f.png").write_bytes(b"")
+    with open(d / MANIFEST, "w") as f:
+      json.dump({"sweep_file": str(tmp_path / f"{name}.py"), "config": "c.py", "claim": "C",
+                 "overrides": [], "points": [{"name": "seed=0", "overrides": {"seed": 0},
+                                              "num_steps": 5}]}, f)
+  assert report.holds_studies(str(results)) and not report.holds_studies(str(results / "one"))
+  path, verdicts = report.write_summary(str(results))
+  text = open(path).read()
+  assert verdicts == ["one: agrees", "two: disagrees"]
+  assert "## one" in text and "the data disagrees" in text and "- x = 1 ± 0.1" in text
+  assert "![one](one/f.png)" in text and f"--sweep_dir={results}/two`" in text
+  assert "| q_one | one-value (one) |" in text and "| q_two | two-value (two) |" in text

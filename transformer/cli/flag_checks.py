@@ -219,6 +219,9 @@ def check_report(sweep_dir: Optional[str]) -> None:
   if not sweep_dir:
     raise CommandLineError("--mode=report needs --sweep_dir=DIR (a directory made by "
                            "--mode=sweep).")
+  if os.path.isdir(sweep_dir) and not os.path.isfile(os.path.join(sweep_dir, "sweep.json")) and any(
+      os.path.isfile(os.path.join(sweep_dir, d, "sweep.json")) for d in os.listdir(sweep_dir)):
+    return  # a folder of studies (experiments/results): the report writes their summary
   _check_sweep_dir(sweep_dir, "--sweep_dir")
 
 

@@ -62,8 +62,15 @@ def main(mode: str, config_dict, config_arg: str, argv: Sequence[str]) -> int:
       if not _SWEEP_DIR.value:
         raise CommandLineError("--mode=report needs --sweep_dir=DIR (a directory made by "
                                "--mode=sweep).")
-      from transformer.sweep.report import write_report  # noqa: PLC0415
-      print(f"Report: {write_report(_SWEEP_DIR.value, _REPORT_METRIC.value)}")
+      from transformer.sweep import report  # noqa: PLC0415
+      if report.holds_studies(_SWEEP_DIR.value):
+        path, verdicts = report.write_summary(_SWEEP_DIR.value)
+        print("\n".join(verdicts))
+        print(f"Summary: {path}")
+      else:
+        path = report.write_report(_SWEEP_DIR.value, _REPORT_METRIC.value)
+        print("\n".join(report.verdict_lines(path)))
+        print(f"Report: {path}")
       return 0
     return _sweep(config_dict, config_arg, argv)
   except (CommandLineError, ConfigError, RunError) as e:

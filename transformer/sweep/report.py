@@ -309,7 +309,7 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
                       f"--sweep_dir={manifest.get('sweep_dir', sweep_dir)}"])
   lines = [f"# {title or 'Sweep report: ' + os.path.basename(os.path.abspath(sweep_dir))}", "",
            f"Command: `{command}`", "",
-           *([f"**Claim under test:** {manifest['claim']}", ""] if manifest.get("claim") else []),
+           *([f"**Claim under test:** {claim}", ""] if (claim := study_claim(manifest)) else []),
            f"{len(runs)} points: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
            ""]
   prov = provenance_report.summarize(runs, manifest)
@@ -348,6 +348,7 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
     path = f"final_vs_{field.replace('.', '_')}.png"
     if _plot_final_vs(runs, field, fields, metric, os.path.join(sweep_dir, path)):
       figures.append((f"Final {metric} against {field}", path))
+  figures += study_figures(manifest, runs, sweep_dir)
   if _plot_diagnostics(runs, os.path.join(sweep_dir, "diagnostics.png")):
     figures.append(("Per-layer diagnostics (first and last diagnostics step)", "diagnostics.png"))
   for prefix in manifest.get("report_diagnostics", []):
@@ -370,6 +371,27 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   with open(out, "w") as f:
     f.write("\n".join(lines) + "\n")
   return out
+
+
+def study_claim(manifest: dict) -> str:
+  """The claim as the sweep file words it now (`CLAIM`), else as the manifest recorded it when
+  the sweep ran."""
+  try:
+    return getattr(sweep_lib.sweep_module(manifest["sweep_file"]), "CLAIM", "") or \
+        manifest.get("claim", "")
+  except Exception:  # noqa: BLE001
+    return manifest.get("claim", "")
+
+
+def study_figures(manifest: dict, runs: Sequence[Run], sweep_dir: str) -> list[tuple[str, str]]:
+  """The study's own figures: its sweep file's `figures(runs, sweep_dir)`, which writes them
+  into `sweep_dir` and returns (caption, file name) pairs; [] when it defines none or fails."""
+  try:
+    make = getattr(sweep_lib.sweep_module(manifest["sweep_file"]), "figures", None)
+    return list(make(list(runs), sweep_dir)) if make else []
+  except Exception as e:  # noqa: BLE001
+    print(f"[report] {manifest['sweep_file']}: figures() failed: {type(e).__name__}: {e}")
+    return []
 
 
 def study_verdict(manifest: dict, runs: Sequence[Run]) -> list[str]:
@@ -524,12 +546,130 @@ def _mean_curve(runs: Sequence[Run], split: str, key: str):
   return np.array(steps), y.mean(0), y.min(0), y.max(0)
 
 
-def _plot_curves(runs: Sequence[Run], metric: str, path: str) -> bool:
+# How the plots draw a run that did not finish healthily: collapsed runs as hollow circles at
+# their final value, diverged ones as an x on the panel's top edge (they have no final value).
+MARKS = {"finished": dict(marker="o", ms=4),
+         "collapsed": dict(marker="o", ms=6, mfc="none", mew=1.2),
+         "diverged": dict(marker="x", ms=7, mew=1.6)}
+
+
+def _lr_field(fields: Sequence[str]) -> Optional[str]:
+  return next((f for f in fields if f.rsplit(".", 1)[-1] == "learning_rate"), None)
+
+
+def _lr_colors(plt, values: Sequence[float]) -> dict:
+  """A sequential colour per learning rate (dark = small, bright = large)."""
+  cmap = plt.get_cmap("viridis")
+  values = sorted(values)
+  n = max(len(values) - 1, 1)
+  return {v: cmap(0.9 * i / n) for i, v in enumerate(values)}
+
+
+def _split(runs: Sequence[Run], keys: Sequence[str]) -> dict[tuple, list[Run]]:
+  out: dict[tuple, list[Run]] = {}
+  for r in runs:
+    out.setdefault(tuple((k, r.overrides.get(k)) for k in keys), []).append(r)
+  return out
+
+
+def _mark_legend(ax, handles: list, plt) -> None:
+  """The legend outside the axes on the right, with the run marks explained."""
+  from matplotlib.lines import Line2D  # noqa: PLC0415
+  handles = list(handles) + [
+      Line2D([], [], color="gray", ls="", **MARKS["finished"], label="healthy (seed or mean)"),
+      Line2D([], [], color="gray", ls="", **MARKS["collapsed"], label="collapsed run"),
+      Line2D([], [], color="gray", ls="", **MARKS["diverged"], label="diverged (top edge)")]
+  ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7,
+            borderaxespad=0.0)
+
+
+def _run_marks(ax, xs_runs: Sequence[tuple], color) -> None:
+  """Every run as a mark at (x, its final value); diverged runs at the top edge (drawn after
+  the limits are set: see `_top_edge`)."""
+  for status in ("finished", "collapsed"):
+    pts = [(x, v) for x, r, v in xs_runs if r.status == status and v is not None]
+    if pts:
+      ax.plot(*zip(*pts), ls="", color=color, alpha=0.8, gid=status, **MARKS[status])
+
+
+def _top_edge(ax, xs_runs: Sequence[tuple], color) -> None:
+  pts = [x for x, r, _ in xs_runs if r.status == "diverged"]
+  if pts:
+    bottom, top = ax.get_ylim()
+    ax.set_ylim(bottom, top)  # fixed: the marks sit on the edge, not above a new margin
+    ax.plot(pts, [top] * len(pts), ls="", color=color, clip_on=False, gid="diverged",
+            **MARKS["diverged"])
+
+
+def _curves_figure(runs: Sequence[Run], metric: str):
+  """The learning-curves figure (or None): with a learning-rate field, one panel per value of
+  the other swept fields, train loss (mean over healthy seeds, line) and eval loss (marks)
+  coloured by LR, every unhealthy run drawn alone (dotted) and marked at its end; without one,
+  train and eval panels with one colour per group. Legends outside the axes."""
   swept = swept_fields(runs)
+  lr = _lr_field(swept)
   plt = _pyplot()
-  fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+  if lr is None:
+    return _curves_by_group(runs, metric, swept, plt)
+  others = [f for f in swept if f != lr]
+  panels = _split(runs, others)
+  colors = _lr_colors(plt, {r.overrides[lr] for r in runs})
+  cols = min(3, len(panels))
+  rows = math.ceil(len(panels) / cols)
+  fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols + 1.4, 3.2 * rows), squeeze=False,
+                           sharey=True)
+  drawn = False
+  for ax, (key, members) in zip(axes.ravel(), panels.items()):
+    for value, lr_runs in sorted(_split(members, [lr]).items(), key=lambda kv: kv[0][0][1]):
+      color = colors[value[0][1]]
+      ok = [r for r in lr_runs if r.healthy]
+      curve = _mean_curve(ok, "train", "loss")
+      if curve is not None:
+        steps, mean, lo, hi = curve
+        ax.plot(steps, mean, color=color, lw=1.4)
+        ax.fill_between(steps, lo, hi, color=color, alpha=0.15)
+        drawn = True
+      ev = _mean_curve(ok, "eval", "loss")
+      if ev is not None:
+        ax.plot(ev[0], ev[1], ls="", color=color, **MARKS["finished"])
+      for r in lr_runs:
+        if r.healthy or not r.metrics.get("train"):
+          continue
+        rows_ = [row for row in r.metrics["train"] if math.isfinite(row.get("loss", math.nan))]
+        ax.plot([row["step"] for row in rows_], [row["loss"] for row in rows_], color=color,
+                ls=":", lw=1)
+        drawn = True
+        if r.status == "collapsed" and r.final:
+          ax.plot([r.final["step"]], [r.final["loss"]], ls="", color=color, gid="collapsed",
+                  **MARKS["collapsed"])
+    ax.set_title(_label(key, swept) if key else "all", fontsize=9)
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+  if not drawn:
+    plt.close(fig)
+    return None
+  for ax, (key, members) in zip(axes.ravel(), panels.items()):
+    for r in members:
+      if r.status == "diverged":
+        steps = [row["step"] for row in r.metrics.get("train", [])]
+        _top_edge(ax, [(max(steps) if steps else 0, r, None)], colors[r.overrides[lr]])
+  for ax in axes.ravel()[len(panels):]:
+    ax.axis("off")
+  for ax in axes[:, 0]:
+    ax.set_ylabel("train loss (line) / eval loss (marks)")
+  from matplotlib.lines import Line2D  # noqa: PLC0415
+  handles = [Line2D([], [], color=c, lw=2, label=f"LR {v:g}") for v, c in colors.items()]
+  _mark_legend(axes[0, -1] if len(panels) >= cols else axes.ravel()[len(panels) - 1],
+               handles, plt)
+  fig.tight_layout()
+  return fig
+
+
+def _curves_by_group(runs, metric, swept, plt):
+  fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
   colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
   drawn = False
+  handles = []
   for i, (group, members) in enumerate(groups(runs).items()):
     color = colors[i % len(colors)]
     ok = [r for r in members if r.healthy]
@@ -537,8 +677,10 @@ def _plot_curves(runs: Sequence[Run], metric: str, path: str) -> bool:
       curve = _mean_curve(ok, split, key)
       if curve is not None:
         steps, mean, lo, hi = curve
-        ax.plot(steps, mean, color=color, label=f"{_label(group, swept)} (n={len(ok)})",
-                marker="o" if split == "eval" else None, ms=3)
+        line, = ax.plot(steps, mean, color=color, label=f"{_label(group, swept)} (n={len(ok)})",
+                        marker="o" if split == "eval" else None, ms=3)
+        if split == "train":
+          handles.append(line)
         ax.fill_between(steps, lo, hi, color=color, alpha=0.2)
         drawn = True
       for r in members:  # marked runs are drawn thin, each alone, so they are seen
@@ -548,14 +690,21 @@ def _plot_curves(runs: Sequence[Run], metric: str, path: str) -> bool:
                   ls=":", lw=1)
   if not drawn:
     plt.close(fig)
-    return False
+    return None
   axes[0].set(xlabel="step", ylabel="train loss", title="Training loss")
   axes[1].set(xlabel="step", ylabel=f"eval {metric}", title=f"Eval {metric}")
   for ax in axes:
     ax.grid(alpha=0.3)
-  axes[1].legend(fontsize=7)
+  _mark_legend(axes[1], handles, plt)
   fig.tight_layout()
-  save_png(plt, fig, path, dpi=110)
+  return fig
+
+
+def _plot_curves(runs: Sequence[Run], metric: str, path: str) -> bool:
+  fig = _curves_figure(runs, metric)
+  if fig is None:
+    return False
+  save_png(_pyplot(), fig, path, dpi=90)
   return True
 
 
@@ -563,49 +712,100 @@ def _is_number(v: Any) -> bool:
   return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _plot_final_vs(runs: Sequence[Run], field: str, fields: Sequence[str], metric: str,
-                   path: str) -> bool:
+def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], metric: str):
+  """Final `metric` against `field` (or None): one panel per value of the first other swept
+  field when there are two or more others (e.g. per placement), one line per value of the
+  rest, coloured by learning rate (sequential) when that is one of them. The line is the mean
+  over healthy seeds; every run is a mark: filled when healthy, hollow when collapsed, an x on
+  the top edge when diverged (collapsed runs are the LR studies' main evidence, so they are
+  drawn, not dropped). Legend outside the axes."""
   values = []
   for r in runs:
     if field in r.overrides and r.overrides[field] not in values:
       values.append(r.overrides[field])
+  if not values:
+    return None
   numeric = all(_is_number(v) for v in values)
   if numeric:
     values = sorted(values)
   others = [f for f in fields if f != field]
-  lines: dict[tuple, list[Run]] = {}
-  for r in runs:
-    lines.setdefault(tuple((f, r.overrides.get(f)) for f in others), []).append(r)
+  lr = _lr_field(others)
+  if len(others) >= 2:
+    panel_keys = [next(f for f in others if f != lr)]
+  elif len(others) == 1 and field == _lr_field(fields):
+    panel_keys = others
+  else:
+    panel_keys = []
+  line_keys = [f for f in others if f not in panel_keys]
   plt = _pyplot()
-  fig, ax = plt.subplots(figsize=(6.5, 4.5))
+  panels = _split(runs, panel_keys)
+  cols = min(3, len(panels))
+  nrows = math.ceil(len(panels) / cols)
+  fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols + 1.8, 3.2 * nrows),
+                           squeeze=False, sharey=True)
+  cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+  lr_colors = _lr_colors(plt, {r.overrides.get(lr) for r in runs}) if lr in line_keys else {}
+  line_index: dict[tuple, int] = {}
+  handles: dict[str, Any] = {}
   drawn = False
-  for key, members in lines.items():
-    xs, ys, errs = [], [], []
-    for i, v in enumerate(values):
-      ok = [r.final[metric] for r in members
-            if r.overrides.get(field) == v and r.healthy and metric in r.final]
-      if ok:
-        mean, half = mean_ci(ok)
-        xs.append(v if numeric else i)
-        ys.append(mean)
-        errs.append(0.0 if math.isnan(half) else half)
-    if xs:
-      ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=_label(key))
-      drawn = True
+  xs_of = lambda v: v if numeric else values.index(v)  # noqa: E731
+  for ax, (pkey, members) in zip(axes.ravel(), panels.items()):
+    marks = []
+    for lkey, line_runs in _split(members, line_keys).items():
+      i = line_index.setdefault(lkey, len(line_index))
+      color = (lr_colors[dict(lkey)[lr]] if lr_colors else cycle[i % len(cycle)])
+      xs, ys, errs = [], [], []
+      points = []
+      for v in values:
+        at = [r for r in line_runs if r.overrides.get(field) == v]
+        ok = [r.final[metric] for r in at if r.healthy and metric in r.final]
+        if ok:
+          mean, half = mean_ci(ok)
+          xs.append(xs_of(v))
+          ys.append(mean)
+          errs.append(0.0 if math.isnan(half) else half)
+        points += [(xs_of(v), r, r.final.get(metric)) for r in at]
+      label = _label(lkey) if lkey else "mean over healthy seeds"
+      if xs:
+        line = ax.errorbar(xs, ys, yerr=errs, color=color, capsize=2, lw=1.3, label=label)
+        handles.setdefault(label, line)
+        drawn = True
+      _run_marks(ax, points, color)
+      marks.append((points, color))
+      drawn = drawn or bool(points)
+    if numeric and min(values) > 0 and max(values) / min(values) >= 10:
+      ax.set_xscale("log")
+    if not numeric:
+      ax.set_xticks(range(len(values)), [str(v) for v in values], rotation=30, fontsize=8)
+    ax.set_title(_label(pkey) if pkey else f"{metric} vs {field}", fontsize=9)
+    ax.set_xlabel(field)
+    ax.grid(alpha=0.3)
+    ax.autoscale_view()
+    for points, color in marks:
+      _top_edge(ax, points, color)
   if not drawn:
     plt.close(fig)
-    return False
-  if numeric and min(values) > 0 and max(values) / min(values) >= 10:
-    ax.set_xscale("log")
-  if not numeric:
-    ax.set_xticks(range(len(values)), [str(v) for v in values])
-  ax.set(xlabel=field, ylabel=f"final eval {metric}",
-         title=f"{metric} vs {field} (95% CI over seeds)")
-  ax.grid(alpha=0.3)
-  if others:
-    ax.legend(fontsize=7)
+    return None
+  for ax in axes.ravel()[len(panels):]:
+    ax.axis("off")
+  for ax in axes[:, 0]:
+    ax.set_ylabel(f"final eval {metric}")
+  if lr_colors:
+    from matplotlib.lines import Line2D  # noqa: PLC0415
+    hs = [Line2D([], [], color=c, lw=2, label=f"LR {v:g}") for v, c in sorted(lr_colors.items())]
+  else:
+    hs = list(handles.values())
+  _mark_legend(axes[0, -1], hs, plt)
   fig.tight_layout()
-  save_png(plt, fig, path, dpi=110)
+  return fig
+
+
+def _plot_final_vs(runs: Sequence[Run], field: str, fields: Sequence[str], metric: str,
+                   path: str) -> bool:
+  fig = _final_vs_figure(runs, field, fields, metric)
+  if fig is None:
+    return False
+  save_png(_pyplot(), fig, path, dpi=90)
   return True
 
 
@@ -735,3 +935,78 @@ def _plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
     ax.grid(alpha=0.3)
   _save_panels(plt, fig, axes, len(names), path)
   return True
+
+
+# --- The summary of a folder of studies ---------------------------------------------------------
+
+SUMMARY = "README.md"
+
+
+def holds_studies(directory: str) -> bool:
+  """A folder without its own sweep.json whose subfolders have one (experiments/results)."""
+  if os.path.exists(os.path.join(directory, sweep_lib.MANIFEST)):
+    return False
+  return any(os.path.exists(os.path.join(directory, d, sweep_lib.MANIFEST))
+             for d in sorted(os.listdir(directory)))
+
+
+def write_summary(results_dir: str) -> tuple[str, list[str]]:
+  """Writes `results_dir/README.md` from every study under it (a subfolder with sweep.json
+  whose sweep file defines `summarize(runs)`): per study its claim, verdict, headline numbers,
+  main figure and the command that regenerates its report; then one table per placement
+  across the studies. Returns (the path, the verdict lines printed by --mode=report)."""
+  studies, per_placement, columns, verdicts = [], {}, [], []
+  for name in sorted(os.listdir(results_dir)):
+    sweep_dir = os.path.join(results_dir, name)
+    if not os.path.exists(os.path.join(sweep_dir, sweep_lib.MANIFEST)):
+      continue
+    manifest = sweep_lib.read_manifest(sweep_dir)
+    try:
+      summarize = getattr(sweep_lib.sweep_module(manifest["sweep_file"]), "summarize", None)
+    except Exception as e:  # noqa: BLE001
+      print(f"[report] {name}: sweep file did not load ({e}); left out of the summary.")
+      continue
+    if summarize is None:
+      continue
+    runs = load_runs(sweep_dir)
+    s = summarize(runs)
+    studies.append((name, manifest, s))
+    verdicts.append(f"{name}: {s['verdict']}")
+    for placement, cells in s.get("placements", {}).items():
+      for column, value in cells.items():
+        if column not in columns:
+          columns.append(column)
+        per_placement.setdefault(placement, {})[column] = f"{value} ({name})"
+  lines = ["# Study results (generated)", "",
+           "Written by `python launch.py --mode=report --sweep_dir=" + results_dir + "` from the "
+           "committed runs of every study below; do not edit by hand. Each study's own report "
+           "(`<study>/report.md`) has its verdict in full: the protocol it rests on, the tables, "
+           "the tolerance or seed counts it depends on and the points to add.", ""]
+  for name, manifest, s in studies:
+    lines += [f"## {name}", "", f"**Claim:** {study_claim(manifest)}", "",
+              f"**Verdict:** the data {s['verdict']} ([report]({name}/report.md)).", ""]
+    lines += [f"- {n}" for n in s.get("numbers", [])]
+    lines.append("")
+    if s.get("figure") and os.path.exists(os.path.join(results_dir, name, s["figure"])):
+      lines += [f"![{name}]({name}/{s['figure']})", ""]
+    lines += [f"Regenerate: `python launch.py --mode=report --sweep_dir={results_dir}/{name}`",
+              ""]
+  if per_placement:
+    lines += ["## Per placement, across the studies", "",
+              "Intervals are 95% over seeds (± half-widths; [low, high] for ratios, on the log "
+              "scale); the study each number comes from is in parentheses.", ""]
+    for placement, cells in per_placement.items():
+      lines += [f"### {placement}", "", "| quantity | value |", "|---|---|"]
+      lines += [f"| {c} | {cells[c]} |" for c in columns if c in cells]
+      lines.append("")
+  path = os.path.join(results_dir, SUMMARY)
+  with open(path, "w") as f:
+    f.write("\n".join(lines).rstrip() + "\n")
+  return path, verdicts
+
+
+def verdict_lines(report_path: str) -> list[str]:
+  """The verdict paragraph(s) of a written report.md (the `**...**` lines), for the console."""
+  with open(report_path, encoding="utf-8") as f:
+    return [l for l in f.read().splitlines() if l.startswith("**") and not l.startswith(
+        "**Claim")]
