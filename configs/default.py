@@ -82,7 +82,8 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.optim.b1 = 0.9  # AdamW beta1
   c.optim.b2 = 0.98  # AdamW beta2
   c.optim.eps = 1e-9  # AdamW epsilon
-  c.optim.weight_decay = 0.1  # decoupled weight decay, on matrices only
+  c.optim.weight_decay = 0.1  # decoupled weight decay, on kernels and embedding tables only
+  c.optim.decay_mask = "role"  # role: by parameter name | ndim: ndim >= 2 (runs made before)
   c.optim.clip_norm = 1.0  # global gradient-norm clipping; 0 disables
 
   c.train = ml_collections.ConfigDict()

@@ -102,22 +102,29 @@ def test_stack_matches_numpy_and_scan_equals_unrolled(placement):
   np.testing.assert_allclose(got_scan, got, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("scan", [False, True])
-def test_admin_omega_is_profiled_at_init(scan):
-  """omega_i = sqrt(Var[x0] + sum_{j<i} Var[f_j]) on the init batch, with the branch outputs
-  of a NumPy forward pass at omega = 1."""
-  L = 3
-  cfg = _cfg(norm_placement="admin", num_layers=L, vocab_size=23, scan_layers=scan)
-  tokens = np.random.default_rng(0).integers(3, 23, size=(2, 6)).astype(np.int32)
-  params = _to64(nn.meta.unbox(DecoderLM(cfg).init(jax.random.PRNGKey(0), tokens)["params"]))
+def _decoder_omegas(params, num_layers):
+  """Admin's omegas of a DecoderLM's params, in execution order (unrolled or scanned)."""
   dec = params["decoder"]
-  if scan:
+  if "layers" in dec:
+    dec = {f"layer_{i}": jax.tree.map(lambda a: a[i], dec["layers"]) for i in range(num_layers)}
+  return [np.asarray(dec[f"layer_{i}"][f"{s}_omega"]) for i in range(num_layers)
+          for s in ("self_attention", "feed_forward")]
+
+
+def _numpy_admin_profile(params, tokens, cfg):
+  """Admin's omegas (Liu et al. 2020), float64 NumPy: `tokens` `[batch, len]` run through a
+  NumPy transcription of the decoder (sinusoidal positions, embeddings x sqrt(d), causal
+  mask, post-LN-style Admin blocks with GELU) at omega = 1 with `params`' other weights;
+  omega_i = sqrt(Var[x0] + sum_{j<i} Var[f_j]) (`ref.admin_omegas`)."""
+  L, d = cfg.num_layers, cfg.d_model
+  params = _to64(params)
+  dec = params["decoder"]
+  if "layers" in dec:
     dec = {f"layer_{i}": jax.tree.map(lambda a: a[i], dec["layers"]) for i in range(L)}
-  got = [dec[f"layer_{i}"][f"{s}_omega"] for i in range(L)
-         for s in ("self_attention", "feed_forward")]
   table = params["embedder"]["token_embedding"]["embedding"]
-  x0 = table[tokens] * np.sqrt(16) + ref.sinusoidal(6, 16)[None]
-  mask = np.tril(np.ones((6, 6), bool))
+  n = tokens.shape[1]
+  x0 = table[tokens] * np.sqrt(d) + ref.sinusoidal(n, d)[None]
+  mask = np.tril(np.ones((n, n), bool))
   ones = {f"layer_{i}": {**dec[f"layer_{i}"], "self_attention_omega": 1.0,
                          "feed_forward_omega": 1.0} for i in range(L)}
   branches = [[] for _ in range(2 * L)]
@@ -127,10 +134,123 @@ def test_admin_omega_is_profiled_at_init(scan):
                                  ref.gelu_tanh, cfg.norm_epsilon)
       branches[2 * i].append(ys[0])
       branches[2 * i + 1].append(ys[1])
-  want = ref.admin_omegas(x0, [np.stack(b) for b in branches])
+  return ref.admin_omegas(x0, [np.stack(b) for b in branches])
+
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_admin_omega_is_profiled_at_init(scan):
+  """omega_i = sqrt(Var[x0] + sum_{j<i} Var[f_j]) on the init batch, with the branch outputs
+  of a NumPy forward pass at omega = 1."""
+  L = 3
+  cfg = _cfg(norm_placement="admin", num_layers=L, vocab_size=23, scan_layers=scan)
+  tokens = np.random.default_rng(0).integers(3, 23, size=(2, 6)).astype(np.int32)
+  params = nn.meta.unbox(DecoderLM(cfg).init(jax.random.PRNGKey(0), tokens)["params"])
+  got = _decoder_omegas(params, L)
+  want = _numpy_admin_profile(params, tokens, cfg)
   assert len(set(np.round(want, 6))) == len(want)  # a profile, not a constant
   for g, w in zip(got, want):
     np.testing.assert_allclose(g, np.full(16, w), rtol=1e-4)
+
+
+def _admin_lm_config(corpus, **train):
+  """A tiny Admin decoder LM on the `tiny_corpus` files (byte tokens, 16-token rows)."""
+  from configs.default import get_config  # noqa: PLC0415
+  from transformer.config import from_config_dict  # noqa: PLC0415
+  c = get_config("smoke")
+  with c.unlocked():
+    c.data.source_dir, c.data.data_dir = corpus["source_dir"], corpus["data_dir"]
+    c.data.validation_percent, c.data.seq_len, c.data.shuffle_buffer = 20, 16, 64
+    c.model.d_model, c.model.num_heads, c.model.num_layers, c.model.d_ff = 16, 4, 3, 32
+    c.model.norm_placement, c.model.attention_impl = "admin", "reference"
+    c.train.batch_size = 8
+    for k, v in train.items():
+      c.train[k] = v
+  return from_config_dict(c)
+
+
+@pytest.mark.parametrize("scan", [False, True])
+def test_admin_omegas_are_profiled_on_a_training_batch(tiny_corpus, tmp_path, scan):
+  """`task.init_params(rng, batch)` (what a training run calls with its first batch) gives
+  the float64 NumPy profile of that batch of real text; the synthetic batch of runs without
+  data is random regular tokens (not padding); and both differ from the all-zero batch that
+  init used to profile on, so this test fails if the real batch is not the one used."""
+  from transformer import kinds  # noqa: PLC0415
+  cfg = _admin_lm_config(tiny_corpus)
+  cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, scan_layers=scan))
+  data, task = kinds.build_data_and_task(cfg, str(tmp_path / "w"))
+  batch = data.next_train_batch()
+  tokens = batch["inputs"]
+  assert set(batch) == {"inputs", "targets", "weights"}  # concat rows: no positions/segments
+  assert (tokens > 0).all() and len(np.unique(tokens)) > 10  # text, not padding
+  rng = jax.random.PRNGKey(0)
+  L, mcfg = 3, task.config.model
+  params = jax.jit(task.init_params)(rng, batch)
+  got = _decoder_omegas(params, L)
+  want = _numpy_admin_profile(params, tokens, mcfg)
+  for g, w in zip(got, want):
+    np.testing.assert_allclose(g, np.full(16, w), rtol=1e-4)
+
+  synthetic = np.asarray(task.example_inputs()[0])
+  assert synthetic.shape == tokens.shape and synthetic.min() >= 3
+  assert synthetic.max() < mcfg.vocab_size and len(np.unique(synthetic)) > 50
+  no_data = _decoder_omegas(jax.jit(task.init_params)(rng), L)
+  for g, w in zip(no_data, _numpy_admin_profile(params, synthetic, mcfg)):
+    np.testing.assert_allclose(g, np.full(16, w), rtol=1e-4)
+
+  zeros = np.zeros_like(tokens)
+  old = _decoder_omegas(nn.meta.unbox(task.model.init(rng, zeros)["params"]), L)
+  for other in (old, no_data):
+    gap = max(abs(float(a[0]) - float(b[0])) / float(b[0]) for a, b in zip(got, other))
+    assert gap > 0.02, gap
+
+
+def test_admin_training_profiles_on_its_first_batch_and_trains_on_it(tiny_corpus, tmp_path):
+  """At a learning rate of 1e-30 (no change in float32; 0 is refused) the omegas saved after
+  step 1 are the profile of the pipeline's first batch, and the loss logged at step 2 (step 1,
+  with compilation, is not logged) is the loss on the pipeline's *second* batch: the first was
+  read for the profile and then trained on at step 1, not skipped. A run stopped after step 2
+  resumes to the same params as a run that was not (the omegas come from the checkpoint, the
+  data position is unchanged)."""
+  import orbax.checkpoint as ocp  # noqa: PLC0415
+
+  from transformer import kinds  # noqa: PLC0415
+  from transformer.config import CheckpointConfig  # noqa: PLC0415
+  from transformer.train.loop import train_and_evaluate  # noqa: PLC0415
+  from transformer.workdir import read_metrics  # noqa: PLC0415
+
+  def saved_params(workdir, step):
+    mngr = ocp.CheckpointManager(f"{workdir}/checkpoints", item_names=("state",))
+    out = mngr.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore()))
+    mngr.close()
+    return out["state"]["params"]
+
+  cfg = _admin_lm_config(tiny_corpus, num_steps=2, log_every=1, eval_every=2,
+                         samples_at_eval=False)
+  cfg = dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, learning_rate=1e-30),
+                            checkpoint=CheckpointConfig(every_steps=1, keep=5))
+  train_and_evaluate(cfg, str(tmp_path / "lr0"))
+  data, task = kinds.build_data_and_task(cfg, str(tmp_path / "fresh"))
+  first, second = data.next_train_batch(), data.next_train_batch()
+  init_rng = jax.random.split(jax.random.PRNGKey(cfg.seed))[0]
+  want = jax.jit(task.init_params)(init_rng, first)
+  saved = saved_params(tmp_path / "lr0", 1)  # after step 1: still the initial values
+  for g, w in zip(_decoder_omegas(saved, 3), _decoder_omegas(want, 3)):
+    np.testing.assert_allclose(g, w, rtol=1e-6)
+  loss_sum, tokens = jax.jit(task.loss_sums)(saved, second, jax.random.PRNGKey(1))
+  step2 = [r for r in read_metrics(str(tmp_path / "lr0"))["train"] if r["step"] == 2][0]
+  np.testing.assert_allclose(step2["loss"], float(loss_sum / tokens), rtol=1e-5)
+  skipped, _ = jax.jit(task.loss_sums)(saved, data.next_train_batch(), jax.random.PRNGKey(1))
+  assert abs(float(skipped - loss_sum)) > 1e-3 * abs(float(loss_sum))  # the batches differ
+
+  cfg = dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, learning_rate=3e-3),
+                            train=dataclasses.replace(cfg.train, num_steps=4),
+                            checkpoint=CheckpointConfig(every_steps=2, keep=5))
+  train_and_evaluate(cfg, str(tmp_path / "straight"))
+  train_and_evaluate(cfg, str(tmp_path / "resumed"), stop_after=2)
+  train_and_evaluate(cfg, str(tmp_path / "resumed"))
+  a, b = saved_params(tmp_path / "straight", 4), saved_params(tmp_path / "resumed", 4)
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    np.testing.assert_array_equal(x, y)
 
 
 def test_vit_admin_omega_is_profiled_at_init():

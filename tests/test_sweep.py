@@ -55,7 +55,8 @@ def test_load_sweep_with_argument(tmp_path):
 
 
 STUDIES = ("grad_scale_depth", "grad_profile", "residual_growth", "warmup_stability",
-           "lr_sensitivity", "qk_norm_logits")
+           "lr_sensitivity", "qk_norm_logits", "depth", "warmup_length", "norms",
+           "long_training")
 
 
 @pytest.mark.parametrize("study", STUDIES)

@@ -42,6 +42,10 @@ DTYPES = ("float32", "bfloat16")
 TOKENIZERS = ("bytes", "sentencepiece")
 PACKINGS = ("concat", "pack", "pad")
 DECAYS = ("cosine", "linear", "constant", "rsqrt")
+DECAY_MASKS = ("role", "ndim")  # optim.decay_mask, see transformer/train/optim.py
+# Fields added after runs were made: the value a saved config.json without the field was
+# made with (what resuming and --reuse_runs_from compare it as).
+LEGACY_DEFAULTS = {"optim.decay_mask": "ndim"}
 REMAT_POLICIES = ("none", "full", "minimal")
 STRATEGIES = ("jit", "pmap")
 NONFINITE_MODES = ("stop", "skip")  # train.nonfinite: what a non-finite loss/gradient does
@@ -274,10 +278,15 @@ class OptimConfig:
   eps: float = 1e-9
   weight_decay: float = 0.1
   clip_norm: float = 1.0
+  # Which leaves weight decay applies to (transformer/train/optim.py): role (kernels and
+  # embedding tables; never biases, norm scales, DyT alpha, Admin omega) | ndim (ndim >= 2,
+  # the rule of runs made before `role`; a saved config without this field was made with it).
+  decay_mask: str = "role"
 
   def __post_init__(self):
     s = "optim"
     _choice(s, "decay", self.decay, DECAYS)
+    _choice(s, "decay_mask", self.decay_mask, DECAY_MASKS)
     _positive(s, "learning_rate", self.learning_rate)
     for f in ("warmup_steps", "end_lr_factor", "eps", "weight_decay", "clip_norm"):
       _positive(s, f, getattr(self, f), allow_zero=True)

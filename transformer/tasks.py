@@ -67,9 +67,18 @@ class TaskBase:
   (matching parameters of another run, see `transformer.train.init_from`), one `apply` for
   every model call, and the training loss on a task's `train_forward`.
 
-  A task defines `model_fields`, `facts_from_config`, `example_inputs`, `train_forward`,
-  `eval_sums`, `summarize` and `random_batch`.
+  A task defines `model_fields`, `facts_from_config`, `example_inputs`, `model_inputs`,
+  `train_forward`, `eval_sums`, `summarize` and `random_batch`.
+
+  Admin (`norm_placement="admin"`) profiles its omegas in the model's `init`, on the inputs
+  `init` is given (`transformer.model.admin`): `init_params(rng, batch)` hands it a training
+  batch's inputs (`model_inputs`; the training loop passes the run's first batch, as Liu et
+  al. 2020 profile on data); `init_params(rng)`, used where there is no data (`--mode=bench`,
+  abstract shapes), hands it `example_inputs()`: synthetic, uniformly random regular tokens of
+  the vocabulary (random pixels for images) drawn with a fixed key, not zeros (an all-padding
+  batch makes every position the same token, which is no profile of text).
   """
+  SYNTHETIC_SEED = 0  # the fixed key of `example_inputs`
   pretrained = None
   supports_loss_chunk = False  # train_forward can hand the loss hidden states (`Forward.project`)
 
@@ -98,20 +107,36 @@ class TaskBase:
     raise NotImplementedError
 
   def example_inputs(self) -> tuple:
+    """Synthetic model inputs of one process's batch shape (see the class docstring)."""
     raise NotImplementedError
+
+  def model_inputs(self, batch: dict) -> tuple:
+    """The model's positional inputs for a training `batch` (this process's rows), as
+    `train_forward` feeds them, without dropout: what Admin's profile runs on."""
+    raise NotImplementedError
+
+  def _synthetic_tokens(self, *shape: int) -> jax.Array:
+    """`shape` int32 regular token ids (no pad, bos, eos), uniform over the data's
+    vocabulary, from the fixed key `SYNTHETIC_SEED` (traceable)."""
+    return jax.random.randint(jax.random.PRNGKey(self.SYNTHETIC_SEED), shape, FIRST_REGULAR_ID,
+                              max(self.facts.vocab_size, FIRST_REGULAR_ID + 1), jnp.int32)
 
   @property
   def rows_per_process(self) -> int:
     """Rows of one process's batch (the shape `init` sees, as the data would give it)."""
     return self.config.train.batch_size // jax.process_count()
 
-  def init_boxed_params(self, rng):
+  def init_boxed_params(self, rng, batch: Optional[dict] = None):
     """Params still wrapped in their logical axis names (`nn.LogicallyPartitioned`), which
-    `transformer.train.parallel` maps onto the device mesh."""
-    return self.model.init({"params": rng}, *self.example_inputs())["params"]
+    `transformer.train.parallel` maps onto the device mesh. `model.init` runs on `batch`'s
+    inputs (`model_inputs`), or on `example_inputs()` without one: only Admin's omegas
+    depend on which (the class docstring)."""
+    inputs = self.example_inputs() if batch is None else self.model_inputs(batch)
+    return self.model.init({"params": rng}, *inputs)["params"]
 
-  def init_params(self, rng):
-    params = nn.meta.unbox(self.init_boxed_params(rng))
+  def init_params(self, rng, batch: Optional[dict] = None):
+    """Initial params (unboxed); `batch` as in `init_boxed_params`."""
+    params = nn.meta.unbox(self.init_boxed_params(rng, batch))
     if self.pretrained is not None:
       params = init_from.merge(params, self.pretrained)
     return params
@@ -194,11 +219,15 @@ class LanguageModelTask(_TokenVocabulary, TaskBase):
                           else jnp.asarray(facts.byte_lengths))
 
   def example_inputs(self):
-    return (jnp.zeros((self.rows_per_process, self.config.data.seq_len), jnp.int32),)
+    """`[rows, seq_len]` random tokens."""
+    return (self._synthetic_tokens(self.rows_per_process, self.config.data.seq_len),)
 
   @staticmethod
   def _inputs(batch) -> tuple:
     return batch["inputs"], batch.get("positions"), batch.get("segment_ids")
+
+  def model_inputs(self, batch):
+    return self._inputs(batch)
 
   def train_forward(self, params, batch, rng, sow=False):
     if self.config.train.loss_chunk and not sow:  # diagnostics read the whole logits
@@ -247,8 +276,13 @@ class Seq2SeqTask(_TokenVocabulary, TaskBase):
     self.bos_id, self.eos_id, self.pad_id = facts.bos_id, facts.eos_id, facts.pad_id
 
   def example_inputs(self):
-    return (jnp.zeros((self.rows_per_process, self.config.data.src_len), jnp.int32),
-            jnp.zeros((self.rows_per_process, self.config.data.tgt_len), jnp.int32))
+    """Random sources `[rows, src_len]` and decoder inputs `[rows, tgt_len]`."""
+    rows, d = self.rows_per_process, self.config.data
+    tokens = self._synthetic_tokens(rows, d.src_len + d.tgt_len)
+    return tokens[:, :d.src_len], tokens[:, d.src_len:]
+
+  def model_inputs(self, batch):
+    return self._inputs(batch)
 
   def _inputs(self, batch) -> tuple:
     """The model's inputs: sources, and the targets shifted right (teacher forcing)."""
@@ -390,7 +424,12 @@ class MaskedLMTask(TaskBase):
     return DataFacts(vocab_size=config.model.vocab_size - 1)
 
   def example_inputs(self):
-    return (jnp.zeros((self.rows_per_process, self.config.data.seq_len), jnp.int32),)
+    """`[rows, seq_len]` random tokens (not masked)."""
+    return (self._synthetic_tokens(self.rows_per_process, self.config.data.seq_len),)
+
+  def model_inputs(self, batch):
+    """The batch with BERT's corruption under the fixed eval key (training draws its own)."""
+    return self._masked(batch, jax.random.PRNGKey(self.EVAL_MASK_SEED))[0]
 
   def _masked(self, batch, mask_rng) -> tuple[tuple, jax.Array]:
     """The model's inputs with BERT's corruption, and `[batch, len]` weights 1 where masked."""
@@ -446,7 +485,11 @@ class ClassificationTask(TaskBase):
                      num_classes=config.model.num_classes)
 
   def example_inputs(self):
-    return (jnp.zeros((self.rows_per_process, self.config.data.seq_len), jnp.int32),)
+    """`[rows, seq_len]` random tokens."""
+    return (self._synthetic_tokens(self.rows_per_process, self.config.data.seq_len),)
+
+  def model_inputs(self, batch):
+    return (batch["inputs"],)
 
   def train_forward(self, params, batch, rng, sow=False):
     """Class logits scored as one "token" per row: `[batch, 1, classes]`."""
@@ -505,7 +548,9 @@ class ImageClassificationTask(ClassificationTask):
                      image_shape=(m.image_size, m.image_size, m.image_channels))
 
   def example_inputs(self):
-    return (jnp.zeros((self.rows_per_process,) + self.facts.image_shape, jnp.float32),)
+    """`[rows, height, width, channels]` random pixels in [0, 1)."""
+    return (jax.random.uniform(jax.random.PRNGKey(self.SYNTHETIC_SEED),
+                               (self.rows_per_process,) + self.facts.image_shape, jnp.float32),)
 
   def _random_inputs(self, rows, rng):
     """`[rows, height, width, channels]` float32 in [0, 1), as the image pipeline scales

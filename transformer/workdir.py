@@ -15,7 +15,7 @@ import os
 from typing import Optional, Sequence
 
 from transformer import kinds, provenance, user_files
-from transformer.config import ConfigError, ExperimentConfig, from_config_dict
+from transformer.config import LEGACY_DEFAULTS, ConfigError, ExperimentConfig, from_config_dict
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
@@ -103,6 +103,7 @@ def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
     return
   saved = _flatten(user_files.read_json_object(path, user_files.SAVED_CONFIG,
                                                user_files.SAVED_CONFIG_FIX))
+  saved = {**LEGACY_DEFAULTS, **saved}  # what a config saved before a field existed meant
   current = _flatten(config.to_dict())
   diffs = sorted(k for k in set(saved) | set(current)
                  if saved.get(k) != current.get(k) and k not in RESUMABLE_CHANGES

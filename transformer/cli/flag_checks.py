@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Any, Collection, Mapping, Optional
+from typing import Any, Collection, Mapping, Optional, Sequence
 
 from transformer.errors import CommandLineError
 
@@ -36,6 +36,8 @@ READ_BY: dict[str, tuple[str, ...]] = {
     **{f: ("sweep",) for f in ("sweep", "parallel", "launcher", "dry_run", "reuse_runs_from",
                                *_SLURM)},
     "sweep_dir": ("sweep", "report"),
+    "runs": ("report",),
+    "report_dir": ("report",),
     "report_metric": ("sweep", "report"),
     **{f: _DEVICE_MODES for f in ("coordinator_address", "num_processes", "process_id",
                                   "distributed_timeout", "heartbeat_timeout")},
@@ -74,7 +76,7 @@ def check_flags(mode: str, values: Mapping[str, Any], given: Collection[str],
   if mode == "sweep":
     check_sweep(values)
   if mode == "report":
-    check_report(values.get("sweep_dir"))
+    check_report(values.get("sweep_dir"), values.get("runs") or [], values.get("report_dir"))
   if mode == "prepare":
     check_prepare_dir(values.get("prepare_dir"))
 
@@ -215,10 +217,30 @@ def check_sweep(values: Mapping[str, Any]) -> None:
   check_slurm(values)
 
 
-def check_report(sweep_dir: Optional[str]) -> None:
+def check_report(sweep_dir: Optional[str], runs: Sequence[str] = (),
+                 report_dir: Optional[str] = None) -> None:
+  """`--sweep_dir` (a sweep's report) or `--runs` with `--report_dir` (runs launched by hand,
+  transformer/sweep/compare.py), not both."""
+  if runs:
+    if sweep_dir:
+      raise CommandLineError("--runs and --sweep_dir were both given: --runs compares "
+                             "workdirs launched by hand and writes to --report_dir; "
+                             "--sweep_dir reports one sweep. Give one of them.")
+    if not report_dir:
+      raise CommandLineError("--mode=report --runs needs --report_dir=DIR, the directory "
+                             "the comparison is written to.")
+    if os.path.exists(report_dir) and not os.path.isdir(report_dir):
+      raise CommandLineError(f"--report_dir={report_dir} is a file; give a directory.")
+    from transformer.sweep.compare import check_runs  # noqa: PLC0415
+    check_runs(runs)
+    return
+  if report_dir:
+    raise CommandLineError("--report_dir is where --runs writes its comparison; a sweep's "
+                           "report goes into its --sweep_dir. Drop --report_dir or give --runs.")
   if not sweep_dir:
     raise CommandLineError("--mode=report needs --sweep_dir=DIR (a directory made by "
-                           "--mode=sweep).")
+                           "--mode=sweep), or --runs=W1,W2 --report_dir=DIR to compare runs "
+                           "launched by hand.")
   if os.path.isdir(sweep_dir) and not os.path.isfile(os.path.join(sweep_dir, "sweep.json")) and any(
       os.path.isfile(os.path.join(sweep_dir, d, "sweep.json")) for d in os.listdir(sweep_dir)):
     return  # a folder of studies (experiments/results): the report writes their summary

@@ -20,6 +20,13 @@ batch `init` was given with the "admin_profile" collection mutable, in which eac
 `<sublayer>_branch_var` and each stack `input_var`, then the omegas are overwritten with the
 rule above. Scanned stacks sow one value per layer (leading axis), so the rule reads them in
 the same order. It is traceable, so it runs inside the jitted state initialisation.
+
+Which batch: a training run profiles on its first training batch, as the paper profiles on
+data (`transformer.train.loop._restore_or_init` reads it, `TaskBase.init_params(rng, batch)`
+hands its inputs to `init`; the first step then trains on it as usual). Where there is no data
+(`--mode=bench`, abstract shapes) `init` gets the task's `example_inputs()`: random regular
+tokens of the vocabulary (random pixels for images) from a fixed key. Runs before this change
+profiled on an all-zero (all-padding) batch.
 """
 
 from typing import Any

@@ -4,6 +4,7 @@
       [--config=configs/default.py:smoke] [--config.x.y=...] [--sweep_dir=DIR] [--parallel=N]
       [--launcher=slurm [--dry_run] [--slurm_time=04:00:00] [--slurm_partition=gpu] ...]
   python launch.py --mode=report --sweep_dir=DIR [--report_metric=loss]
+  python launch.py --mode=report --runs=W1,W2,... --report_dir=DIR   (runs launched by hand)
 
 Nothing here imports JAX: the runner must leave the accelerators to its children.
 """
@@ -33,6 +34,11 @@ _DRY_RUN = flags.DEFINE_bool("dry_run", False, "sweep: write and print the sbatc
                              "without submitting it (--launcher=slurm), or list the points.")
 _REPORT_METRIC = flags.DEFINE_string("report_metric", "", "report: the eval metric of the "
                                      "plots; default bits_per_byte if logged, else loss.")
+_RUNS = flags.DEFINE_list("runs", [], "report: workdirs of runs launched by hand (not one "
+                          "sweep) to compare, e.g. --runs=runs/a,runs/b; the report goes to "
+                          "--report_dir (transformer/sweep/compare.py).")
+_REPORT_DIR = flags.DEFINE_string("report_dir", None, "report --runs: the directory the "
+                                  "comparison is written to (created; links to the runs).")
 _REUSE = flags.DEFINE_list("reuse_runs_from", [], "sweep: other sweep dirs whose finished runs "
                            "with the same config (checkpoint settings aside) are linked into "
                            "this sweep instead of run again.")
@@ -58,10 +64,15 @@ def main(mode: str, config_dict, config_arg: str, argv: Sequence[str]) -> int:
   """Runs `mode` ("sweep" or "report"); returns the process exit code (2 for a mistake on the
   command line, 1 for a bad sweep file or point)."""
   try:
+    if mode == "report" and _RUNS.value:
+      from transformer.sweep.compare import write_runs_report  # noqa: PLC0415
+      path = write_runs_report(_RUNS.value, _REPORT_DIR.value, _REPORT_METRIC.value)
+      print(f"Report: {path}")
+      return 0
     if mode == "report":
       if not _SWEEP_DIR.value:
         raise CommandLineError("--mode=report needs --sweep_dir=DIR (a directory made by "
-                               "--mode=sweep).")
+                               "--mode=sweep), or --runs=W1,W2 --report_dir=DIR.")
       from transformer.sweep import report  # noqa: PLC0415
       if report.holds_studies(_SWEEP_DIR.value):
         path, verdicts = report.write_summary(_SWEEP_DIR.value)

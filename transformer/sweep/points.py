@@ -30,7 +30,7 @@ import sys
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from transformer import REPO_ROOT, provenance, user_files
-from transformer.config import ConfigError, ExperimentConfig, from_config_dict
+from transformer.config import LEGACY_DEFAULTS, ConfigError, ExperimentConfig, from_config_dict
 from transformer.errors import CommandLineError
 from transformer.kinds import FROM_DATA
 from transformer.workdir import read_metrics
@@ -287,8 +287,9 @@ def _flat(d: Mapping, prefix: str = "") -> dict:
 
 def run_identity(config_dict: Mapping) -> str:
   """What makes two runs the same run: their config without `REUSE_IGNORES` and the
-  data-derived fields, as canonical JSON."""
-  flat = {k: v for k, v in _flat(config_dict).items()
+  data-derived fields, as canonical JSON; a field the config predates counts with its
+  `LEGACY_DEFAULTS` value (a run saved before `optim.decay_mask` is an `ndim` run)."""
+  flat = {k: v for k, v in {**LEGACY_DEFAULTS, **_flat(config_dict)}.items()
           if k not in FROM_DATA and not any(k.startswith(i) if i.endswith(".") else k == i
                                             for i in REUSE_IGNORES)}
   return json.dumps(flat, sort_keys=True, default=str)

@@ -304,9 +304,10 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
 
   counts = {s: sum(r.status == s for r in runs)
             for s in ("finished", "diverged", "collapsed", "incomplete", "missing")}
-  command = " ".join(["python launch.py --mode=sweep", f"--sweep={manifest['sweep_file']}",
-                      f"--config={manifest['config']}", *manifest["overrides"],
-                      f"--sweep_dir={manifest.get('sweep_dir', sweep_dir)}"])
+  command = manifest.get("command") or " ".join([  # "command": --runs (sweep/compare.py)
+      "python launch.py --mode=sweep", f"--sweep={manifest['sweep_file']}",
+      f"--config={manifest['config']}", *manifest["overrides"],
+      f"--sweep_dir={manifest.get('sweep_dir', sweep_dir)}"])
   lines = [f"# {title or 'Sweep report: ' + os.path.basename(os.path.abspath(sweep_dir))}", "",
            f"Command: `{command}`", "",
            *([f"**Claim under test:** {claim}", ""] if (claim := study_claim(manifest)) else []),
@@ -398,6 +399,8 @@ def study_verdict(manifest: dict, runs: Sequence[Run]) -> list[str]:
   """The `## Verdict` lines of a study: its sweep file's `analyze(runs)`, which measures the
   claim's quantities on these runs and says whether they agree; [] for a plain sweep. A
   failing analysis is reported in the report (and printed), never hidden."""
+  if not manifest["sweep_file"]:  # --runs: hand-launched runs, no sweep file
+    return []
   try:
     module = sweep_lib.sweep_module(manifest["sweep_file"])
   except Exception as e:  # noqa: BLE001

@@ -274,9 +274,9 @@ def run_diagnose(config, workdir: str, log=print) -> dict:
                                    data.train_iterator)
       where, step = f"checkpoint step {latest}", int(latest)
     checkpointer.close()
-  if latest is None:
-    state = jax.jit(make_state)(init_rng)
   batch = data.next_train_batch()
+  if latest is None:  # as a training run starts: Admin's omegas profiled on its first batch
+    state = jax.jit(lambda r, b: create_state(task.init_params(r, b), tx))(init_rng, batch)
   stats = jax.jit(lambda p, o, b, r: diagnostic_stats(task, tx, p, o, b, r))(
       state.params, state.opt_state, batch, jax.random.fold_in(dropout_rng, step))
   stats = {k: float(v) for k, v in jax.device_get(stats).items()}

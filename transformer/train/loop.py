@@ -15,6 +15,7 @@ import time
 from typing import Optional
 
 import jax
+from jax.experimental import multihost_utils
 import numpy as np
 
 from transformer import kinds, provenance
@@ -94,7 +95,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
     with open(os.path.join(workdir, "config.json"), "w") as f:
       f.write(provenance.config_json(config.to_dict(), first))
   checkpointer = _checkpointer(config, workdir)
-  state = _restore_or_init(par, checkpointer, data, init_rng, workdir)
+  state, first_batch = _restore_or_init(config, par, checkpointer, data, init_rng, workdir)
   _log_model(config, par, state)
   writer = MetricWriter(workdir)
   writer.write_hparams(config.to_dict(), trial_id=os.path.basename(workdir))
@@ -105,7 +106,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   else:
     try:
       final_eval = TrainSteps(config, task, data, par, checkpointer, writer,
-                              dropout_rng).run(state, stop_after)
+                              dropout_rng, first_batch=first_batch).run(state, stop_after)
     except NonFiniteError as e:
       _end_diverged(e, checkpointer, writer)
       raise
@@ -122,16 +123,31 @@ def _checkpointer(config: ExperimentConfig, workdir: str) -> Checkpointer:
                       log_path=os.path.join(workdir, "checkpoint_errors.log"))
 
 
-def _restore_or_init(par: Parallel, checkpointer: Checkpointer, data, init_rng: jax.Array,
-                     workdir: str) -> TrainState:
+def _restore_or_init(config: ExperimentConfig, par: Parallel, checkpointer: Checkpointer, data,
+                     init_rng: jax.Array, workdir: str) -> tuple[TrainState, Optional[dict]]:
   """The latest checkpoint's state (and `data`'s input position), placed for training; or a
-  fresh state from `init_rng` when there is none."""
+  fresh state from `init_rng` when there is none.
+
+  A fresh Admin run (`norm_placement="admin"`) profiles its omegas on the run's first training
+  batch (Liu et al. 2020 profile on data), read here before training and returned, so that
+  the first step still trains on it (`TrainSteps(first_batch=...)`): the batches, and the
+  iterator position saved with each checkpoint, are those of any other run. With several
+  processes every one profiles on process 0's rows, so all hold the same omegas. A resumed
+  run restores its omegas with the other params and reads nothing. Returns (state, the batch
+  read ahead or None)."""
   latest, state = checkpointer.restore_latest(par.checkpoint_target(), data.train_iterator,
                                               warn=lambda m: log(f"WARNING: {m}"))
   if latest is None:
-    return par.init_state(init_rng)
+    if config.model.norm_placement != "admin":
+      return par.init_state(init_rng), None
+    first = data.next_train_batch()
+    profile = first
+    if jax.process_count() > 1:
+      profile = multihost_utils.broadcast_one_to_all(first)
+    log("Admin: omegas profiled on the first training batch.")
+    return par.init_state(init_rng, profile_batch=profile), first
   log(f"Resumed from {workdir}/checkpoints at step {latest}.")
-  return par.from_checkpoint(state)
+  return par.from_checkpoint(state), None
 
 
 def _log_model(config: ExperimentConfig, par: Parallel, state: TrainState) -> None:
@@ -182,8 +198,12 @@ class TrainSteps:
   """
 
   def __init__(self, config: ExperimentConfig, task, data, par: Parallel,
-               checkpointer: Checkpointer, writer: MetricWriter, dropout_rng: jax.Array):
+               checkpointer: Checkpointer, writer: MetricWriter, dropout_rng: jax.Array,
+               first_batch: Optional[dict] = None):
+    """`first_batch`: the batch of the first step, already read from `data` (Admin's profile,
+    `_restore_or_init`); the later ones are read as usual."""
     self.config, self.task, self.data, self.par = config, task, data, par
+    self._first_batch = first_batch
     self.checkpointer, self.writer, self.dropout_rng = checkpointer, writer, dropout_rng
     self.num_steps = config.train.num_steps
     self.outputs_step = evaluation.outputs_step(task, par)
@@ -199,7 +219,7 @@ class TrainSteps:
     """Trains on; returns the final eval, or None when it stopped before the last step."""
     step = int(self.par.to_checkpoint(state).step)
     final_eval = None
-    batches = Prefetcher(self.data.next_train_batch, self.par.place_batch,
+    batches = Prefetcher(self._next_batch, self.par.place_batch,
                          self.config.train.prefetch, step,
                          lambda s: self._saves_after(s, stop_after))
     with (_StopRequest() as stop,
@@ -219,6 +239,13 @@ class TrainSteps:
           self._log_stop(step, stop, stop_after)
           return None
     return final_eval
+
+  def _next_batch(self) -> dict:
+    """The next training batch: `first_batch` once, if one was read ahead, then `data`'s."""
+    if self._first_batch is not None:
+      batch, self._first_batch = self._first_batch, None
+      return batch
+    return self.data.next_train_batch()
 
   def _saves_after(self, step: int, stop_after: Optional[int]) -> bool:
     """Whether a checkpoint may be written after `step` (the prefetcher waits there)."""

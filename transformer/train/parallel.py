@@ -176,15 +176,24 @@ class Parallel:
     self.cfg = cfg
     self.global_batch_size = global_batch_size
     self.micro_batches = micro_batches
+    self._init_params, self._tx = init_params, tx
     self._init_state_fn = lambda rng: create_state(init_params(rng), tx)
     self._make_train_step = lambda **kw: steps.make_train_step(
         loss_sums, tx, micro_batches=micro_batches, skip_nonfinite=skip_nonfinite, **kw)
 
   # --- what differs between the strategies --------------------------------------------------
 
-  def init_state(self, rng: jax.Array) -> TrainState:
-    """Initializes the state directly in its training layout."""
+  def init_state(self, rng: jax.Array, profile_batch: Optional[dict] = None) -> TrainState:
+    """Initializes the state directly in its training layout. `profile_batch` (this process's
+    rows of a training batch, NumPy) is handed to `init_params(rng, profile_batch)`, which
+    profiles Admin's omegas on it (`TaskBase.init_params`); without it, `init_params(rng)`."""
     raise NotImplementedError
+
+  def _init_fn(self, profile_batch: Optional[dict]) -> Callable:
+    """`(rng[, batch]) -> TrainState`: the state's initializer, with or without a batch."""
+    if profile_batch is None:
+      return self._init_state_fn
+    return lambda rng, batch: create_state(self._init_params(rng, batch), self._tx)
 
   def to_checkpoint(self, state: TrainState) -> TrainState:
     """The state as it is saved: one copy."""
@@ -282,9 +291,10 @@ class JitParallel(Parallel):
                          in_shardings=(self.state_shardings.params, self.batch_sharding),
                          out_shardings=self.replicated)
 
-  def init_state(self, rng: jax.Array) -> TrainState:
-    return jax.jit(self._init_state_fn, in_shardings=self.replicated,
-                   out_shardings=self.state_shardings)(rng)
+  def init_state(self, rng: jax.Array, profile_batch: Optional[dict] = None) -> TrainState:
+    args = (rng,) if profile_batch is None else (rng, profile_batch)
+    return jax.jit(self._init_fn(profile_batch), in_shardings=(self.replicated,) * len(args),
+                   out_shardings=self.state_shardings)(*args)
 
   def to_checkpoint(self, state: TrainState) -> TrainState:
     return state
@@ -338,8 +348,9 @@ class PmapParallel(Parallel):
     self._eval = jax.pmap(lambda p, b: jax.lax.psum(eval_sums(p, b), PMAP_AXIS),
                           axis_name=PMAP_AXIS, devices=self.devices)
 
-  def init_state(self, rng: jax.Array) -> TrainState:
-    return self.from_checkpoint(jax.jit(self._init_state_fn)(rng))
+  def init_state(self, rng: jax.Array, profile_batch: Optional[dict] = None) -> TrainState:
+    args = (rng,) if profile_batch is None else (rng, profile_batch)
+    return self.from_checkpoint(jax.jit(self._init_fn(profile_batch))(*args))
 
   def to_checkpoint(self, state: TrainState) -> TrainState:
     return self._one_copy(state)

@@ -1,0 +1,106 @@
+"""Study 10: does the 200-step ordering of post, pre and peri hold over 10x the steps?
+
+  python launch.py --mode=sweep --sweep=experiments/long_training.py:cpu \
+      --sweep_dir=runs/studies/long_training --parallel=2
+
+Post, pre and peri, each at its best LR of lr_sensitivity, on a wider model on the cpu preset (d_model 128, against the training studies' 64; the gpu
+preset keeps its 512), trained for the training studies' length
+and for 10x it, warm-up 10% of the run in both, x 5 seeds. The short runs give the ordering
+on this model; the long ones test whether it holds.
+"""
+
+from experiments.presets import STEPS, TRAINING_SIZES, WARMUP, training
+from transformer.sweep import preset, product
+
+CLAIM = ("Xiong et al. 2020: pre-norm converges faster than post-norm; Liu et al. 2020: "
+         "post-norm, when it trains, often ends better than pre-norm. So the early ordering "
+         "(lr_sensitivity, 200 steps: peri < pre < post in final loss) may not be the final one: "
+         "this study checks whether it holds over 10x the steps.")
+PLACEMENTS = ["post", "pre", "peri"]
+BEST_LR = {"post": 1e-3, "pre": 1e-2, "peri": 1e-2}  # lr_sensitivity (cpu); gpu: not yet run
+# cpu: twice the training studies' width; gpu: the gpu preset's width (d_model 512).
+WIDTH = {"cpu": {"model.d_model": 128, "model.num_heads": 4, "model.d_ff": 512}, "gpu": {}}
+# One eval / checkpoint / log / diagnostics cadence for both lengths, so that the points differ
+# only in length and warm-up (the long runs log 10x as many rows).
+CADENCE = {"cpu": {"train.eval_every": 50, "checkpoint.every_steps": 100, "train.log_every": 10,
+                   "train.diagnostics_every": 200},
+           "gpu": {"train.eval_every": 500, "checkpoint.every_steps": 1000,
+                   "train.log_every": 100, "train.diagnostics_every": 5000}}
+FACTOR = 10
+SEEDS = [0, 1, 2, 3, 4]  # 5: the ordering is the decision, and 18 -> 30 points is affordable
+LOSS_MARGIN = 0.02  # nats/token: a gap smaller than this (95% CI) is no ordering
+
+
+def lengths(size: str) -> list[dict]:
+  """The short (the training studies' steps and warm-up) and the 10x runs: length and
+  warm-up (the same fraction of the run)."""
+  return [{"train.num_steps": STEPS[size] * f, "optim.warmup_steps": WARMUP[size] * f}
+          for f in (1, FACTOR)]
+
+
+def get_sweep(size: str = "cpu"):
+  base = [{**point, **WIDTH[size]} for point in preset(TRAINING_SIZES, size)]
+  placements = [{"model.norm_placement": p, "optim.learning_rate": BEST_LR[p]}
+                for p in PLACEMENTS]
+  fixed = {k: v for k, v in {**training(size), **CADENCE[size]}.items()
+           if k != "train.num_steps"}
+  return product(base, [fixed], lengths(size), placements, {"seed": SEEDS})
+
+
+def ordering(losses: dict, a) -> tuple[list[str], dict]:
+  """Placements from best to worst by mean loss, and for each neighbouring pair whether the
+  gap is resolved (paired by seed, 95% CI above LOSS_MARGIN)."""
+  means = {p: a.mean_ci(list(v.values()))[0] for p, v in losses.items() if v}
+  order = sorted(means, key=means.get)
+  resolved = {}
+  for p, q in zip(order, order[1:]):
+    gap = [losses[q][s] - losses[p][s] for s in losses[p] if s in losses[q]]
+    m, h = a.mean_ci(gap) if len(gap) > 1 else (float("nan"), float("nan"))
+    resolved[p, q] = h == h and m - h > LOSS_MARGIN
+  return order, resolved
+
+
+def analyze(runs):
+  """Final clipped eval loss of each placement after the short and the 10x run (mean ± 95%
+  CI over seeds), the orderings, and whether the long runs keep the short runs' order (the
+  resolved gaps keep their sign)."""
+  from experiments import analysis as a  # noqa: PLC0415
+  steps = sorted({r.num_steps for r in runs})
+  placements = [p for p in PLACEMENTS if a.select(runs, model__norm_placement=p)]
+  losses = {}
+  for n in steps:
+    losses[n] = {}
+    for p in placements:
+      mine = [r for r in a.select(runs, model__norm_placement=p) if r.num_steps == n]
+      losses[n][p] = {r.overrides.get("seed"): a.clipped_final_loss(r) for r in mine
+                      if a.clipped_final_loss(r) is not None}
+  rows = [[p, f"{BEST_LR[p]:g}", *(a.ci(losses[n][p].values()) for n in steps),
+           a.status_counts(a.select(runs, model__norm_placement=p))] for p in placements]
+  lines = ["Clipped final eval loss (nats/token, mean ± 95% CI over seeds) of each placement "
+           "at its best LR, after each run length:", "",
+           *a.table(["placement", "LR", *(f"loss @ {n} steps" for n in steps), "runs"], rows),
+           ""]
+  if len(steps) < 2:
+    return lines + [a.verdict(None, "Needs both run lengths.")]
+  short, long = steps[0], steps[-1]
+  (o_short, r_short), (o_long, r_long) = ordering(losses[short], a), ordering(losses[long], a)
+  fmt = lambda o, r: " ".join(  # noqa: E731
+      [o[0]] + [("< " if r[p, q] else "≈ ") + q for p, q in zip(o, o[1:])])
+  lines += [f"Ordering after {short} steps: {fmt(o_short, r_short)}; after {long}: "
+            f"{fmt(o_long, r_long)} (`<`: gap above {LOSS_MARGIN} nats/token with 95% "
+            "confidence, paired by seed; `≈`: not resolved).", ""]
+  pos_long = {p: i for i, p in enumerate(o_long)}
+  kept = [(p, q) for (p, q), ok in r_short.items() if ok and pos_long.get(p, 0) < pos_long.get(q, 0)]
+  flipped = [(p, q) for (p, q), ok in r_short.items() if ok and (p, q) not in kept]
+  if not any(r_short.values()):
+    lines.append(a.verdict(None, f"After {short} steps no gap is resolved: there is no "
+                           "ordering to keep."))
+  elif not flipped and o_long[0] == o_short[0]:
+    lines.append(a.verdict(True, f"The {short}-step ordering holds after {long} steps."))
+  elif o_long[0] == o_short[0]:
+    lines.append(a.verdict("partly", f"The best placement ({o_short[0]}) stays best; "
+                           + ", ".join(f"{p} vs {q}" for p, q in flipped) + " swap."))
+  else:
+    lines.append(a.verdict(False, f"After {long} steps {o_long[0]} is best, not "
+                           f"{o_short[0]}: the short-run ordering does not hold."))
+  return lines

@@ -1,0 +1,114 @@
+"""Study 9: which norm under pre-norm: LayerNorm, RMSNorm, DyT (alpha_0 swept) and none.
+
+  python launch.py --mode=sweep --sweep=experiments/norms.py:cpu \
+      --sweep_dir=runs/studies/norms --parallel=2 \
+      --reuse_runs_from=runs/studies/lr_sensitivity
+
+Pre-norm x norm kind x the LR grid x 3 seeds, on the training studies' recipe. DyT
+(`model.norm=dyt`, gamma * tanh(alpha x) + beta) is run at three initial alphas
+(`model.dyt_alpha_init`; Zhu et al.'s default for non-LLM models is 0.5). The LayerNorm points
+are lr_sensitivity's pre-norm runs (linked when that study was run with this code).
+"""
+
+from experiments.presets import LRS, TRAINING_SIZES, WARMUP, training
+from transformer.sweep import preset, product
+
+CLAIM = ("Zhu et al. 2025 (DyT): replacing every LayerNorm by DyT(x) = gamma tanh(alpha x) + "
+         "beta matches LayerNorm's results mostly without tuning (alpha_0 = 0.5 outside LLMs; "
+         "LLMs need smaller alpha_0); RMSNorm matches LayerNorm; without any norm a pre-norm "
+         "Transformer trains worse.")
+DYT_ALPHAS = [0.5, 1.0, 2.0]
+VARIANTS = ([{"model.norm": "layernorm"}, {"model.norm": "rmsnorm"}]
+            + [{"model.norm": "dyt", "model.dyt_alpha_init": a} for a in DYT_ALPHAS]
+            + [{"model.norm": "none"}])
+LOSS_MARGIN = 0.05  # nats/token: "matches LayerNorm" = best-LR loss within this, 95% CI
+
+
+def get_sweep(size: str = "cpu"):
+  base = preset(TRAINING_SIZES, size)
+  return product(base, [training(size)],
+                 [{"optim.warmup_steps": WARMUP[size], "model.norm_placement": "pre"}],
+                 VARIANTS, {"optim.learning_rate": LRS[size]}, {"seed": [0, 1, 2]})
+
+
+def label(run) -> str:
+  norm = run.overrides.get("model.norm", "layernorm")
+  if norm == "dyt":
+    return f"dyt a0={run.overrides.get('model.dyt_alpha_init', 0.5):g}"
+  return norm
+
+
+def best_lr_losses(runs, a):
+  """(best LR by mean clipped loss, that LR's clipped final losses by seed)."""
+  per_lr = a.mean_clipped_loss_per_lr(runs, a.LR)
+  if not per_lr:
+    return None, {}
+  best = min(per_lr, key=per_lr.get)
+  return best, {r.overrides.get("seed"): a.clipped_final_loss(r) for r in runs
+                if r.overrides[a.LR] == best and a.clipped_final_loss(r) is not None}
+
+
+def analyze(runs):
+  """Per norm: the best LR and its clipped final loss (mean ± 95% CI over seeds), the
+  difference to LayerNorm at each one's best LR (paired by seed), the LR sensitivity and the
+  largest stable LR. DyT and RMSNorm "match" LayerNorm when the 95% interval of that
+  difference lies within ± LOSS_MARGIN."""
+  from experiments import analysis as a  # noqa: PLC0415
+  names = list(dict.fromkeys(label(r) for r in runs))
+  by = {n: [r for r in runs if label(r) == n] for n in names}
+  best = {n: best_lr_losses(by[n], a) for n in names}
+  ref = best.get("layernorm", (None, {}))[1]
+  rows, diff = [], {}
+  for n in names:
+    lr, losses = best[n]
+    d = [losses[s] - ref[s] for s in losses if s in ref]
+    diff[n] = a.mean_ci(d) if len(d) > 1 else (float("nan"), float("nan"))
+    largest = a.largest_stable_lr(by[n])
+    rows.append([n, "-" if lr is None else f"{lr:g}", a.ci(losses.values()),
+                 "-" if n == "layernorm" else a.fmt(*diff[n]),
+                 a.ci(a.per_seed(by[n], a.lr_sensitivity)),
+                 "none" if largest is None else f"{largest:g}", a.status_counts(by[n])])
+  lines = ["Pre-norm with each norm: the best LR of the grid, the clipped final eval loss "
+           "there (nats/token, mean ± 95% CI over seeds), minus LayerNorm's at its own best LR "
+           "(paired by seed), the LR sensitivity (Wortsman et al., per seed) and the largest "
+           "stable LR:", "",
+           *a.table(["norm", "best LR", "loss @ best LR", "minus LayerNorm", "LR sensitivity",
+                     "largest stable LR", "runs"], rows), ""]
+  if not ref:
+    return lines + [a.verdict(None, "No LayerNorm runs to compare with.")]
+
+  def matches(n):
+    m, h = diff.get(n, (float("nan"), float("nan")))
+    return m == m and h == h and abs(m) + h <= LOSS_MARGIN
+
+  def worse(n):
+    m, h = diff.get(n, (float("nan"), float("nan")))
+    return m == m and h == h and m - h > LOSS_MARGIN
+
+  dyts = [n for n in names if n.startswith("dyt")]
+  default = "dyt a0=0.5"
+  said = []
+  if default in names:
+    said.append(f"DyT at alpha_0 = 0.5 {'matches' if matches(default) else 'does not match'} "
+                f"LayerNorm ({a.fmt(*diff[default])} nats/token)")
+  tuned = [n for n in dyts if matches(n)]
+  if tuned and default not in tuned:
+    said.append(f"with tuning it does ({', '.join(tuned)})")
+  if "rmsnorm" in names:
+    said.append(f"RMSNorm {'matches' if matches('rmsnorm') else 'does not match'} "
+                f"({a.fmt(*diff['rmsnorm'])})")
+  if "none" in names:
+    said.append(f"no norm is {'worse' if worse('none') else 'not clearly worse'} "
+                f"({a.fmt(*diff['none'])})")
+  parts = [matches(default) if default in names else None,
+           matches("rmsnorm") if "rmsnorm" in names else None,
+           worse("none") if "none" in names else None]
+  known = [p for p in parts if p is not None]
+  text = "; ".join(said) + f" (match: 95% CI within ± {LOSS_MARGIN} nats/token)."
+  if known and all(known):
+    lines.append(a.verdict(True, text))
+  elif any(known) or tuned:
+    lines.append(a.verdict("partly", text))
+  else:
+    lines.append(a.verdict(False if known else None, text))
+  return lines

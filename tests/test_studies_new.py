@@ -1,0 +1,169 @@
+"""The verdicts of depth, warmup_length, norms and long_training (experiments/*.py) on
+constructed runs whose answer is known: "Agrees" when the data follow the claim, not when
+they do not."""
+
+import math
+
+from experiments import analysis as a
+from experiments import depth, long_training, norms, warmup_length
+from transformer.sweep import report
+
+LN_V = math.log(259)
+
+
+def _run(overrides, status="finished", final_loss=2.0, num_steps=200):
+  metrics = {"train": [{"step": 1, "split": "train", "loss": LN_V}],
+             "eval": [] if status == "diverged" else
+             [{"step": num_steps, "split": "eval", "loss": final_loss}]}
+  r = report.Run(",".join(f"{k}={v}" for k, v in overrides.items()), dict(overrides),
+                 num_steps, "/nonexistent", metrics)
+  r.status = status
+  return r
+
+
+def _verdict(lines):
+  return next(line for line in lines if line.startswith("**"))
+
+
+# --- depth ------------------------------------------------------------------------------------
+
+def _depth_runs(post_fails_at=None, pre_fails_at=None):
+  runs = []
+  for p in depth.PLACEMENTS:
+    for d in (3, 6, 12, 24):
+      for w in (0, 20):
+        for s in range(3):
+          fails = {"post": post_fails_at, "pre": pre_fails_at}.get(p)
+          bad = fails is not None and d >= fails
+          runs.append(_run({a.PLACEMENT: p, a.LR: depth.BEST_LR[p], "model.num_layers": d,
+                            "optim.warmup_steps": w, "seed": s},
+                           status="diverged" if bad else "finished",
+                           final_loss=2.0 - 0.01 * d + 0.01 * s))
+  return runs
+
+
+def test_depth_finds_where_post_norm_stops_training():
+  lines = depth.analyze(_depth_runs(post_fails_at=12))
+  text = "\n".join(lines)
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert "| post | 20 |" in text and "| 6 | 3 diverged" not in text
+  row = next(line for line in lines if line.startswith("| post | 20 |"))
+  assert row.split("|")[-3].strip() == "6"  # trains up to 6 layers
+  # Every placement trains at every depth: post neither fails nor falls behind pre.
+  assert _verdict(depth.analyze(_depth_runs())).startswith("**Partly agrees.**")
+  # Pre-norm failing too: only the post-norm half of the claim holds.
+  lines = depth.analyze(_depth_runs(post_fails_at=12, pre_fails_at=24))
+  assert _verdict(lines).startswith("**Partly agrees.**") and "pre also fail" in _verdict(lines)
+
+
+def test_depth_counts_a_loss_gap_at_the_largest_depth():
+  runs = _depth_runs()
+  for r in runs:  # post ends 0.3 nats worse than pre at 24 layers, every seed trains
+    if r.overrides[a.PLACEMENT] == "post" and r.overrides["model.num_layers"] == 24:
+      r.metrics["eval"][-1]["loss"] += 0.3
+  lines = depth.analyze(runs)
+  assert _verdict(lines).startswith("**Agrees.**") and "ends worse than pre-norm" in _verdict(lines)
+
+
+def test_depth_sweep_scans_every_depth_at_each_placements_best_lr():
+  points = depth.get_sweep("cpu")
+  assert len(points) == 6 * 4 * 2 * 3 and all(p["model.scan_layers"] for p in points)
+  assert {(p[a.PLACEMENT], p[a.LR]) for p in points} == set(depth.BEST_LR.items())
+
+
+# --- warmup_length -----------------------------------------------------------------------------
+
+def _warmup_runs(post_grows=True, pre_moves=False):
+  lrs = [1e-3, 3e-3, 1e-2, 3e-2]
+  runs = []
+  for p in ("post", "pre"):
+    for i, w in enumerate((0, 20, 50, 100, 200)):
+      # The largest stable LR's grid index at this warm-up length.
+      top = (min(i, 3) if post_grows else 0) if p == "post" else (min(i, 3) if pre_moves else 2)
+      for j, lr in enumerate(lrs):
+        for s in range(3):
+          bad = j > top
+          runs.append(_run({a.PLACEMENT: p, "optim.warmup_steps": w, a.LR: lr, "seed": s},
+                           status="diverged" if bad else "finished",
+                           final_loss=2.0 - 0.1 * j + 0.01 * s))
+  return runs
+
+
+def test_warmup_length_sees_post_norm_gain_stable_lr():
+  lines = warmup_length.analyze(_warmup_runs())
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert "0.001 -> 0.003 -> 0.01 -> 0.03 -> 0.03" in _verdict(lines)
+  assert _verdict(warmup_length.analyze(_warmup_runs(post_grows=False))).startswith(
+      "**Partly agrees.**")  # pre flat, post does not gain
+  assert _verdict(warmup_length.analyze(_warmup_runs(post_grows=False, pre_moves=True))
+                  ).startswith("**Disagrees.**")
+
+
+# --- norms -----------------------------------------------------------------------------------
+
+def _norm_runs(dyt_gap=0.0, rms_gap=0.0, none_gap=0.5):
+  runs = []
+  for v in norms.VARIANTS:
+    name = v["model.norm"]
+    gap = {"dyt": dyt_gap, "rmsnorm": rms_gap, "none": none_gap}.get(name, 0.0)
+    for lr, base in ((1e-3, 2.5), (1e-2, 2.0)):
+      for s in range(3):
+        runs.append(_run({"model.norm_placement": "pre", **v, a.LR: lr, "seed": s},
+                         final_loss=base + gap + 0.01 * s + 0.001 * (s * s)))
+  return runs
+
+
+def test_norms_verdict_reads_the_gap_to_layernorm():
+  lines = norms.analyze(_norm_runs())
+  text = "\n".join(lines)
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert "| dyt a0=2 | 0.01 |" in text and "| none | 0.01 |" in text
+  row = next(line for line in lines if line.startswith("| none |"))
+  assert "0.5" in row.split("|")[4]  # minus LayerNorm, paired by seed
+  lines = norms.analyze(_norm_runs(dyt_gap=0.2))
+  assert _verdict(lines).startswith("**Partly agrees.**")
+  assert "DyT at alpha_0 = 0.5 does not match" in _verdict(lines)
+  assert _verdict(norms.analyze(_norm_runs(dyt_gap=0.2, rms_gap=0.2, none_gap=0.0))
+                  ).startswith("**Disagrees.**")
+
+
+def test_norms_sweep_sets_alpha_only_for_dyt():
+  points = norms.get_sweep("cpu")
+  assert len(points) == 6 * 6 * 3
+  assert all(("model.dyt_alpha_init" in p) == (p["model.norm"] == "dyt") for p in points)
+  assert {p.get("model.dyt_alpha_init") for p in points} == {None, 0.5, 1.0, 2.0}
+
+
+# --- long_training ---------------------------------------------------------------------------
+
+def _long_runs(short, long):
+  """`short`, `long`: final loss by placement after 200 and 2000 steps."""
+  runs = []
+  for steps, losses in ((200, short), (2000, long)):
+    for p, loss in losses.items():
+      for s in range(3):
+        runs.append(_run({a.PLACEMENT: p, a.LR: long_training.BEST_LR[p], "seed": s,
+                          "train.num_steps": steps}, final_loss=loss + 0.01 * s,
+                         num_steps=steps))
+  return runs
+
+
+def test_long_training_checks_the_short_run_ordering():
+  same = _long_runs({"peri": 2.0, "pre": 2.1, "post": 2.3}, {"peri": 1.5, "pre": 1.6, "post": 1.7})
+  lines = long_training.analyze(same)
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert "after 200 steps: peri < pre < post" in "\n".join(lines).replace("Ordering a", "a")
+  swap = _long_runs({"peri": 2.0, "pre": 2.1, "post": 2.3}, {"peri": 1.5, "pre": 1.7, "post": 1.6})
+  assert _verdict(long_training.analyze(swap)).startswith("**Partly agrees.**")
+  flip = _long_runs({"peri": 2.0, "pre": 2.1, "post": 2.3}, {"peri": 1.6, "pre": 1.7, "post": 1.4})
+  assert _verdict(long_training.analyze(flip)).startswith("**Disagrees.**")
+  tie = _long_runs({"peri": 2.0, "pre": 2.0, "post": 2.0}, {"peri": 1.5, "pre": 1.6, "post": 1.7})
+  assert _verdict(long_training.analyze(tie)).startswith("**Inconclusive.**")
+
+
+def test_long_training_sweep_is_ten_times_the_steps_at_width_128():
+  points = long_training.get_sweep("cpu")
+  assert sorted({p["train.num_steps"] for p in points}) == [200, 2000]
+  assert {p["model.d_model"] for p in points} == {128}
+  assert {(p["train.num_steps"], p["optim.warmup_steps"]) for p in points} == {(200, 20),
+                                                                               (2000, 200)}
