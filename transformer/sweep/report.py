@@ -973,6 +973,7 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
       continue
     runs = load_runs(sweep_dir)
     s = summarize(runs)
+    s.setdefault("numbers", []).extend(_recipe_changes_since(runs))
     studies.append((name, manifest, s))
     verdicts.append(f"{name}: {s['verdict']}")
     for placement, cells in s.get("placements", {}).items():
@@ -1006,6 +1007,28 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
   with open(path, "w") as f:
     f.write("\n".join(lines).rstrip() + "\n")
   return path, verdicts
+
+
+def _recipe_changes_since(runs: Sequence[Run]) -> list[str]:
+  """Notes on fixes made to the recipe after these runs were trained, read off their saved
+  configs: a config without `optim.decay_mask` predates the weight-decay mask by parameter role
+  and Admin's profiling on a training batch (both landed together)."""
+  legacy = [r for r in runs if (saved := saved_config(r.workdir)) is not None
+            and "decay_mask" not in _section(saved, "optim")]
+  if not legacy:
+    return []
+  trained = [r for r in legacy if r.num_steps > 1]  # one-step runs measure at init, pre-update
+  notes = [] if not trained else [f"{len(trained)} of {len(runs)} runs predate the weight-decay mask by parameter role: "
+           "they decayed every parameter with ndim >= 2 (in these unrolled models that adds "
+           "only the [heads, head_dim] query/key/value biases; reruns use "
+           "`optim.decay_mask=role`)."]
+  admin = [r for r in legacy if _section(saved_config(r.workdir), "model").get(
+      "norm_placement") == "admin"]
+  if admin:
+    notes.append(f"Its {len(admin)} Admin runs profiled the omegas on an all-zero (padding) "
+                 "batch, not on a training batch as Liu et al. 2020 do (fixed since); Admin's "
+                 "numbers may change when rerun.")
+  return notes
 
 
 def verdict_lines(report_path: str) -> list[str]:
