@@ -224,9 +224,9 @@ def local_mirror(path: str) -> str:
 
 def bounded(what: str, fn: Callable[[], T], timeout_s: float = REMOTE_TIMEOUT_S,
             error: type = RunError) -> T:
-  """`fn()`, or a one-line `error` (a `RunError` unless given) when it has not returned within `timeout_s` seconds (it
-  goes on in a daemon thread, which the exit abandons) or raised. For the first contact with a
-  bucket, whose libraries may retry for minutes."""
+  """`fn()`, or a one-line `error` (a `RunError` unless given) when it raised or has not
+  returned within `timeout_s` seconds (it goes on in a daemon thread, which the exit
+  abandons). For the first contact with a bucket, whose libraries may retry for minutes."""
   result: dict = {}
 
   def target():
