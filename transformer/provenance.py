@@ -35,7 +35,7 @@ import sys
 from importlib import metadata
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from transformer import REPO_ROOT
+from transformer import REPO_ROOT, paths
 from transformer.data.local_files import list_source_files, stdlib_dir
 
 KEY = "provenance"  # config.json's key for the first start's record
@@ -235,7 +235,7 @@ def read_records(workdir: str) -> list[dict]:
   record in config.json; [] for a run from before provenance (or an unreadable file)."""
   records = []
   try:
-    with open(os.path.join(workdir, FILE), encoding="utf-8") as f:
+    with paths.open_file(paths.join(workdir, FILE), encoding="utf-8") as f:
       for line in f:
         try:
           row = json.loads(line)
@@ -248,8 +248,7 @@ def read_records(workdir: str) -> list[dict]:
   if records:
     return records
   try:
-    with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
-      saved = json.load(f)
+    saved = json.loads(paths.read_text(paths.join(workdir, "config.json")))
   except (OSError, ValueError):
     return []
   first = saved.get(KEY) if isinstance(saved, dict) else None
@@ -267,8 +266,11 @@ def record_start(workdir: str, data: Mapping, argv: Sequence[str],
   config.json is rewritten."""
   record = {**collect(argv, data=data, devices=True), "resumed_from": resumed_from}
   earlier = read_records(workdir) if resumed_from is not None else []
-  with open(os.path.join(workdir, FILE), "w" if resumed_from is None else "a") as f:
-    f.write(json.dumps(record, sort_keys=True) + "\n")
+  line = json.dumps(record, sort_keys=True) + "\n"
+  if resumed_from is None:
+    paths.write_text(paths.join(workdir, FILE), line)
+  else:
+    paths.append_text(paths.join(workdir, FILE), line)
   return earlier[0] if earlier else record
 
 

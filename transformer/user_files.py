@@ -22,6 +22,7 @@ import types
 import zlib
 from typing import Any, Callable, Optional
 
+from transformer import paths
 from transformer.config import ConfigError
 from transformer.errors import CommandLineError, MissingFileError, UserFileError
 
@@ -57,9 +58,9 @@ def read_text(path: str, what: str = "") -> str:
   directory or an unreadable file is an error."""
   try:
     if path.endswith(".gz"):
-      with gzip.open(path, "rt", encoding="utf-8") as f:
+      with paths.open_file(path, "rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as f:
         return f.read()
-    with open(path, encoding="utf-8") as f:
+    with paths.open_file(path, encoding="utf-8") as f:
       return f.read()
   except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
     kind = "is a directory" if isinstance(e, IsADirectoryError) else "does not exist"
@@ -74,7 +75,7 @@ def read_text(path: str, what: str = "") -> str:
   except UnicodeDecodeError as e:
     line = None  # a gzipped file's offsets are not the text's
     if not path.endswith(".gz"):
-      with open(path, "rb") as f:
+      with paths.open_file(path, "rb") as f:
         line = f.read(e.start).count(b"\n") + 1
     raise file_error(path, f"byte {e.object[e.start:e.start + 1]!r} is not UTF-8 text",
                      "Save the file as UTF-8.", line=line, what=what) from None

@@ -11,10 +11,9 @@ here. This module imports no JAX and no TensorFlow, so the sweep runner and repo
 
 from __future__ import annotations
 
-import os
 from typing import Optional, Sequence
 
-from transformer import kinds, provenance, user_files
+from transformer import kinds, paths, provenance, user_files
 from transformer.config import LEGACY_DEFAULTS, ConfigError, ExperimentConfig, from_config_dict
 
 CONFIG_FILE = "config.json"
@@ -45,10 +44,10 @@ def read_metrics(workdir: str) -> dict[str, list[dict]]:
   A resumed run may log a step twice; the last line for a step wins. A line cut short by a
   kill (a torn last line) is skipped.
   """
-  path = os.path.join(workdir, METRICS_FILE)
-  if not os.path.exists(path):
+  path = paths.join(workdir, METRICS_FILE)
+  if not paths.exists(path):
     path += ".gz"  # committed study runs are stored compressed
-    if not os.path.exists(path):
+    if not paths.exists(path):
       return {}
   rows = user_files.read_json_lines(path, "the run's metrics", skip_bad=True)
   by_split: dict[str, dict[int, dict]] = {}
@@ -71,8 +70,8 @@ def last_eval(workdir: str) -> Optional[dict]:
 def run_config(workdir: str) -> ExperimentConfig:
   """The validated config a run saved in `<workdir>/config.json`. A file that is not valid
   JSON, not an object, or fails validation is a one-line error naming it."""
-  path = os.path.join(workdir, CONFIG_FILE)
-  if not os.path.exists(path):
+  path = paths.join(workdir, CONFIG_FILE)
+  if not paths.exists(path):
     raise ConfigError(f"--workdir={workdir!r} holds no config.json; point it at a trained run.")
   saved = user_files.read_json_object(path, user_files.SAVED_CONFIG, user_files.SAVED_CONFIG_FIX)
   saved.pop(PROVENANCE, None)  # where the run came from, not part of its config
@@ -98,8 +97,8 @@ def _flatten(d: dict, prefix: str = "") -> dict:
 def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
   """Refuses to resume a workdir whose saved config differs in a field that matters. A
   workdir without a checkpoint holds no run yet: its config.json is simply replaced."""
-  path = os.path.join(workdir, CONFIG_FILE)
-  if not os.path.exists(path) or not checkpoint_steps(os.path.join(workdir, CHECKPOINTS)):
+  path = paths.join(workdir, CONFIG_FILE)
+  if not paths.exists(path) or not checkpoint_steps(paths.join(workdir, CHECKPOINTS)):
     return
   saved = _flatten(user_files.read_json_object(path, user_files.SAVED_CONFIG,
                                                user_files.SAVED_CONFIG_FIX))
@@ -119,9 +118,9 @@ def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
 
 def checkpoint_steps(directory: str) -> list[int]:
   """The steps with a (finished) checkpoint folder in `directory`; [] if there is none."""
-  if not os.path.isdir(directory):
+  if not paths.isdir(directory):
     return []
-  return sorted(int(d) for d in os.listdir(directory) if d.isdigit())
+  return sorted(int(d) for d in paths.listdir(directory) if d.isdigit())
 
 
 def choose_step(steps: Sequence[int], step: Optional[int], *, what: str,

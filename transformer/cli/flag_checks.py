@@ -13,6 +13,7 @@ import os
 import re
 from typing import Any, Collection, Mapping, Optional, Sequence
 
+from transformer import paths
 from transformer.errors import CommandLineError
 
 MODES = ("train", "eval", "sample", "bench", "diagnose", "sweep", "report", "data_bench",
@@ -151,8 +152,14 @@ def _workdir_flag(workdir: str, given: bool) -> str:
 
 
 def check_workdir(mode: str, workdir: str, given: bool) -> None:
-  """eval and sample read a trained run's workdir; the other modes create one if needed."""
+  """eval and sample read a trained run's workdir; the other modes create one if needed. A
+  URL (`gs://...`) is checked for a usable backend only; eval and sample then read it."""
   flag = _workdir_flag(workdir, given)
+  if paths.has_scheme(workdir):
+    paths.check_backend(workdir)
+    if mode in ("eval", "sample"):
+      _check_remote_run(flag, mode, workdir)
+    return
   if os.path.exists(workdir) and not os.path.isdir(workdir):
     raise CommandLineError(f"{flag} is a file, not a directory. Give a run's directory"
                            + (" (it is created if missing)." if mode not in ("eval", "sample")
@@ -167,12 +174,22 @@ def check_workdir(mode: str, workdir: str, given: bool) -> None:
                            "--mode=train wrote.")
 
 
+def _check_remote_run(flag: str, mode: str, workdir: str) -> None:
+  """eval and sample on a URL: the run's config.json is there (read within a bounded time)."""
+  found = paths.bounded(f"{flag} cannot be read",
+                        lambda: paths.isfile(paths.join(workdir, "config.json")),
+                        error=CommandLineError)
+  if not found:
+    raise CommandLineError(f"{flag} holds no config.json, so no run; --mode={mode} reads a "
+                           "trained run: point --workdir at the URL --mode=train wrote.")
+
+
 def checkpoint_steps(workdir: str) -> list[int]:
   """The steps with a checkpoint folder in `<workdir>/checkpoints` (without importing orbax)."""
-  folder = os.path.join(workdir, "checkpoints")
-  if not os.path.isdir(folder):
+  folder = paths.join(workdir, "checkpoints")
+  if not paths.isdir(folder):
     return []
-  return sorted(int(d) for d in os.listdir(folder) if d.isdigit())
+  return sorted(int(d) for d in paths.listdir(folder) if d.isdigit())
 
 
 def check_step(step: int, workdir: str) -> None:
@@ -209,7 +226,13 @@ def check_sweep(values: Mapping[str, Any]) -> None:
     raise CommandLineError(f"--sweep={spec}: {path} {kind}; give a Python file with "
                            "get_sweep() (see experiments/).")
   sweep_dir = values.get("sweep_dir")
-  if sweep_dir and os.path.exists(sweep_dir) and not os.path.isdir(sweep_dir):
+  if sweep_dir and paths.has_scheme(sweep_dir):
+    paths.check_backend(sweep_dir, "--sweep_dir")
+    if values.get("launcher") == "slurm" or values.get("reuse_runs_from"):
+      raise CommandLineError(f"--sweep_dir={sweep_dir}: --launcher=slurm (scripts and logs) "
+                             "and --reuse_runs_from (symlinks) need a local --sweep_dir; "
+                             "give a local or mounted folder.")
+  elif sweep_dir and os.path.exists(sweep_dir) and not os.path.isdir(sweep_dir):
     raise CommandLineError(f"--sweep_dir={sweep_dir} is a file, not a directory. Give the "
                            "sweep's directory (created if missing; one workdir per point).")
   for other in values.get("reuse_runs_from") or ():
@@ -248,6 +271,14 @@ def check_report(sweep_dir: Optional[str], runs: Sequence[str] = (),
 
 
 def _check_sweep_dir(path: str, flag: str) -> None:
+  if paths.has_scheme(path):
+    paths.check_backend(path, flag)
+    if not paths.bounded(f"{flag}={path} cannot be read",
+                         lambda: paths.isfile(paths.join(path, "sweep.json")),
+                         error=CommandLineError):
+      raise CommandLineError(f"{flag}={path} holds no sweep.json, so no sweep; give a "
+                             "directory made by --mode=sweep.")
+    return
   if not os.path.isdir(path):
     kind = "is a file, not a directory" if os.path.exists(path) else "does not exist"
     raise CommandLineError(f"{flag}={path} {kind}; give a directory made by --mode=sweep.")

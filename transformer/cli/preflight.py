@@ -9,13 +9,18 @@ import os
 import tempfile
 from typing import Optional
 
-from transformer import user_files, workdir_lock
+from transformer import paths, user_files, workdir_lock
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.errors import RunError
 
 
 def check_workdir(workdir: str) -> None:
-  """Creates `workdir` if needed and makes sure files can be written in it."""
+  """Creates `workdir` if needed and makes sure files can be written in it. A URL
+  (`gs://...`) gets a write and removal of a probe file, bounded in time
+  (`paths.probe_write`)."""
+  if paths.has_scheme(workdir):
+    paths.probe_write(workdir)
+    return
   try:
     os.makedirs(workdir, exist_ok=True)
     with tempfile.TemporaryFile(dir=workdir):
@@ -58,10 +63,10 @@ def check_saved_config(workdir: str) -> None:
   """A workdir holding a run (a checkpoint) has a `config.json` that reads as a JSON object,
   so that comparing it with this command's config cannot fail on the file itself. Without a
   checkpoint the file is simply replaced, whatever it holds."""
-  path = os.path.join(workdir, "config.json")
-  checkpoints = os.path.join(workdir, "checkpoints")
-  has_run = os.path.isdir(checkpoints) and any(d.isdigit() for d in os.listdir(checkpoints))
-  if has_run and os.path.exists(path):
+  path = paths.join(workdir, "config.json")
+  checkpoints = paths.join(workdir, "checkpoints")
+  has_run = paths.isdir(checkpoints) and any(d.isdigit() for d in paths.listdir(checkpoints))
+  if has_run and paths.exists(path):
     user_files.read_json_object(path, user_files.SAVED_CONFIG, user_files.SAVED_CONFIG_FIX)
 
 

@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from transformer import paths
 from transformer.config import ConfigError, DataConfig
 from transformer.data import builders, catalog, packing
 from transformer.data.tokenizers import (ByteTokenizer, Tokenizer, build_tokenizer,
@@ -171,12 +172,19 @@ def tokenizer_for(cfg: DataConfig, builder, text_keys: list[str],
   if cfg.spm_model:
     return build_tokenizer("sentencepiece", cfg.spm_model)
   if workdir:
-    path = os.path.join(workdir, "tokenizer", f"spm{cfg.spm_vocab_size}.model")
+    path = paths.join(workdir, "tokenizer", f"spm{cfg.spm_vocab_size}.model")
   else:
     root = cfg.data_dir or os.path.expanduser("~/tensorflow_datasets")
     name = f"{builder.name}-{builder.builder_config.name if builder.builder_config else ''}"
     path = os.path.join(root, "tokenizers", f"{name}-{'_'.join(text_keys)}-"
                         f"spm{cfg.spm_vocab_size}-{cfg.spm_train_bytes}.model")
+  remote = path if paths.has_scheme(path) else ""
+  if remote:  # SentencePiece reads and writes local files: work on a local copy
+    path = paths.local_mirror(remote)
+    if paths.exists(remote):
+      paths.local_copy(remote)
+    elif os.path.exists(path):  # left by an earlier run at that URL: not this run's
+      os.remove(path)
   if not os.path.exists(path) and jax.process_index() == 0:
     print(f"Training a {cfg.spm_vocab_size}-piece SentencePiece vocabulary on {cfg.name} "
           f"train ({', '.join(text_keys)}) -> {path}", flush=True)
@@ -184,9 +192,13 @@ def tokenizer_for(cfg: DataConfig, builder, text_keys: list[str],
     texts = (ex[k].decode("utf-8", errors="replace")
              for ex in tfds.as_numpy(ds) for k in text_keys)
     train_sentencepiece(texts, path, cfg.spm_vocab_size, cfg.spm_train_bytes)
+    if remote:
+      paths.upload(path, remote)
   if jax.process_count() > 1:  # the others wait for process 0's file (a shared workdir)
     from jax.experimental import multihost_utils
     multihost_utils.sync_global_devices("sentencepiece vocabulary trained")
+    if remote and not os.path.exists(path):
+      paths.local_copy(remote)
   if not os.path.exists(path):
     raise FileNotFoundError(f"{path} is missing: process 0 trained it, but this process cannot "
                             "see it. Put the workdir on a shared filesystem, or give "

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from typing import Any, Callable, Optional
 
@@ -24,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer import kinds
+from transformer import kinds, paths
 from transformer.config import ConfigError, ParallelConfig
 from transformer.errors import CommandLineError
 from transformer.evaluation.sample import _until_eos, generate_texts
@@ -95,13 +94,13 @@ def evaluate_workdir(workdir: str, *, split: str = "", step: Optional[int] = Non
   Returns:
     The metrics, also written to `<workdir>/eval/<split>-<step>.json` with `step` and `split`.
   """
-  workdir = os.path.abspath(workdir)
+  workdir = paths.absolute(workdir)
   saved = run_config(workdir)
   config = dataclasses.replace(
       saved, data=dataclasses.replace(saved.data, eval_split=split or saved.data.eval_split),
       model=dataclasses.replace(saved.model, init_from=""),  # the checkpoint has the params
       parallel=parallel or saved.parallel)
-  checkpointer = Checkpointer(os.path.join(workdir, "checkpoints"), keep=saved.checkpoint.keep,
+  checkpointer = Checkpointer(paths.join(workdir, "checkpoints"), keep=saved.checkpoint.keep,
                               async_save=False)
   try:
     steps = checkpointer.all_steps()
@@ -124,10 +123,9 @@ def evaluate_workdir(workdir: str, *, split: str = "", step: Optional[int] = Non
   metrics = evaluate(task, data, par.eval_step, state, 0, outputs_step=outputs_step(task, par))
   metrics = dict(metrics, step=step, split=split)
   if jax.process_index() == 0:
-    os.makedirs(os.path.join(workdir, "eval"), exist_ok=True)
-    path = os.path.join(workdir, "eval", _file_name(split, step))
-    with open(path, "w") as f:
-      json.dump(metrics, f, indent=2, sort_keys=True)
+    paths.makedirs(paths.join(workdir, "eval"))
+    path = paths.join(workdir, "eval", _file_name(split, step))
+    paths.write_text(path, json.dumps(metrics, indent=2, sort_keys=True))
     log(f"Wrote {path}")
   return metrics
 
@@ -192,10 +190,9 @@ class SampleWriter:
                              temperature=0.0)
     if jax.process_index() != 0:
       return
-    with open(os.path.join(writer.workdir, "samples.txt"), "a") as f:
-      for prompt, out in zip(prompts, outputs):
-        f.write(json.dumps({"step": step, "prompt": prompt, "temperature": 0.0,
-                            "sample": out}) + "\n")
+    paths.append_text(paths.join(writer.workdir, "samples.txt"), "".join(
+        json.dumps({"step": step, "prompt": prompt, "temperature": 0.0, "sample": out}) + "\n"
+        for prompt, out in zip(prompts, outputs)))
     text = "\n\n".join(f"**{p!r}** -> {o!r}" for p, o in zip(prompts, outputs))
     writer.write_text(step, "samples", text)
     self._log(f"samples at step {step}: " + " | ".join(

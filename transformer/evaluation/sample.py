@@ -10,14 +10,13 @@ eval of a generative run.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Callable, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer import kinds
+from transformer import kinds, paths
 from transformer.evaluation import decode
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.errors import CommandLineError
@@ -35,11 +34,11 @@ def run_tokenizer(config: ExperimentConfig, workdir: str):
     return token_file.load_tokenizer(data.source_dir, token_file.read_meta(data.source_dir))
   if data.tokenizer == "bytes":
     return ByteTokenizer()
-  path = data.spm_model or os.path.join(workdir, "tokenizer", f"spm{data.spm_vocab_size}.model")
-  if not os.path.exists(path):
+  path = data.spm_model or paths.join(workdir, "tokenizer", f"spm{data.spm_vocab_size}.model")
+  if not paths.exists(path):
     raise ConfigError(f"The run in {workdir} used a SentencePiece vocabulary at {path}, which "
                       "is missing.")
-  return build_tokenizer("sentencepiece", path)
+  return build_tokenizer("sentencepiece", paths.local_copy(path))
 
 
 def _until_eos(row, eos_id: int) -> list[int]:
@@ -130,7 +129,7 @@ def load_for_sampling(workdir: str, step: Optional[int] = None):
   if not kind.generative:
     raise ConfigError(f"--mode=sample needs a generative run (decoder_lm or encoder_decoder); "
                       f"{workdir} is a {config.model.kind!r} run.")
-  if not checkpoint_steps(os.path.join(workdir, "checkpoints")):
+  if not checkpoint_steps(paths.join(workdir, "checkpoints")):
     raise ConfigError(f"--workdir={workdir!r} holds a config.json but no checkpoint yet: train "
                       "it first (--mode=train with this --workdir), or point --workdir at a "
                       "trained run.")
@@ -158,9 +157,8 @@ def sample_from_workdir(workdir: str, prompt: str, *, max_new_tokens: int = 200,
                             temperature=temperature, top_k=top_k, top_p=top_p,
                             beam_size=beam_size, seed=seed + i,
                             log=log if i == 0 else lambda _: None)
-  with open(os.path.join(workdir, "samples.txt"), "a") as f:
-    for text in texts:
-      f.write(json.dumps({"prompt": prompt, "temperature": temperature, "top_k": top_k,
-                          "top_p": top_p, "seed": seed, "beam_size": beam_size,
-                          "sample": text}) + "\n")
+  paths.append_text(paths.join(workdir, "samples.txt"), "".join(
+      json.dumps({"prompt": prompt, "temperature": temperature, "top_k": top_k,
+                  "top_p": top_p, "seed": seed, "beam_size": beam_size,
+                  "sample": text}) + "\n" for text in texts))
   return texts

@@ -17,7 +17,7 @@ from typing import Sequence
 
 from absl import flags
 
-from transformer import REPO_ROOT
+from transformer import REPO_ROOT, paths
 from transformer.sweep import points as sweep_lib
 from transformer.config import ConfigError
 from transformer.errors import CommandLineError, RunError, error_line, exit_status
@@ -96,7 +96,7 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
   points = sweep_lib.load_sweep(_SWEEP.value)
   configs = sweep_lib.validate_points(config_dict, points)
   given_dir = _SWEEP_DIR.value or default_sweep_dir(_SWEEP.value)
-  sweep_dir = os.path.abspath(given_dir)
+  sweep_dir = paths.absolute(given_dir)
   given_config = config_arg
   path, colon, variant = config_arg.partition(":")  # children may run in another directory
   config_arg = os.path.abspath(path) + colon + variant

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Callable, Optional, Sequence
 
-from transformer import workdir_lock
+from transformer import paths, workdir_lock
 from transformer.train.writers import format_duration
 
 STOP_GRACE_S = 300  # after a stop request, children get this long to save before a SIGKILL
@@ -250,8 +250,9 @@ class _Pool:
 
 
 def _start(job: Job, env: dict) -> None:
-  os.makedirs(job.workdir, exist_ok=True)
-  job.log_path = os.path.join(job.workdir, "log.txt")
+  log_dir = paths.local_mirror(job.workdir)  # the child's stdout: a local file
+  os.makedirs(log_dir, exist_ok=True)
+  job.log_path = os.path.join(log_dir, "log.txt")
   log = open(job.log_path, "a")
   log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(job.command)}\n")
   log.flush()

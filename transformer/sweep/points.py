@@ -29,7 +29,7 @@ import re
 import sys
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from transformer import REPO_ROOT, provenance, user_files
+from transformer import REPO_ROOT, paths, provenance, user_files
 from transformer.config import LEGACY_DEFAULTS, ConfigError, ExperimentConfig, from_config_dict
 from transformer.errors import CommandLineError
 from transformer.kinds import FROM_DATA
@@ -329,16 +329,15 @@ def write_manifest(sweep_dir: str, sweep_file: str, config_arg: str, overrides: 
   """Writes `<sweep_dir>/sweep.json`: the command's arguments as given (for the report's
   command line), each point's name, overrides and length, and the command's `provenance`
   (`sweep_provenance`)."""
-  os.makedirs(sweep_dir, exist_ok=True)
+  paths.makedirs(sweep_dir)
   manifest = {
       "sweep_file": sweep_file, "config": config_arg, **sweep_report_settings(sweep_file),
       "overrides": list(overrides), "sweep_dir": given_dir or sweep_dir,
       "points": [{"name": point_name(p, points), "overrides": p,
                   "num_steps": c.train.num_steps} for p, c in zip(points, configs)],
       "provenance": sweep_provenance(configs)}
-  path = os.path.join(sweep_dir, MANIFEST)
-  with open(path, "w") as f:
-    json.dump(manifest, f, indent=1, default=str)
+  path = paths.join(sweep_dir, MANIFEST)
+  paths.write_text(path, json.dumps(manifest, indent=1, default=str))
   return path
 
 
@@ -354,8 +353,8 @@ def sweep_provenance(configs: Sequence[ExperimentConfig]) -> dict:
 
 
 def read_manifest(sweep_dir: str) -> dict:
-  path = os.path.join(sweep_dir, MANIFEST)
-  if not os.path.exists(path):
+  path = paths.join(sweep_dir, MANIFEST)
+  if not paths.exists(path):
     raise ConfigError(f"{path} does not exist: is {sweep_dir} a sweep dir "
                       "(made by --mode=sweep)?")
   manifest = user_files.read_json_object(path, _MANIFEST_WHAT, _MANIFEST_FIX)

@@ -36,7 +36,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from transformer import provenance, user_files
+from transformer import paths, provenance, user_files
 from transformer.errors import CommandLineError
 from transformer.sweep import points as sweep_lib
 from transformer.sweep import provenance_report
@@ -144,7 +144,7 @@ def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
   saved = saved_config(workdir)
   if saved is None or _section(saved, "model").get("kind") != "decoder_lm":
     return None
-  cache_path = os.path.join(cache_dir, "unigram_entropy.json")
+  cache_path = paths.join(cache_dir, "unigram_entropy.json")
   cache = _read_cache(cache_path)
   recorded = _recorded_identity(saved)
   key = entropy_key(saved.get("data"), recorded)
@@ -167,6 +167,9 @@ def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
                             minlength=counts.size)[:counts.size]
     p = counts[counts > 0] / counts.sum()
     cache[key] = float(-(p * np.log(p)).sum())
+    if paths.has_scheme(cache_path):  # an object is replaced whole: never half-written
+      paths.write_text(cache_path, json.dumps(cache, indent=1))
+      return cache[key]
     tmp = f"{cache_path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
       json.dump(cache, f, indent=1)
@@ -177,8 +180,8 @@ def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
 def saved_config(workdir: str) -> Optional[dict]:
   """The run's config.json as a dict, None when there is none; a file that is not a JSON
   object is a one-line UserFileError."""
-  path = os.path.join(workdir, CONFIG_FILE)
-  if not os.path.exists(path):
+  path = paths.join(workdir, CONFIG_FILE)
+  if not paths.exists(path):
     return None
   return user_files.read_json_object(path, user_files.SAVED_CONFIG, user_files.SAVED_CONFIG_FIX)
 
@@ -191,7 +194,7 @@ def _section(saved: dict, name: str) -> dict:
 def _read_cache(path: str) -> dict:
   """The entropy cache; `{}` (so: computed again) when it is missing or corrupt."""
   try:
-    with open(path, encoding="utf-8") as f:
+    with paths.open_file(path, encoding="utf-8") as f:
       cache = json.load(f)
   except (OSError, ValueError):
     return {}
@@ -308,7 +311,7 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
       "python launch.py --mode=sweep", f"--sweep={manifest['sweep_file']}",
       f"--config={manifest['config']}", *manifest["overrides"],
       f"--sweep_dir={manifest.get('sweep_dir', sweep_dir)}"])
-  lines = [f"# {title or 'Sweep report: ' + os.path.basename(os.path.abspath(sweep_dir))}", "",
+  lines = [f"# {title or 'Sweep report: ' + paths.basename(paths.absolute(sweep_dir))}", "",
            f"Command: `{command}`", "",
            *([f"**Claim under test:** {claim}", ""] if (claim := study_claim(manifest)) else []),
            f"{len(runs)} points: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
@@ -368,9 +371,8 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   lines += ["Raw figures: `results.csv`; every run's metrics: `<point>/metrics.jsonl` "
             "(`metrics.jsonl.gz` in a committed study); its "
             "output: `<point>/log.txt`."]
-  out = os.path.join(sweep_dir, "report.md")
-  with open(out, "w") as f:
-    f.write("\n".join(lines) + "\n")
+  out = paths.join(sweep_dir, "report.md")
+  paths.write_text(out, "\n".join(lines) + "\n")
   return out
 
 
@@ -502,7 +504,7 @@ def _write_csv(runs: Sequence[Run], names: Sequence[str], path: str) -> None:
   keys = []
   for r in runs:
     keys += [k for k in r.overrides if k not in keys]
-  with open(path, "w", newline="") as f:
+  with paths.open_file(path, "w", newline="") as f:
     w = csv.writer(f)
     w.writerow(["point", *keys, "status", "detail", "step", *names, "wall_s", "workdir"])
     for r in runs:
@@ -532,7 +534,8 @@ def save_png(plt, fig, path: str, dpi: int) -> None:
   plt.close(fig)
   image = Image.open(buf).convert("RGB")
   image = image.quantize(PNG_COLORS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-  image.save(path, format="png", optimize=True)
+  with paths.open_file(path, "wb") as f:
+    image.save(f, format="png", optimize=True)
 
 
 def _mean_curve(runs: Sequence[Run], split: str, key: str):

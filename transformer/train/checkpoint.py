@@ -30,12 +30,37 @@ import jax
 import orbax.checkpoint as ocp
 from etils import epath
 
+from transformer import paths
 from transformer.errors import RunError
 from transformer.workdir import checkpoint_steps
 
 
 class CheckpointError(RunError):
   """No checkpoint could be read, or one could not be written."""
+
+
+def _rmtree(path: str) -> None:
+  """Removes a folder, local or on a bucket, ignoring errors (as `shutil.rmtree` here did)."""
+  if not paths.has_scheme(path):
+    shutil.rmtree(path, ignore_errors=True)
+    return
+  try:
+    paths.as_path(path).rmtree(missing_ok=True)
+  except Exception:  # noqa: BLE001 -- best effort, as locally
+    pass
+
+
+def _move(source: str, target: str) -> None:
+  """Moves a folder; on a bucket, a copy of every file then the removal of the source."""
+  if not paths.has_scheme(source):
+    shutil.move(source, target)
+    return
+  src, dst = paths.as_path(source), paths.as_path(target)
+  for f in src.rglob("*"):
+    if not f.is_dir():
+      (dst / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+      f.copy(dst / f.relative_to(src))
+  src.rmtree()
 
 
 def _root_cause(e: BaseException) -> BaseException:
@@ -143,7 +168,8 @@ class TfIteratorHandler(ocp.CheckpointHandler):
           json.dumps(args.iterator.get_state()))
       return
     import tensorflow as tf  # noqa: PLC0415 -- the TFDS path only
-    tf.train.Checkpoint(iterator=args.iterator).write(self._prefix(directory))
+    with _local_folder(directory, upload=True) as local:
+      tf.train.Checkpoint(iterator=args.iterator).write(self._prefix(local))
 
   def restore(self, directory: epath.Path, args: "TfIteratorRestore"):
     if _has_json_state(args.iterator):
@@ -154,7 +180,8 @@ class TfIteratorHandler(ocp.CheckpointHandler):
       args.iterator.set_state(json.loads(path.read_text()))
       return args.iterator
     import tensorflow as tf  # noqa: PLC0415 -- the TFDS path only
-    tf.train.Checkpoint(iterator=args.iterator).read(self._prefix(directory)).assert_consumed()
+    with _local_folder(directory, upload=False) as local:
+      tf.train.Checkpoint(iterator=args.iterator).read(self._prefix(local)).assert_consumed()
     return args.iterator
 
   def metadata(self, directory: epath.Path):
@@ -165,6 +192,26 @@ class TfIteratorHandler(ocp.CheckpointHandler):
 
   def close(self):
     pass
+
+
+@contextlib.contextmanager
+def _local_folder(directory: epath.Path, upload: bool):
+  """`directory` itself when local. For a URL, a local temporary folder holding this process's
+  files of it (`process_<i>.*`) and, with `upload`, copied back on exit: `tf.train.Checkpoint`
+  writes through TensorFlow's own file systems, and everything else here through epath."""
+  if not paths.has_scheme(os.fspath(directory)):
+    yield directory
+    return
+  import tempfile  # noqa: PLC0415
+  with tempfile.TemporaryDirectory(prefix="transformer-iterator-") as tmp:
+    local = epath.Path(tmp)
+    if not upload:
+      for f in directory.glob(f"process_{jax.process_index()}.*"):
+        (local / f.name).write_bytes(f.read_bytes())
+    yield local
+    if upload:
+      for f in local.iterdir():
+        (directory / f.name).write_bytes(f.read_bytes())
 
 
 @ocp.args.register_with_handler(TfIteratorHandler, for_save=True)
@@ -192,11 +239,13 @@ class Checkpointer:
                log_path: Optional[str] = None):
     """`log_path`: where library errors and full tracebacks go (default:
     `<directory>/../checkpoint_errors.log`)."""
-    self.directory = os.path.abspath(directory)
-    self.log_path = log_path or os.path.join(os.path.dirname(self.directory),
+    self.directory = paths.absolute(directory)
+    self.log_path = log_path or os.path.join(os.path.dirname(paths.local_mirror(self.directory)),
                                              "checkpoint_errors.log")
     if jax.process_count() > 1:
       self.log_path += f".process_{jax.process_index()}"
+    if paths.has_scheme(self.directory):  # the log is local (stderr goes into it): its folder
+      os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
     self._log_filter = _LibraryLogToFile(self.log_path)
     logging.getLogger("absl").addFilter(self._log_filter)
     _route_orbax_unraisables(self.log_path)
@@ -237,12 +286,12 @@ class Checkpointer:
     """Logs `e`, removes partial checkpoint folders, and says what is left. `step`: the save
     that failed, unless a partial folder names another (an earlier async save)."""
     removed = []
-    for tmp in sorted(glob.glob(os.path.join(self.directory, "*.orbax-checkpoint-tmp*"))):
-      name = os.path.basename(tmp)
+    for tmp in self._partial_folders():
+      name = paths.basename(tmp)
       if name.split(".")[0].isdigit():
         step = int(name.split(".")[0])
       if jax.process_index() == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _rmtree(tmp)
         removed.append(name)
     self._log_exception(f"saving checkpoint {step}", e)
     # The failed save's coroutines are never awaited; Python would say so at exit.
@@ -260,6 +309,16 @@ class Checkpointer:
            "was left behind; ")
         + f"{last}. {fix}, then run the same command to {resume}. Full details: "
         f"{self.log_path}.")
+
+  def _partial_folders(self) -> list[str]:
+    """The folders orbax left unfinished (`<step>.orbax-checkpoint-tmp*`)."""
+    pattern = "*.orbax-checkpoint-tmp*"
+    if not paths.has_scheme(self.directory):
+      return sorted(glob.glob(os.path.join(self.directory, pattern)))
+    try:
+      return sorted(os.fspath(p) for p in paths.as_path(self.directory).glob(pattern))
+    except Exception:  # noqa: BLE001 -- an unreachable bucket: nothing to clean up from here
+      return []
 
   def _log_exception(self, what: str, e: BaseException) -> None:
     try:
@@ -340,10 +399,10 @@ class Checkpointer:
   def _quarantine(self, bad_steps: list[int], warn: Callable[[str], None]) -> None:
     aside = self.directory + ".corrupt"
     if jax.process_index() == 0:
-      os.makedirs(aside, exist_ok=True)
+      paths.makedirs(aside)
       for step in bad_steps:
-        target = os.path.join(aside, f"{step}-{int(time.time())}")
-        shutil.move(os.path.join(self.directory, str(step)), target)
+        target = paths.join(aside, f"{step}-{int(time.time())}")
+        _move(paths.join(self.directory, str(step)), target)
         warn(f"Moved unreadable checkpoint {step} to {target}.")
     if jax.process_count() > 1:
       from jax.experimental import multihost_utils

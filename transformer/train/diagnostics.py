@@ -36,7 +36,6 @@ and the task's own loss on it (`task.train_loss`), so it works for every task.
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any, Optional
 
@@ -44,7 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer import kinds
+from transformer import kinds, paths
 from transformer.model.block import SELF_ATTENTION, SUBLAYERS
 from transformer.model.stacks import POST_LAYERS, PRE_LAYERS, SCANNED
 from transformer.train import optim
@@ -247,7 +246,8 @@ def _plot(rows: list[dict], stats: dict, title: str, path: str) -> None:
     ax.legend(fontsize=7)
   fig.suptitle(title)
   fig.tight_layout()
-  fig.savefig(path, dpi=100)
+  with paths.open_file(path, "wb") as f:
+    fig.savefig(f, format="png", dpi=100)
   plt.close(fig)
 
 
@@ -255,8 +255,8 @@ def run_diagnose(config, workdir: str, log=print) -> dict:
   """The statistics on one training batch, at init or (if `workdir` holds checkpoints) from
   its latest one; prints the per-layer table and writes `diagnose.json` and `diagnose.png`
   into `workdir`. Reads the run's checkpoints without changing them. Returns the stats."""
-  workdir = os.path.abspath(workdir)
-  os.makedirs(workdir, exist_ok=True)
+  workdir = paths.absolute(workdir)
+  paths.makedirs(workdir)
   check_workdir_config(workdir, config)
   data, task = kinds.build_data_and_task(config, workdir)
   config = task.config
@@ -264,9 +264,9 @@ def run_diagnose(config, workdir: str, log=print) -> dict:
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
   make_state = lambda r: create_state(task.init_params(r), tx)
   where, step = "initialization", 0
-  ckpt_dir = os.path.join(workdir, "checkpoints")
+  ckpt_dir = paths.join(workdir, "checkpoints")
   latest = None
-  if os.path.isdir(ckpt_dir):
+  if paths.isdir(ckpt_dir):
     checkpointer = Checkpointer(ckpt_dir, config.checkpoint.keep, async_save=False)
     latest = checkpointer.latest_step()
     if latest is not None:
@@ -287,9 +287,8 @@ def run_diagnose(config, workdir: str, log=print) -> dict:
   log(f"Diagnostics on one batch of {config.train.batch_size} rows at {where} ({title}); "
       f"loss {stats['loss']:.4f}, output log Z {stats['output/log_z']:.3f}")
   log(format_table(rows))
-  with open(os.path.join(workdir, "diagnose.json"), "w") as f:
-    json.dump({"title": title, "step": step, "layers": rows, "stats": stats}, f, indent=1,
-              sort_keys=True)
-  _plot(rows, stats, title, os.path.join(workdir, "diagnose.png"))
+  paths.write_text(paths.join(workdir, "diagnose.json"), json.dumps(
+      {"title": title, "step": step, "layers": rows, "stats": stats}, indent=1, sort_keys=True))
+  _plot(rows, stats, title, paths.join(workdir, "diagnose.png"))
   log(f"Wrote {workdir}/diagnose.json and {workdir}/diagnose.png")
   return stats

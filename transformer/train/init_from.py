@@ -8,13 +8,12 @@ classifier (both have "embedder" and "encoder"), encoder-decoder -> encoder-deco
 
 from __future__ import annotations
 
-import os
 from typing import Any, Callable, Optional
 
 import jax
 import numpy as np
 
-from transformer import user_files
+from transformer import paths, user_files
 from transformer.config import ConfigError
 from transformer.errors import RunError
 from transformer.workdir import CONFIG_FILE, choose_step
@@ -35,14 +34,14 @@ def load_params(workdir: str, step: Optional[int] = None,
   Raises ConfigError if there is no such checkpoint, a one-line UserFileError for a bad
   config.json and RunError for a checkpoint that cannot be read; nothing is written."""
   import orbax.checkpoint as ocp  # noqa: PLC0415 -- only when a run starts from another
-  root = os.path.abspath(workdir)
-  directory = os.path.join(root, "checkpoints")
-  if not os.path.isdir(directory):
+  root = paths.absolute(workdir)
+  directory = paths.join(root, "checkpoints")
+  if not paths.isdir(directory):
     raise ConfigError(f"{what}={workdir!r}: no checkpoints/ folder there; point it at the "
                       "workdir of a trained run.")
   config = {}
-  config_path = os.path.join(root, CONFIG_FILE)
-  if os.path.exists(config_path):  # before the checkpoint: a bad file fails at once
+  config_path = paths.join(root, CONFIG_FILE)
+  if paths.exists(config_path):  # before the checkpoint: a bad file fails at once
     config = user_files.read_json_object(config_path, user_files.SAVED_CONFIG,
                                          user_files.SAVED_CONFIG_FIX)
   manager = ocp.CheckpointManager(directory, item_names=("state", "config"))

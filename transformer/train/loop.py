@@ -18,7 +18,7 @@ import jax
 from jax.experimental import multihost_utils
 import numpy as np
 
-from transformer import kinds, provenance
+from transformer import kinds, paths, provenance
 from transformer.config import ExperimentConfig
 from transformer.evaluation import evaluate as evaluation
 from transformer.train import diagnostics, optim, peaks
@@ -78,8 +78,8 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   Returns:
     The final eval metrics (`loss`, `bits_per_byte`, ...) and `step`.
   """
-  workdir = os.path.abspath(workdir)
-  os.makedirs(workdir, exist_ok=True)
+  workdir = paths.absolute(workdir)
+  paths.makedirs(workdir)
   check_workdir_config(workdir, config)
   t_start = time.time()
 
@@ -89,11 +89,11 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
   par = build_parallel(config, task, optim.build_optimizer(config.optim, config.train.num_steps))
   if jax.process_index() == 0:  # only once every check on the config has passed
-    steps = checkpoint_steps(os.path.join(workdir, "checkpoints"))
+    steps = checkpoint_steps(paths.join(workdir, "checkpoints"))
     first = provenance.record_start(workdir, config.to_dict()["data"], sys.argv,
                                     steps[-1] if steps else None)
-    with open(os.path.join(workdir, "config.json"), "w") as f:
-      f.write(provenance.config_json(config.to_dict(), first))
+    paths.write_text(paths.join(workdir, "config.json"),
+                     provenance.config_json(config.to_dict(), first))
   checkpointer = _checkpointer(config, workdir)
   state, first_batch = _restore_or_init(config, par, checkpointer, data, init_rng, workdir)
   _log_model(config, par, state)
@@ -117,10 +117,19 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
 
 
 def _checkpointer(config: ExperimentConfig, workdir: str) -> Checkpointer:
-  return Checkpointer(os.path.join(workdir, "checkpoints"), config.checkpoint.keep,
+  return Checkpointer(paths.join(workdir, "checkpoints"), config.checkpoint.keep,
                       async_save=config.checkpoint.async_save,
                       keep_best=config.checkpoint.keep_best,
-                      log_path=os.path.join(workdir, "checkpoint_errors.log"))
+                      log_path=_local_log(workdir, "checkpoint_errors.log"))
+
+
+def _local_log(workdir: str, name: str) -> str:
+  """`<workdir>/<name>`; for a URL workdir, the same name in its local mirror
+  (`paths.local_mirror`): stderr is redirected into this file, which takes a local file."""
+  folder = paths.local_mirror(workdir)
+  if folder != workdir:
+    os.makedirs(folder, exist_ok=True)
+  return os.path.join(folder, name)
 
 
 def _restore_or_init(config: ExperimentConfig, par: Parallel, checkpointer: Checkpointer, data,

@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 import jax
 
+from transformer import paths
 from transformer.train.writers import log
 
 
@@ -28,7 +29,8 @@ class StepProfiler:
 
   def __init__(self, steps: Optional[tuple[int, int]], workdir: str):
     self.first, self.last = steps or (0, -1)
-    self.directory = os.path.join(workdir, "profile")
+    # A URL workdir's traces go to its local mirror: the profiler writes local files.
+    self.directory = os.path.join(paths.local_mirror(workdir), "profile")
     self._tracing = False
     self._annotation: Optional[contextlib.AbstractContextManager] = None
 

@@ -5,6 +5,10 @@ protos), not through `tf.summary`: writing metrics needs no TensorFlow. Scalars 
 stored as `tf.summary.scalar` / `tf.summary.text` store them (a tensor with the scalars or
 text plugin's metadata), so TensorBoard shows them in its Scalars and Text tabs; the config
 goes to its HParams tab (`MetricWriter.write_hparams`).
+
+A workdir on a bucket (`gs://...`, see `transformer.paths`) gets the same files through epath:
+`metrics.jsonl` is written again whole on each write and an event file on each flush (objects
+cannot be appended to), so both can be read while the run goes on.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import time
 
 import numpy as np
 
+from transformer import paths
+
 
 class MetricWriter:
   """Writes `{"step", "split", ...metrics}` lines to `<workdir>/metrics.jsonl` and scalars to
@@ -24,17 +30,16 @@ class MetricWriter:
     import jax  # noqa: PLC0415 -- as in `log`
     self.enabled = jax.process_index() == 0
     self.workdir = workdir
-    self.path = os.path.join(workdir, "metrics.jsonl")
+    self.path = paths.join(workdir, "metrics.jsonl")
     self._tb = {}
-    self._tb_dir = os.path.join(workdir, "tensorboard")
+    self._tb_dir = paths.join(workdir, "tensorboard")
 
   def write(self, step: int, split: str, metrics: dict) -> None:
     if not self.enabled:
       return
     row = {"step": int(step), "split": split, "time": time.time()}
     row.update({k: v if isinstance(v, str) else float(v) for k, v in metrics.items()})
-    with open(self.path, "a") as f:
-      f.write(json.dumps(row) + "\n")
+    paths.append_text(self.path, json.dumps(row) + "\n")
     events = self._events(split)
     for k, v in metrics.items():
       events.add(k, v, int(step))  # a str (e.g. the BLEU signature) is text, the rest scalars
@@ -59,7 +64,7 @@ class MetricWriter:
 
   def _events(self, split: str) -> "EventWriter":
     if split not in self._tb:
-      self._tb[split] = EventWriter(os.path.join(self._tb_dir, split))
+      self._tb[split] = EventWriter(paths.join(self._tb_dir, split))
     return self._tb[split]
 
   def close(self) -> None:
@@ -78,8 +83,9 @@ class EventWriter:
     from tensorboard.plugins.text import metadata as text_metadata  # noqa: PLC0415
     from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: PLC0415
     from tensorboard.util import tensor_util  # noqa: PLC0415
-    os.makedirs(logdir, exist_ok=True)
-    self._writer = EventFileWriter(logdir)
+    paths.makedirs(logdir)
+    self._writer = (_BucketEventFileWriter(logdir) if paths.has_scheme(logdir)
+                    else EventFileWriter(logdir))
     self._event, self._tensor = event_pb2.Event, tensor_util.make_tensor_proto
     self._text_meta = text_metadata.create_summary_metadata(display_name=None, description=None)
     self._scalar_meta = scalar_metadata.create_summary_metadata(display_name=None,
@@ -125,6 +131,28 @@ def hparams_summary(values: dict, trial_id: str):
   protos; no TensorFlow)."""
   from tensorboard.plugins.hparams import summary_v2  # noqa: PLC0415 -- as in EventWriter
   return summary_v2.hparams_pb(values, trial_id=trial_id)
+class _BucketEventFileWriter:
+  """tensorboard's `EventFileWriter` for a URL folder: the same file name and records (its
+  `RecordWriter`), written through epath by `paths.RewrittenFile`, synchronously."""
+
+  def __init__(self, logdir: str):
+    import socket  # noqa: PLC0415
+    from tensorboard.compat.proto import event_pb2  # noqa: PLC0415
+    from tensorboard.summary.writer.record_writer import RecordWriter  # noqa: PLC0415
+    name = (f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
+            f"{os.getpid()}.{id(self)}")
+    self._records = RecordWriter(paths.RewrittenFile(paths.join(logdir, name)))
+    self.add_event(event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"))
+    self.flush()
+
+  def add_event(self, event) -> None:
+    self._records.write(event.SerializeToString())
+
+  def flush(self) -> None:
+    self._records.flush()
+
+  def close(self) -> None:
+    self._records.close()
 
 
 def format_duration(seconds: float) -> str:
