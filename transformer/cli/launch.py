@@ -242,9 +242,9 @@ def main(argv: list[str]) -> None:
                            distributed=_DISTRIBUTED.value, join_timeout=_JOIN_TIMEOUT.value,
                            heartbeat_timeout=_HEARTBEAT_TIMEOUT.value)
     import jax  # noqa: PLC0415 -- after the distributed initialization
-    from transformer.train.parallel import mesh_shape  # noqa: PLC0415 -- as jax
+    from transformer.train.parallel import make_mesh  # noqa: PLC0415 -- as jax
     if config.parallel.strategy == "jit":  # the mesh must fit the devices: say so before data
-      mesh_shape(config.parallel, jax.device_count())
+      make_mesh(config.parallel, jax.devices())
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
   except RunError as e:
