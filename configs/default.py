@@ -114,6 +114,7 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.parallel.data = -1  # mesh axis sizes; -1 takes the devices the others leave
   c.parallel.fsdp = 1  # parameters and optimizer state sharded over this axis too
   c.parallel.tensor = 1  # heads / mlp / vocab dims split over this axis
+  c.parallel.dcn_data = 1  # of `data`, the ways across TPU slices (else processes); 1 = none
   # logical parameter axis -> mesh axis ("" = replicated); override one with
   # --config.parallel.rules.embed=tensor
   c.parallel.rules = ml_collections.ConfigDict(dict(

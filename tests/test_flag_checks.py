@@ -13,7 +13,7 @@ DEFAULTS = dict(prompt="", source="", max_new_tokens=200, temperature=0.8, top_k
                 num_samples=1, sample_seed=0, beam_size=1, step=None, eval_split="",
                 bench_steps=10, data_bench_batches=200, data_bench_skip_model=False,
                 coordinator_address=None, num_processes=None, process_id=None,
-                distributed_timeout=120, heartbeat_timeout=45, sweep=None, sweep_dir=None,
+                distributed="auto", distributed_timeout=120, heartbeat_timeout=45, sweep=None, sweep_dir=None,
                 parallel=1, launcher="local", dry_run=False, report_metric="",
                 reuse_runs_from=[], slurm_gpus_per_task=1, slurm_cpus_per_task=0, slurm_mem="",
                 slurm_time="", slurm_partition="", slurm_account="", slurm_extra=[])
@@ -126,6 +126,8 @@ def test_a_step_without_a_checkpoint_is_refused_with_the_steps_there(run_dir):
 def test_the_multihost_flags_go_together_and_fit(tmp_path):
   w = str(tmp_path / "w")
   _refused("train", "go together", workdir=w, num_processes=2)
+  _refused("train", "--distributed=off runs one process", workdir=w, distributed="off",
+           coordinator_address="h:1234", num_processes=2, process_id=0)
   _refused("train", "--process_id=2 must be in [0, --num_processes=2)", workdir=w,
            coordinator_address="h:1234", num_processes=2, process_id=2)
   _refused("train", "--process_id=-1: must be at least 0", workdir=w,

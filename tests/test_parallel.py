@@ -2,6 +2,7 @@
 accumulation against one big step, scan against unrolled layers, remat and dtypes."""
 
 import dataclasses
+import types
 
 import flax.linen as nn
 import jax
@@ -13,8 +14,8 @@ from transformer.config import ConfigError, ModelConfig, OptimConfig, ParallelCo
 from transformer.model.models import DecoderLM
 from transformer.train import optim
 from transformer.train.losses import cross_entropy_sums
-from transformer.train.parallel import (JitParallel, Parallel, PmapParallel, make_mesh,
-                                         mesh_shape)
+from transformer.train.parallel import (JitParallel, Parallel, PmapParallel,
+                                         hybrid_device_grid, make_mesh, mesh_shape)
 
 # No projection biases: the key bias has an exactly-zero true gradient (softmax is shift-
 # invariant), so its updates are float rounding noise that no two layouts share.
@@ -190,6 +191,34 @@ def test_bfloat16_compute_and_params():
                             _batches(3))
   assert all(p.dtype == jnp.bfloat16 for p in jax.tree.leaves(state.params))
   assert np.isfinite(losses).all() and losses[-1] < losses[0]
+
+
+def test_the_mesh_comes_from_jax_make_mesh_in_device_order_with_auto_axes():
+  mesh = make_mesh(ParallelConfig(data=2, fsdp=2, tensor=2))
+  assert [d.id for d in mesh.devices.flat] == [d.id for d in jax.devices()]  # CPU: in order
+  assert set(mesh.axis_types) == {jax.sharding.AxisType.Auto}  # not make_mesh's Explicit
+  assert make_mesh(ParallelConfig(data=2), jax.devices()[:2]).devices.size == 2
+
+
+def test_dcn_data_gives_each_process_its_own_block_of_the_data_axis():
+  """create_hybrid_device_mesh on 8 stand-in devices of 2 processes (4 each, ids interleaved
+  on purpose): data=4 of which dcn_data=2 across processes, fsdp=2 within each."""
+  fake = [types.SimpleNamespace(id=i, process_index=i % 2, platform="cpu", device_kind="cpu")
+          for i in range(8)]
+  grid = hybrid_device_grid(ParallelConfig(data=4, fsdp=2, dcn_data=2), fake)
+  assert grid.shape == (4, 2, 1)
+  assert {d.process_index for d in grid[:2].flat} == {0}
+  assert {d.process_index for d in grid[2:].flat} == {1}
+  with pytest.raises(ConfigError, match="dcn_data=2, but the devices are in 1 processes"):
+    make_mesh(ParallelConfig(data=-1, dcn_data=2))  # 8 devices, all in this process
+  with pytest.raises(ConfigError, match="dcn_data=3 must divide the data axis, which is 8"):
+    mesh_shape(ParallelConfig(dcn_data=3), 8)
+  with pytest.raises(ConfigError, match="dcn_data=3 must divide --config.parallel.data=4"):
+    ParallelConfig(data=4, dcn_data=3)
+  with pytest.raises(ConfigError, match="dcn_data=0 must be a positive int"):
+    ParallelConfig(dcn_data=0)
+  with pytest.raises(ConfigError, match="needs --config.parallel.strategy=jit"):
+    ParallelConfig(strategy="pmap", dcn_data=2)
 
 
 def test_mesh_sizes_and_errors():

@@ -297,7 +297,8 @@ def test_slurm_script_runs_each_point_under_a_fake_sbatch(tmp_path, monkeypatch)
   text = array_script([j.name for j in jobs], [j.command for j in jobs], str(tmp_path / "sweep"),
                       ROOT, res, job_name="sweep-test")
   for line in ("#SBATCH --array=0-2%2", "#SBATCH --gpus-per-task=2", "#SBATCH --time=01:00:00",
-               "#SBATCH --partition=gpu", "#SBATCH --qos=high", "#SBATCH --ntasks=1"):
+               "#SBATCH --partition=gpu", "#SBATCH --qos=high", "#SBATCH --ntasks=1",
+               "#SBATCH --requeue", "#SBATCH --open-mode=append", "#SBATCH --signal=B:USR1@120"):
     assert line in text.splitlines()
   path = write_script(text, str(tmp_path / "sweep"))
   assert subprocess.run(["bash", "-n", path]).returncode == 0  # valid bash
@@ -308,7 +309,7 @@ def test_slurm_script_runs_each_point_under_a_fake_sbatch(tmp_path, monkeypatch)
       #!/bin/bash
       range=$(grep -o '^#SBATCH --array=[0-9]*-[0-9]*' "$1" | sed 's/.*=//')
       for i in $(seq ${range%-*} ${range#*-}); do
-        SLURM_ARRAY_TASK_ID=$i bash "$1" || exit 1
+        SLURM_ARRAY_TASK_ID=$i bash "$1" > /dev/null || exit 1  # real sbatch: --output
       done
       echo "Submitted batch job 4242"
       """))

@@ -379,12 +379,16 @@ class ParallelConfig:
   `data`, `fsdp`, `tensor`: mesh axis sizes; one of them may be -1 (fills the devices left).
   `rules`: `(logical axis, mesh axis or "")` pairs; a ConfigDict `{logical: mesh_axis}` works
   too. Batches are sharded over `data` and `fsdp`; parameters by the rules.
+  `dcn_data`: of the `data` axis, the ways that cross the slow network between TPU slices (or,
+  off TPU, between processes); it must divide `data`, and the mesh comes from
+  `mesh_utils.create_hybrid_device_mesh`. 1: one slice, `jax.make_mesh`.
   """
   strategy: str = "jit"
   data: int = -1
   fsdp: int = 1
   tensor: int = 1
   rules: Any = DEFAULT_LOGICAL_RULES
+  dcn_data: int = 1
 
   def __post_init__(self):
     s = "parallel"
@@ -409,6 +413,15 @@ class ParallelConfig:
       if mesh_axis not in MESH_AXES + ("",):
         raise ConfigError(f"--config.parallel.rules.{logical}={mesh_axis!r} is not a mesh "
                           f"axis; choose one of {list(MESH_AXES)} or '' (replicated).")
+    if not isinstance(self.dcn_data, int) or isinstance(self.dcn_data, bool) or self.dcn_data < 1:
+      raise ConfigError(f"--config.parallel.dcn_data={self.dcn_data!r} must be a positive int "
+                        "(the slices, or processes, the data axis spans; 1 = one).")
+    if self.dcn_data > 1 and self.data not in (-1,) and self.data % self.dcn_data:
+      raise ConfigError(f"--config.parallel.dcn_data={self.dcn_data} must divide "
+                        f"--config.parallel.data={self.data}.")
+    if self.strategy == "pmap" and self.dcn_data != 1:
+      raise ConfigError("--config.parallel.dcn_data is a mesh setting: it needs "
+                        "--config.parallel.strategy=jit.")
     if self.strategy == "pmap" and (self.fsdp, self.tensor) != (1, 1):
       raise ConfigError("--config.parallel.strategy=pmap replicates the state: it needs "
                         "--config.parallel.fsdp=1 and --config.parallel.tensor=1.")

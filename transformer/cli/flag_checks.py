@@ -41,7 +41,7 @@ READ_BY: dict[str, tuple[str, ...]] = {
     "report_dir": ("report",),
     "report_metric": ("sweep", "report"),
     **{f: _DEVICE_MODES for f in ("coordinator_address", "num_processes", "process_id",
-                                  "distributed_timeout", "heartbeat_timeout")},
+                                  "distributed", "distributed_timeout", "heartbeat_timeout")},
 }
 
 # Integer flags and their least value (None, where allowed, means "not given").
@@ -137,6 +137,9 @@ def check_multihost(values: Mapping[str, Any]) -> None:
                            "TPU pod).")
   if not all(given):
     return
+  if values.get("distributed") == "off":
+    raise CommandLineError("--distributed=off runs one process: drop --coordinator_address, "
+                           "--num_processes and --process_id, or use --distributed=auto.")
   if values["process_id"] >= values["num_processes"]:
     raise CommandLineError(f"--process_id={values['process_id']} must be in [0, "
                            f"--num_processes={values['num_processes']}).")

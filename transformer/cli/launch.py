@@ -53,6 +53,11 @@ _COORDINATOR = flags.DEFINE_string(
     "needed under SLURM, Open MPI or on TPU pods, where JAX detects the cluster.")
 _NUM_PROCESSES = flags.DEFINE_integer("num_processes", None, "Multi-host: number of processes.")
 _PROCESS_ID = flags.DEFINE_integer("process_id", None, "Multi-host: this process's index.")
+_DISTRIBUTED = flags.DEFINE_enum(
+    "distributed", "auto", ["auto", "on", "off"], "Multi-host: auto starts jax.distributed when "
+    "the coordinator flags are given or JAX's cluster detectors find a SLURM job step, Open "
+    "MPI job or Cloud TPU slice of more than one process; on: always (an error if nothing "
+    "says how); off: never, one process.")
 _JOIN_TIMEOUT = flags.DEFINE_integer(
     "distributed_timeout", 120, "Multi-host: seconds to wait for every process to join before "
     "giving up with a message naming the coordinator.")
@@ -77,20 +82,17 @@ _BEAM_SIZE = flags.DEFINE_integer("beam_size", 1, "sample (encoder-decoder): bea
                                   "(--temperature 0) or sampling.")
 
 
-def _in_cluster() -> bool:
-  """True under a multi-process SLURM / Open MPI job or on a multi-host TPU slice."""
-  env = os.environ
-  return (int(env.get("SLURM_NTASKS", "1") or 1) > 1
-          or int(env.get("OMPI_COMM_WORLD_SIZE", "1") or 1) > 1
-          or "," in env.get("TPU_WORKER_HOSTNAMES", ""))
-
-
 def initialize_distributed(coordinator_address: str | None = None,
                            num_processes: int | None = None,
-                           process_id: int | None = None, *,
+                           process_id: int | None = None, *, distributed: str = "auto",
                            join_timeout: int = 120, heartbeat_timeout: int = 45) -> bool:
-  """Starts JAX's distributed runtime when flags or the environment ask for more than one
-  process; must run before anything touches a device. Returns whether it did.
+  """Starts JAX's distributed runtime when asked; must run before anything touches a device.
+  Returns whether it did.
+
+  `distributed`: "auto" starts it when the three coordinator flags are given, or when JAX's
+  own cluster detectors (`transformer/cli/cluster.py`: a SLURM job step, Open MPI, a Cloud TPU
+  VM or GKE TPU slice) find an environment of more than one process; "on" always starts it
+  (an error in one line when neither flags nor a cluster say how); "off" never does.
 
   Joining is bounded: if not every process has joined within `join_timeout` seconds, this
   process prints what to check (naming the coordinator address) and exits with status 3.
@@ -98,13 +100,28 @@ def initialize_distributed(coordinator_address: str | None = None,
   by the others within `heartbeat_timeout` seconds, and they stop too instead of waiting in a
   collective. On CPU the cross-process collectives go through gloo.
   """
-  import jax  # noqa: PLC0415 -- after flag parsing, before any device is used
   given = [v is not None for v in (coordinator_address, num_processes, process_id)]
   if any(given) and not all(given):
     raise ConfigError("--coordinator_address, --num_processes and --process_id go together; "
                       "give all three (or none, inside SLURM / Open MPI / a TPU pod).")
-  if not all(given) and not _in_cluster():
+  if distributed not in ("auto", "on", "off"):
+    raise ConfigError(f"--distributed={distributed!r}: choose auto, on or off.")
+  if distributed == "off":
+    if all(given):
+      raise ConfigError("--distributed=off runs one process: drop --coordinator_address, "
+                        "--num_processes and --process_id, or use --distributed=auto.")
     return False
+  import jax  # noqa: PLC0415 -- after flag parsing, before any device is used
+  cluster = None
+  if not all(given):
+    from transformer.cli import cluster as cluster_lib  # noqa: PLC0415 -- imports jax
+    cluster = cluster_lib.detect()
+    if cluster is None and distributed == "on":
+      raise ConfigError("--distributed=on, but JAX's cluster detectors find no SLURM job step, "
+                        "Open MPI job or Cloud TPU slice here; give --coordinator_address, "
+                        "--num_processes and --process_id, or use --distributed=auto.")
+    if cluster is None or (distributed == "auto" and cluster.num_processes < 2):
+      return False
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
   timeouts = dict(heartbeat_timeout_seconds=heartbeat_timeout,
                   # JAX aborts the process (a C++ stack trace) at its own timeout: let ours,
@@ -118,9 +135,9 @@ def initialize_distributed(coordinator_address: str | None = None,
       jax.distributed.initialize(coordinator_address=coordinator_address,
                                  num_processes=num_processes, process_id=process_id, **timeouts)
   else:
-    with _join_deadline(os.environ.get("JAX_COORDINATOR_ADDRESS", "(detected from the cluster)"),
-                        None, None, join_timeout):
-      jax.distributed.initialize(**timeouts)
+    where = os.environ.get("JAX_COORDINATOR_ADDRESS", f"(detected by JAX's {cluster.kind})")
+    with _join_deadline(where, None, cluster.num_processes, join_timeout):
+      jax.distributed.initialize(cluster_detection_method=cluster.name, **timeouts)
   return True
 
 
@@ -223,14 +240,16 @@ def main(argv: list[str]) -> None:
     runtime.enable_compilation_cache(config.train.compilation_cache_dir)
   try:
     initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
-                           join_timeout=_JOIN_TIMEOUT.value,
+                           distributed=_DISTRIBUTED.value, join_timeout=_JOIN_TIMEOUT.value,
                            heartbeat_timeout=_HEARTBEAT_TIMEOUT.value)
     import jax  # noqa: PLC0415 -- after the distributed initialization
-    from transformer.train.parallel import mesh_shape  # noqa: PLC0415 -- as jax
+    from transformer.train.parallel import make_mesh  # noqa: PLC0415 -- as jax
     if config.parallel.strategy == "jit":  # the mesh must fit the devices: say so before data
-      mesh_shape(config.parallel, jax.device_count())
+      make_mesh(config.parallel, jax.devices())
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
+  except RunError as e:
+    _exit_with(e)
   lock = None
   if _MODE.value in ("train", "bench"):  # files, devices, workdir: before data or compiling
     from transformer.cli.preflight import check_before_run  # noqa: PLC0415 -- as jax

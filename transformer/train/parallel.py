@@ -54,6 +54,10 @@ def mesh_shape(cfg: ParallelConfig, num_devices: int) -> dict[str, int]:
         f"--config.parallel data={sizes['data']} x fsdp={sizes['fsdp']} x "
         f"tensor={sizes['tensor']} = {math.prod(sizes.values())} devices, but "
         f"{num_devices} are available; set one axis to -1 to use them all.")
+  dcn = getattr(cfg, "dcn_data", 1)
+  if sizes["data"] % dcn:
+    raise ConfigError(f"--config.parallel.dcn_data={dcn} must divide the data axis, which is "
+                      f"{sizes['data']} here.")
   return sizes
 
 
@@ -86,13 +90,37 @@ def check_batch_split(cfg: ParallelConfig, global_batch_size: int, micro_batches
 def make_mesh(cfg: ParallelConfig, devices: Optional[Sequence[jax.Device]] = None) -> Mesh:
   """The `(data, fsdp, tensor)` mesh over `devices` (default: all devices of all processes).
 
-  Devices are laid out in `jax.devices()` order (process by process), so the data-like axes,
-  which come first, span processes and `tensor` stays within a process where it can.
+  `jax.make_mesh` picks the device order (on TPUs, one that follows the chips' torus; on GPUs
+  and CPUs, device order, process by process, so the data-like axes, which come first, span
+  processes and `tensor` stays within one where it can). With `parallel.dcn_data` > 1 the data
+  axis is split into `dcn_data` blocks, one per TPU slice (or process, off TPU), by
+  `mesh_utils.create_hybrid_device_mesh`: only data parallelism crosses the slow network.
+  Axis types are `Auto` (sharding by annotation), not `jax.make_mesh`'s default `Explicit`.
   """
   devices = list(jax.devices() if devices is None else devices)
   sizes = mesh_shape(cfg, len(devices))
-  grid = np.asarray(devices, dtype=object).reshape([sizes[a] for a in MESH_AXES])
-  return Mesh(grid, MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * len(MESH_AXES))
+  auto = (jax.sharding.AxisType.Auto,) * len(MESH_AXES)
+  if getattr(cfg, "dcn_data", 1) == 1:
+    return jax.make_mesh([sizes[a] for a in MESH_AXES], MESH_AXES, axis_types=auto,
+                         devices=devices)
+  return Mesh(hybrid_device_grid(cfg, devices), MESH_AXES, axis_types=auto)
+
+
+def hybrid_device_grid(cfg: ParallelConfig, devices: Sequence[Any]) -> np.ndarray:
+  """The `(data, fsdp, tensor)` array of devices whose data axis is `dcn_data` blocks, one per
+  slice (devices' `slice_index`, on multi-slice TPUs) or else one per process."""
+  from jax.experimental import mesh_utils  # noqa: PLC0415 -- only for multi-slice meshes
+  sizes = mesh_shape(cfg, len(devices))
+  dcn = cfg.dcn_data
+  by_slice = len({getattr(d, "slice_index", 0) for d in devices}) > 1
+  granules = sorted({d.slice_index if by_slice else d.process_index for d in devices})
+  if len(granules) != dcn:
+    what = "TPU slices" if by_slice else "processes"
+    raise ConfigError(f"--config.parallel.dcn_data={dcn}, but the devices are in "
+                      f"{len(granules)} {what}: it must be their number (or 1).")
+  return mesh_utils.create_hybrid_device_mesh(
+      [sizes["data"] // dcn, sizes["fsdp"], sizes["tensor"]], [dcn, 1, 1], devices,
+      process_is_granule=not by_slice)
 
 
 def logical_rules(cfg: ParallelConfig) -> tuple[tuple[str, Optional[str]], ...]:
