@@ -275,6 +275,7 @@ class TrainSteps:
       log(f"First step (with compilation) took {time.time() - t0:.1f}s.")
       self._compiled = True
       self.throughput.restart()
+      self.throughput.add(metrics, timed=False)  # in the loss means, not in tokens/s
     else:
       self.throughput.add(metrics)
     return state, step
@@ -330,7 +331,12 @@ class TrainSteps:
 
 class _ThroughputLog:
   """The periodic `train` row and log line: mean loss and gradient norm of the steps since the
-  last row, tokens/s and ms/step with compilation and eval time left out, and MFU."""
+  last row, tokens/s and ms/step with compilation and eval time left out, and MFU.
+
+  A process's first step (it compiles) counts in the loss and gradient-norm means but not in
+  the throughput, so a run resumed at a row boundary writes the rows of an uninterrupted one
+  (times aside); a row whose steps were all untimed (`log_every=1`, right after a start) has
+  no throughput fields."""
 
   def __init__(self, config, par, schedule, guard: HealthGuard, writer):
     self._config, self._par, self._schedule = config, par, schedule
@@ -341,11 +347,13 @@ class _ThroughputLog:
     if self._peak:
       log(f"MFU: {self._step_flops / 1e9:,.4g} GFLOPs per step (MaxText convention) against "
           f"{self._peak * par.num_devices / 1e12:,.3f} TFLOP/s peak ({self._peak_source}).")
-    self.pending, self._start, self._steps = [], time.time(), 0
+    self.pending, self._start, self._steps, self._timed = [], time.time(), 0, []
 
-  def add(self, metrics) -> None:
+  def add(self, metrics, timed: bool = True) -> None:
+    """One step's metrics; `timed=False` for a step whose time is not its own (compiling)."""
     self.pending.append(metrics)
-    self._steps += 1
+    self._timed.append(timed)
+    self._steps += timed
 
   def restart(self) -> None:
     """The interval starts now (after compilation)."""
@@ -358,15 +366,15 @@ class _ThroughputLog:
   def write(self, step: int, num_steps: int) -> None:
     fetched = jax.device_get(self.pending)
     elapsed = time.time() - self._start
-    tokens = float(sum(m["tokens"] for m in fetched))
+    tokens = float(sum(m["tokens"] for m, t in zip(fetched, self._timed) if t))
     step_time = elapsed / max(self._steps, 1)
     applied = [m for m in fetched if m["finite"]] or fetched  # skipped steps: not in means
     row = {"loss": float(np.mean([m["loss"] for m in applied])),
            "grad_norm": float(np.mean([m["grad_norm"] for m in applied])),
-           "learning_rate": float(self._schedule(step - 1)),
-           "tokens_per_sec": tokens / max(elapsed, 1e-9),
-           "step_time": step_time}
-    if self._peak:
+           "learning_rate": float(self._schedule(step - 1))}
+    if self._steps:
+      row.update(tokens_per_sec=tokens / max(elapsed, 1e-9), step_time=step_time)
+    if self._peak and self._steps:
       mfu = self._step_flops / max(step_time, 1e-9) / (self._peak * self._par.num_devices)
       if mfu <= 1.0:
         row["mfu"] = mfu
@@ -380,9 +388,10 @@ class _ThroughputLog:
       row["skipped_steps"] = skipped
     self._writer.write(step, "train", row)
     log(f"step {step:>6}/{num_steps} | loss {row['loss']:.4f} | lr {row['learning_rate']:.2e} "
-        f"| grad_norm {row['grad_norm']:.3f} | {row['tokens_per_sec']:,.0f} tok/s "
-        f"| {step_time * 1e3:,.0f} ms/step"
+        f"| grad_norm {row['grad_norm']:.3f}"
+        + (f" | {row['tokens_per_sec']:,.0f} tok/s | {step_time * 1e3:,.0f} ms/step"
+           if self._steps else " | compiling step, not timed")
         + (f" | MFU {row['mfu']:.1%}" if "mfu" in row else "")
         + (f" | skipped {skipped}" if skipped else "")
-        + f" | ETA {format_duration(step_time * (num_steps - step))}")
-    self.pending, self._start, self._steps = [], time.time(), 0
+        + (f" | ETA {format_duration(step_time * (num_steps - step))}" if self._steps else ""))
+    self.pending, self._start, self._steps, self._timed = [], time.time(), 0, []
