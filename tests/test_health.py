@@ -20,14 +20,15 @@ from transformer.train.state import create_state
 
 
 def _quadratic_step(skip):
-  """A train step on loss = sum(weights * (w - 1)^2): finite unless the weights are not."""
+  """A train step on loss = sum(weights * (bias - 1)^2) (a bias: no weight decay), finite
+  unless the weights are not."""
   tx = optim.build_optimizer(OptimConfig(learning_rate=0.1, warmup_steps=0), 10)
 
   def loss_sums(params, batch, rng):
     del rng
-    return jax.numpy.sum(batch["weights"] * (params["w"] - 1.0) ** 2), jax.numpy.float32(1.0)
+    return jax.numpy.sum(batch["weights"] * (params["bias"] - 1.0) ** 2), jax.numpy.float32(1.0)
 
-  state = create_state({"w": jax.numpy.zeros(3)}, tx)
+  state = create_state({"bias": jax.numpy.zeros(3)}, tx)
   return jax.jit(steps.make_train_step(loss_sums, tx, skip_nonfinite=skip)), state
 
 

@@ -174,10 +174,11 @@ def test_sweep_train_resume_eval_sample_and_report_on_gs(gcs_emulator, tiny_corp
 
   out = _launch(gcs_emulator, cwd, f"--workdir={run}", *config, "--config.train.num_steps=9")
   assert f"Resumed from {run}/checkpoints at step 6." in out, out
-  from transformer.workdir import read_metrics  # noqa: PLC0415
-  metrics = read_metrics(run)
-  assert [r["step"] for r in metrics["eval"]] == [3, 6, 9], metrics["eval"]
+  # Read with gcsfs here: this test process may already have picked epath's backend (TF's
+  # gfile, which cannot be pointed at the emulator) when an earlier test imported epath.
   fs.invalidate_cache()
+  rows = [json.loads(line) for line in fs.cat(f"{run}/metrics.jsonl").decode().splitlines()]
+  assert [r["step"] for r in rows if r["split"] == "eval"] == [3, 6, 9], rows
   assert "9" in [d.rsplit("/", 1)[-1] for d in fs.ls(f"{run}/checkpoints")]
   events = fs.find(f"{run}/tensorboard")
   assert any("/train/events.out.tfevents." in e for e in events), events

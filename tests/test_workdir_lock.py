@@ -136,8 +136,9 @@ def _write_lock(workdir, age=0.0, **fields):
                 token="t", boot_id="", start_ticks=None, slurm_job="", slurm_restart=0)
   record.update(fields)
   path = os.path.join(workdir, ".lock")
-  with open(path, "w") as f:
-    json.dump(record, f)
+  with open(path + ".tmp", "w") as f:  # whole at once, as a real lock appears (a link of a
+    json.dump(record, f)                 # complete file): a running heartbeat never reads half
+  os.replace(path + ".tmp", path)
   t = time.time() - age
   os.utime(path, (t, t))
   return record
