@@ -94,6 +94,19 @@ def _wait_for(what: str, check, timeout: float, logs=()):
     time.sleep(2)
 
 
+def _restart_and_finish(task: str, log, what: str) -> str:
+  """Waits for the requeued `task` to be pending, starts it now (SLURM holds a requeued job
+  back for two minutes, its EligibleTime), waits for it to complete; returns its log."""
+  _wait_for(what, lambda: _job_states(task) == ["PENDING"] or "start 2 on" in _read(log), 120,
+            [log])
+  subprocess.run(["scontrol", "update", f"jobid={task}", "StartTime=now"], capture_output=True,
+                 timeout=30)
+  states = _wait_until_ended(task, 600, [log])
+  text = _read(log)
+  assert states == ["COMPLETED"], (states, text[-4000:])
+  return text
+
+
 def _wait_until_ended(job: str, timeout: float, logs=()) -> list[str]:
   return _wait_for(f"job {job} to end",
                    lambda: (s := _job_states(job)) and all(x in _ENDED for x in s) and s,
@@ -238,14 +251,7 @@ def test_a_requeued_point_saves_resumes_and_equals_an_uninterrupted_run(jobs, ti
                      if int(s) >= 3], 300, [log])
   r = subprocess.run(["scontrol", "requeue", task], capture_output=True, text=True, timeout=30)
   assert r.returncode == 0, r.stderr
-  # SLURM holds a requeued job back for two minutes (its EligibleTime); skip the wait.
-  _wait_for("the requeued task to be pending",
-            lambda: _job_states(task) == ["PENDING"] or "start 2 on" in _read(log), 120, [log])
-  subprocess.run(["scontrol", "update", f"jobid={task}", "StartTime=now"], capture_output=True,
-                 timeout=30)
-  states = _wait_until_ended(task, 600, [log])
-  text = _read(log)
-  assert states == ["COMPLETED"], (states, text[-4000:])
+  text = _restart_and_finish(task, log, "the requeued task to be pending")
   stopped = int(re.search(r"Stopped at step (\d+) \(SIGTERM\)", text).group(1))
   assert 3 <= stopped < NUM_STEPS, text[-4000:]
   assert "start 2 on" in text and f"at step {stopped}." in text, text[-4000:]  # resumed there
@@ -274,13 +280,7 @@ def test_the_time_limit_warning_saves_and_requeues_the_task(jobs, tiny_corpus, t
   r = subprocess.run(["scancel", "--batch", "--signal=USR1", task], capture_output=True,
                      text=True, timeout=30)
   assert r.returncode == 0, r.stderr
-  _wait_for("the task to requeue itself",
-            lambda: _job_states(task) == ["PENDING"] or "start 2 on" in _read(log), 120, [log])
-  subprocess.run(["scontrol", "update", f"jobid={task}", "StartTime=now"], capture_output=True,
-                 timeout=30)
-  states = _wait_until_ended(task, 600, [log])
-  text = _read(log)
-  assert states == ["COMPLETED"], (states, text[-4000:])
+  text = _restart_and_finish(task, log, "the task to requeue itself")
   assert "time limit near" in text and "(SIGTERM)" in text, text[-4000:]
   stopped = int(re.search(r"Stopped at step (\d+) \(SIGTERM\)", text).group(1))
   assert "start 2 on" in text and f"at step {stopped}." in text, text[-4000:]
