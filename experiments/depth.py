@@ -72,7 +72,7 @@ def analyze(runs):
       rows.append([p, w, *cells, deepest[p, w] if deepest[p, w] is not None else "none",
                    a.status_counts(mine)])
   top, warm = depths[-1], warmups[-1]
-  lines = ["Clipped final eval loss (nats/token; diverged runs count as ln V) at each depth, "
+  lines = [a.protocol(runs), "", "Clipped final eval loss (nats/token; diverged runs count as ln V) at each depth, "
            "each placement at its best LR (" + ", ".join(f"{p} {BEST_LR[p]:g}" for p in placements)
            + "), mean ± 95% CI over seeds; and the deepest depth up to which every seed trained:",
            "", *a.table(["placement", "warm-up", *(f"loss @ {d} layers" for d in depths),

@@ -76,7 +76,7 @@ def analyze(runs):
                       if a.clipped_final_loss(r) is not None}
   rows = [[p, f"{BEST_LR[p]:g}", *(a.ci(losses[n][p].values()) for n in steps),
            a.status_counts(a.select(runs, model__norm_placement=p))] for p in placements]
-  lines = ["Clipped final eval loss (nats/token, mean ± 95% CI over seeds) of each placement "
+  lines = [a.protocol(runs), "", "Clipped final eval loss (nats/token, mean ± 95% CI over seeds) of each placement "
            "at its best LR, after each run length:", "",
            *a.table(["placement", "LR", *(f"loss @ {n} steps" for n in steps), "runs"], rows),
            ""]

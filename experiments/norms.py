@@ -48,6 +48,14 @@ def best_lr_losses(runs, a):
                 if r.overrides[a.LR] == best and a.clipped_final_loss(r) is not None}
 
 
+def _first_loss(runs, lr) -> float:
+  """Mean over the `runs` at learning rate `lr` of their first logged train loss."""
+  from experiments import analysis as a  # noqa: PLC0415
+  firsts = [r.metrics["train"][0]["loss"] for r in runs
+            if r.metrics.get("train") and r.overrides[a.LR] == lr]
+  return sum(firsts) / max(len(firsts), 1)
+
+
 def analyze(runs):
   """Per norm: the best LR and its clipped final loss (mean ± 95% CI over seeds), the
   difference to LayerNorm at each one's best LR (paired by seed), the LR sensitivity and the
@@ -68,12 +76,23 @@ def analyze(runs):
                  "-" if n == "layernorm" else a.fmt(*diff[n]),
                  a.ci(a.per_seed(by[n], a.lr_sensitivity)),
                  "none" if largest is None else f"{largest:g}", a.status_counts(by[n])])
-  lines = ["Pre-norm with each norm: the best LR of the grid, the clipped final eval loss "
+  lines = [a.protocol(runs), "", "Pre-norm with each norm: the best LR of the grid, the clipped final eval loss "
            "there (nats/token, mean ± 95% CI over seeds), minus LayerNorm's at its own best LR "
            "(paired by seed), the LR sensitivity (Wortsman et al., per seed) and the largest "
            "stable LR:", "",
            *a.table(["norm", "best LR", "loss @ best LR", "minus LayerNorm", "LR sensitivity",
                      "largest stable LR", "runs"], rows), ""]
+  lines += [n for n in (a.edge_note(f"{label_} best LR", best[label_][0], by[label_])
+                        for label_ in names) if n]
+  if "none" in names:
+    lnv = a.initial_loss(by["none"][0])
+    clipped = [r for r in by["none"] if (v := a.clipped_final_loss(r)) is not None and v >= lnv]
+    lines += ["Without any norm the final norm before the output projection goes too, so the "
+              "logits are not normalized and the loss starts far above ln V = "
+              f"{lnv:.2f}: the first logged train row (mean of the first steps) is "
+              f"{_first_loss(by['none'], min(r.overrides[a.LR] for r in by['none'])):.0f} "
+              f"nats/token at the smallest LR. {len(clipped)} of {len(by['none'])} such runs "
+              "end above ln V and count as ln V (clipped).", ""]
   if not ref:
     return lines + [a.verdict(None, "No LayerNorm runs to compare with.")]
 
@@ -112,3 +131,21 @@ def analyze(runs):
   else:
     lines.append(a.verdict(False if known else None, text))
   return lines
+
+
+def summarize(runs):
+  """The summary's entry (transformer/sweep/report.write_summary): verdict, headline numbers
+  and the main figure."""
+  from experiments import analysis as a  # noqa: PLC0415
+  verdict = next(l for l in analyze(runs) if l.startswith("**"))
+  word = verdict.split("**")[1].rstrip(".").lower()
+  names = list(dict.fromkeys(label(r) for r in runs))
+  by = {n: [r for r in runs if label(r) == n] for n in names}
+  numbers = []
+  for n in names:
+    lr, losses = best_lr_losses(by[n], a)
+    numbers.append(f"{n}: best LR {a.fmt_lr(lr)}, clipped final loss there "
+                   f"{a.ci(losses.values())} nats/token (pre-norm, {len(losses)} seeds)")
+  return {"verdict": {"inconclusive": "is inconclusive"}.get(word, word),
+          "numbers": [verdict.split("** ", 1)[1]] + numbers,
+          "figure": "final_vs_optim_learning_rate.png"}

@@ -54,7 +54,7 @@ def analyze(runs):
                    "-" if best is None else f"{best:g}",
                    a.ci(v for v in best_losses if v is not None),
                    a.ci(a.per_seed(mine, a.lr_sensitivity)), a.status_counts(mine)])
-  lines = ["Per placement and warm-up length (steps of linear warm-up, then cosine decay): "
+  lines = [a.protocol(runs), "", "Per placement and warm-up length (steps of linear warm-up, then cosine decay): "
            "the largest LR up to which every seed trained (counted up from the best LR), the "
            "best LR and its clipped final eval loss, and the LR sensitivity (Wortsman et al.; "
            "per seed, mean ± 95% CI):", "",

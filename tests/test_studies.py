@@ -342,6 +342,27 @@ def test_plots_draw_collapsed_and_diverged_runs_as_marks():
   assert any(l.get_gid() == "diverged" for ax in fig.axes for l in ax.lines)
 
 
+def test_a_far_off_group_is_drawn_off_scale_not_flattening_the_others():
+  """A placement ending at 150 nats (a model without any norm) beside ones near 2: the shared
+  y stops at twice the median and the far-off runs are triangles on the top edge."""
+  runs = []
+  for p, loss in (("pre", 2.0), ("post", 2.2), ("none", 150.0)):
+    for lr in (1e-3, 1e-2):
+      for s in range(2):
+        r = _run({a.PLACEMENT: p, a.LR: lr, "seed": s}, final_loss=loss + 0.01 * s)
+        r.metrics["train"].append({"step": 50, "split": "train", "loss": loss + 0.5})
+        runs.append(r)
+  fig = report._final_vs_figure(runs, a.LR, [a.PLACEMENT, a.LR], "loss")
+  top = fig.axes[0].get_ylim()[1]
+  finals = sorted(r.final["loss"] for r in runs)
+  assert top == pytest.approx(2 * (finals[5] + finals[6]) / 2)
+  off = [l for ax in fig.axes for l in ax.lines if l.get_gid() == "off_scale"]
+  assert off and all(list(l.get_ydata()) == [top] * len(l.get_xdata()) for l in off)
+  assert sum(len(l.get_xdata()) for l in off) == 4  # every "none" run, no other
+  fig = report._curves_figure(runs, "loss")
+  assert fig.axes[0].get_ylim()[1] < 150  # the curves' shared y is capped too
+
+
 def test_summary_collects_every_study(tmp_path, monkeypatch):
   """A folder of studies: --mode=report writes README.md with each study's verdict, numbers,
   figure and regenerate command, and a per-placement table."""

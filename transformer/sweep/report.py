@@ -556,7 +556,8 @@ def _mean_curve(runs: Sequence[Run], split: str, key: str):
 # their final value, diverged ones as an x on the panel's top edge (they have no final value).
 MARKS = {"finished": dict(marker="o", ms=4),
          "collapsed": dict(marker="o", ms=6, mfc="none", mew=1.2),
-         "diverged": dict(marker="x", ms=7, mew=1.6)}
+         "diverged": dict(marker="x", ms=7, mew=1.6),
+         "off_scale": dict(marker="^", ms=6)}
 
 
 def _lr_field(fields: Sequence[str]) -> Optional[str]:
@@ -584,7 +585,9 @@ def _mark_legend(ax, handles: list, plt) -> None:
   handles = list(handles) + [
       Line2D([], [], color="gray", ls="", **MARKS["finished"], label="healthy (seed or mean)"),
       Line2D([], [], color="gray", ls="", **MARKS["collapsed"], label="collapsed run"),
-      Line2D([], [], color="gray", ls="", **MARKS["diverged"], label="diverged (top edge)")]
+      Line2D([], [], color="gray", ls="", **MARKS["diverged"], label="diverged (top edge)"),
+      Line2D([], [], color="gray", ls="", **MARKS["off_scale"],
+             label="off scale (above the top edge)")]
   ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7,
             borderaxespad=0.0)
 
@@ -598,13 +601,32 @@ def _run_marks(ax, xs_runs: Sequence[tuple], color) -> None:
       ax.plot(*zip(*pts), ls="", color=color, alpha=0.8, gid=status, **MARKS[status])
 
 
-def _top_edge(ax, xs_runs: Sequence[tuple], color) -> None:
+def _top_edge(ax, xs_runs: Sequence[tuple], color, cap: Optional[float] = None) -> None:
+  """Diverged runs as an x on the panel's top edge; with a `cap` (`_outlier_cap`), runs whose
+  final value lies above it as a triangle there ("off scale")."""
   pts = [x for x, r, _ in xs_runs if r.status == "diverged"]
-  if pts:
+  high = [x for x, r, v in xs_runs
+          if cap is not None and r.status != "diverged" and v is not None and v > cap]
+  if pts or high:
     bottom, top = ax.get_ylim()
     ax.set_ylim(bottom, top)  # fixed: the marks sit on the edge, not above a new margin
+  if pts:
     ax.plot(pts, [top] * len(pts), ls="", color=color, clip_on=False, gid="diverged",
             **MARKS["diverged"])
+  if high:
+    ax.plot(high, [top] * len(high), ls="", color=color, clip_on=False, gid="off_scale",
+            **MARKS["off_scale"])
+
+
+def _outlier_cap(values: Sequence[float]) -> Optional[float]:
+  """A top for a y-axis that a few far-off values would stretch: 2x the median when some value
+  lies above that (e.g. a pre-norm model without any norm ending at 100+ nats while the rest
+  end near 2.5), else None (the axis as matplotlib scales it)."""
+  values = [v for v in values if v > 0]
+  if len(values) < 4:
+    return None
+  cap = 2 * float(np.median(values))
+  return cap if max(values) > cap else None
 
 
 def _curves_figure(runs: Sequence[Run], metric: str):
@@ -654,6 +676,18 @@ def _curves_figure(runs: Sequence[Run], metric: str):
   if not drawn:
     plt.close(fig)
     return None
+  finals = [r.final["loss"] for r in runs if r.healthy and "loss" in r.final]
+  highest = max((row["loss"] for r in runs for row in r.metrics.get("train", [])
+                 if math.isfinite(row.get("loss", math.nan))), default=None)
+  if finals and highest is not None:
+    # A far-off run (a model without any norm starts near 100 nats) would flatten the rest:
+    # the shared y stops at twice the median final loss or 1.2x the loss at init, ln V.
+    cap = max(2 * float(np.median(finals)),
+              1.2 * float(np.median([initial_loss(r) for r in runs])))
+    if highest > cap:
+      low = min(row["loss"] for r in runs for row in r.metrics.get("train", [])
+                if math.isfinite(row.get("loss", math.nan)))
+      axes.ravel()[0].set_ylim(low - 0.05 * (cap - low), cap)
   for ax, (key, members) in zip(axes.ravel(), panels.items()):
     for r in members:
       if r.status == "diverged":
@@ -755,6 +789,7 @@ def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], met
   handles: dict[str, Any] = {}
   drawn = False
   xs_of = lambda v: v if numeric else values.index(v)  # noqa: E731
+  marks_of: dict = {}
   for ax, (pkey, members) in zip(axes.ravel(), panels.items()):
     marks = []
     for lkey, line_runs in _split(members, line_keys).items():
@@ -788,10 +823,18 @@ def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], met
     ax.grid(alpha=0.3)
     ax.autoscale_view()
     for points, color in marks:
-      _top_edge(ax, points, color)
+      marks_of[(id(ax), id(points))] = (points, color, ax)
   if not drawn:
     plt.close(fig)
     return None
+  cap = _outlier_cap([v for points, _, _ in marks_of.values() for _, _, v in points
+                      if v is not None and math.isfinite(v)])
+  if cap is not None:  # the panels share y: one far-off group would flatten every other
+    low = min(v for points, _, _ in marks_of.values() for _, _, v in points
+              if v is not None and math.isfinite(v))
+    axes.ravel()[0].set_ylim(low - 0.05 * (cap - low), cap)
+  for points, color, ax in marks_of.values():
+    _top_edge(ax, points, color, cap)
   for ax in axes.ravel()[len(panels):]:
     ax.axis("off")
   for ax in axes[:, 0]:
