@@ -267,8 +267,8 @@ def check_report(sweep_dir: Optional[str], runs: Sequence[str] = (),
     raise CommandLineError("--mode=report needs --sweep_dir=DIR (a directory made by "
                            "--mode=sweep), or --runs=W1,W2 --report_dir=DIR to compare runs "
                            "launched by hand.")
-  if os.path.isdir(sweep_dir) and not os.path.isfile(os.path.join(sweep_dir, "sweep.json")) and any(
-      os.path.isfile(os.path.join(sweep_dir, d, "sweep.json")) for d in os.listdir(sweep_dir)):
+  from transformer.sweep.points import holds_studies  # noqa: PLC0415
+  if holds_studies(sweep_dir):
     return  # a folder of studies (experiments/results): the report writes their summary
   _check_sweep_dir(sweep_dir, "--sweep_dir")
 

@@ -38,21 +38,11 @@ def check_runs(workdirs: Sequence[str]) -> None:
     raise CommandLineError(f"--runs={','.join(workdirs)} names a workdir twice.")
 
 
-def _flat(d: dict, prefix: str = "") -> dict:
-  out = {}
-  for k, v in d.items():
-    if isinstance(v, dict):
-      out.update(_flat(v, f"{prefix}{k}."))
-    else:
-      out[f"{prefix}{k}"] = v
-  return out
-
-
 def config_differences(configs: Sequence[dict]) -> list[str]:
   """The flattened config fields (`section.field`, `seed`) whose values are not the same in
   every config (a field a config lacks counts as `None`), data-derived fields left out, in
   the first config's order."""
-  flats = [_flat(c) for c in configs]
+  flats = [sweep_lib.flat_config(c) for c in configs]
   keys = []
   for f in flats:
     keys += [k for k in f if k not in keys]
@@ -99,7 +89,7 @@ def write_runs_report(workdirs: Sequence[str], report_dir: str, metric: str = ""
   points = []
   for name, workdir, config in zip(names, workdirs, configs):
     _link(report_dir, name, workdir)
-    flat = _flat(config)
+    flat = sweep_lib.flat_config(config)
     steps = flat.get("train.num_steps")
     points.append({"name": name, "overrides": {k: flat.get(k) for k in fields},
                    "num_steps": steps if isinstance(steps, int) else 0})

@@ -275,11 +275,12 @@ REUSE_IGNORES = ("checkpoint.", "train.prefetch", "train.profile_steps",
                  "train.peak_flops_per_device", "provenance.")
 
 
-def _flat(d: Mapping, prefix: str = "") -> dict:
+def flat_config(d: Mapping, prefix: str = "") -> dict:
+  """`{"a": {"b": 1}}` -> `{"a.b": 1}` (tuples as lists, as JSON reads them back)."""
   out = {}
   for k, v in d.items():
     if isinstance(v, Mapping):
-      out.update(_flat(v, f"{prefix}{k}."))
+      out.update(flat_config(v, f"{prefix}{k}."))
     else:
       out[f"{prefix}{k}"] = list(v) if isinstance(v, tuple) else v
   return out
@@ -289,7 +290,7 @@ def run_identity(config_dict: Mapping) -> str:
   """What makes two runs the same run: their config without `REUSE_IGNORES` and the
   data-derived fields, as canonical JSON; a field the config predates counts with its
   `LEGACY_DEFAULTS` value (a run saved before `optim.decay_mask` is an `ndim` run)."""
-  flat = {k: v for k, v in {**LEGACY_DEFAULTS, **_flat(config_dict)}.items()
+  flat = {k: v for k, v in {**LEGACY_DEFAULTS, **flat_config(config_dict)}.items()
           if k not in FROM_DATA and not any(k.startswith(i) if i.endswith(".") else k == i
                                             for i in REUSE_IGNORES)}
   return json.dumps(flat, sort_keys=True, default=str)
@@ -350,6 +351,14 @@ def sweep_provenance(configs: Sequence[ExperimentConfig]) -> dict:
     if c.to_dict()["data"] not in data:
       data.append(c.to_dict()["data"])
   return {**provenance.collect(sys.argv), "datasets": [provenance.data_identity(d) for d in data]}
+
+
+def holds_studies(directory: str) -> bool:
+  """A folder without its own sweep.json whose subfolders have one (experiments/results)."""
+  if not os.path.isdir(directory) or os.path.exists(os.path.join(directory, MANIFEST)):
+    return False
+  return any(os.path.exists(os.path.join(directory, d, MANIFEST))
+             for d in sorted(os.listdir(directory)))
 
 
 def read_manifest(sweep_dir: str) -> dict:

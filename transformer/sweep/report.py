@@ -39,6 +39,7 @@ import numpy as np
 from transformer import paths, provenance, user_files
 from transformer.errors import CommandLineError
 from transformer.sweep import points as sweep_lib
+from transformer.sweep.points import holds_studies  # noqa: F401 -- report.holds_studies
 from transformer.sweep import provenance_report
 from transformer.workdir import CONFIG_FILE, PROVENANCE, read_metrics
 
@@ -991,14 +992,6 @@ def _plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
 SUMMARY = "README.md"
 
 
-def holds_studies(directory: str) -> bool:
-  """A folder without its own sweep.json whose subfolders have one (experiments/results)."""
-  if os.path.exists(os.path.join(directory, sweep_lib.MANIFEST)):
-    return False
-  return any(os.path.exists(os.path.join(directory, d, sweep_lib.MANIFEST))
-             for d in sorted(os.listdir(directory)))
-
-
 def write_summary(results_dir: str) -> tuple[str, list[str]]:
   """Writes `results_dir/README.md` from every study under it (a subfolder with sweep.json
   whose sweep file defines `summarize(runs)`): per study its claim, verdict, headline numbers,
@@ -1059,8 +1052,9 @@ def _recipe_changes_since(runs: Sequence[Run]) -> list[str]:
   """Notes on fixes made to the recipe after these runs were trained, read off their saved
   configs: a config without `optim.decay_mask` predates the weight-decay mask by parameter role
   and Admin's profiling on a training batch (both landed together)."""
-  legacy = [r for r in runs if (saved := saved_config(r.workdir)) is not None
-            and "decay_mask" not in _section(saved, "optim")]
+  saved = {r.name: saved_config(r.workdir) for r in runs}
+  legacy = [r for r in runs if saved[r.name] is not None
+            and "decay_mask" not in _section(saved[r.name], "optim")]
   if not legacy:
     return []
   trained = [r for r in legacy if r.num_steps > 1]  # one-step runs measure at init, pre-update
@@ -1068,8 +1062,7 @@ def _recipe_changes_since(runs: Sequence[Run]) -> list[str]:
            "they decayed every parameter with ndim >= 2 (in these unrolled models that adds "
            "only the [heads, head_dim] query/key/value biases; reruns use "
            "`optim.decay_mask=role`)."]
-  admin = [r for r in legacy if _section(saved_config(r.workdir), "model").get(
-      "norm_placement") == "admin"]
+  admin = [r for r in legacy if _section(saved[r.name], "model").get("norm_placement") == "admin"]
   if admin:
     notes.append(f"Its {len(admin)} Admin runs profiled the omegas on an all-zero (padding) "
                  "batch, not on a training batch as Liu et al. 2020 do (fixed since); Admin's "
