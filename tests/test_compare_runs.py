@@ -64,6 +64,10 @@ def test_config_differences_lists_only_the_fields_that_differ(runs):
   configs = [json.load(open(os.path.join(w, "config.json"))) for w in workdirs]
   assert compare.config_differences(configs) == ["seed", "optim.learning_rate"]
   assert compare.config_differences(configs[:1]) == []
+  # Runs record where and when they started (config.json's "provenance"): not a difference.
+  for i, c in enumerate(configs):
+    c["provenance"] = {"host": f"node{i}", "time": f"2026-11-23T10:0{i}:00Z"}
+  assert compare.config_differences(configs) == ["seed", "optim.learning_rate"]
 
 
 def test_report_compares_hand_launched_runs(runs, tmp_path, capsys):

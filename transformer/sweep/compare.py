@@ -20,7 +20,7 @@ from typing import Sequence
 from transformer import kinds, user_files
 from transformer.errors import CommandLineError
 from transformer.sweep import points as sweep_lib
-from transformer.workdir import CONFIG_FILE
+from transformer.workdir import CONFIG_FILE, PROVENANCE
 
 def check_runs(workdirs: Sequence[str]) -> None:
   """One-line CommandLineError for a `--runs` entry that is not a run's workdir."""
@@ -40,9 +40,10 @@ def check_runs(workdirs: Sequence[str]) -> None:
 
 def config_differences(configs: Sequence[dict]) -> list[str]:
   """The flattened config fields (`section.field`, `seed`) whose values are not the same in
-  every config (a field a config lacks counts as `None`), data-derived fields left out, in
-  the first config's order."""
-  flats = [sweep_lib.flat_config(c) for c in configs]
+  every config (a field a config lacks counts as `None`), data-derived fields and the runs'
+  provenance (where and when each started: not config) left out, in the first config's order."""
+  flats = [sweep_lib.flat_config({k: v for k, v in c.items() if k != PROVENANCE})
+           for c in configs]
   keys = []
   for f in flats:
     keys += [k for k in f if k not in keys]
