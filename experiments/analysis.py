@@ -236,21 +236,33 @@ def protocol(runs: Sequence[Run]) -> str:
     return "Protocol: the runs' config.json files are missing; see the sweep file."
   m, o, t, d = (cfg.get(k, {}) for k in ("model", "optim", "train", "data"))
   seeds = sorted({r.seed for r in runs}, key=str)
-  size = (f"{m.get('num_layers', '?')}-layer decoder (layers as swept where swept), d_model "
+  depths = sorted({r.overrides["model.num_layers"] for r in runs
+                   if "model.num_layers" in r.overrides})
+  layers = (f"decoder of {', '.join(str(d) for d in depths)} layers" if len(depths) > 1 else
+            f"{depths[0] if depths else m.get('num_layers', '?')}-layer decoder")
+  size = (f"{layers}, d_model "
           f"{m.get('d_model')}, {m.get('num_heads')} heads, d_ff {m.get('d_ff')}, vocab "
           f"{m.get('vocab_size')}; batch {t.get('batch_size')} x {d.get('seq_len')} tokens; "
           f"{len(seeds)} seeds")
   if t.get("num_steps", 0) <= 1:
     return f"Protocol: one batch at initialization; {size}."
   lrs = sorted({r.overrides[LR] for r in runs if LR in r.overrides})
+  per_placement = {}
+  for r in runs:
+    if LR in r.overrides and PLACEMENT in r.overrides:
+      per_placement.setdefault(r.overrides[PLACEMENT], set()).add(r.overrides[LR])
+  lr_text = ("LR grid " + (", ".join(f"{lr:g}" for lr in lrs) if lrs else
+                           f"{o.get('learning_rate')}"))
+  if len(lrs) > 1 and per_placement and all(len(v) == 1 for v in per_placement.values()):
+    lr_text = "one LR per placement: " + ", ".join(
+        f"{p} {next(iter(v)):g}" for p, v in per_placement.items())  # not a grid
   warmups = sorted({r.overrides.get("optim.warmup_steps", o.get("warmup_steps")) for r in runs})
   return ("Protocol: " + size + f"; {t.get('num_steps')} steps; AdamW (b1 {o.get('b1')}, b2 "
           f"{o.get('b2')}, eps {o.get('eps'):g}) with weight decay {o.get('weight_decay')} "
           "coupled to the LR (optax adamw: the decay is scaled by the schedule), global-norm "
           f"clipping at {o.get('clip_norm')}, linear warm-up of "
           f"{' or '.join(str(w) for w in warmups)} steps then {o.get('decay')} decay to "
-          f"{o.get('end_lr_factor'):g} of the peak; LR grid "
-          + (", ".join(f"{lr:g}" for lr in lrs) if lrs else f"{o.get('learning_rate')}") + ".")
+          f"{o.get('end_lr_factor'):g} of the peak; {lr_text}.")
 
 
 def edge_note(label: str, lr: Optional[float], runs: Sequence[Run]) -> str:

@@ -6,9 +6,16 @@
 Post, pre, peri, DeepNorm, Admin and Mix-LN, each at its best learning rate of lr_sensitivity
 (`BEST_LR`), x depth x {no warm-up, warm-up} x 3 seeds. Layers are scanned
 (`model.scan_layers`) so that 24 layers compile in seconds; with the role-based weight-decay
-mask a scanned stack trains the same model as an unrolled one. The report's table gives, per
-placement and warm-up, the clipped final eval loss at each depth and the deepest depth up to
-which every seed trained (neither diverged nor collapsed).
+mask a scanned stack trains the same model as an unrolled one.
+
+"Stops training" is a threshold, so it is judged as a curve over it, as in warmup_stability:
+a run *trained at X* when it neither diverged nor collapsed and its final eval loss is within
+X nats/token of the best its placement reached with that seed at that depth or a shallower
+one (with or without warm-up). So a placement is judged against itself, not against a
+placement that converges faster at a larger LR, and "deeper" may not cost more than X. The deepest depth up to
+which every seed trained at X is tabulated for several X and drawn in
+`deepest_vs_tolerance.png`; the call is made at `analysis.CALL_TOLERANCE` with the X over
+which it holds. The loss-against-depth figure (`loss_vs_depth.png`) is the raw evidence.
 """
 
 from experiments.presets import TRAINING_SIZES, WARMUP, training
@@ -28,92 +35,264 @@ DEPTHS = {"cpu": [3, 6, 12, 24], "gpu": [6, 12, 24, 48]}
 SEEDS = [0, 1, 2]
 STABLE = ["pre", "deepnorm", "admin"]  # what the papers say trains at every depth
 LOSS_MARGIN = 0.05  # nats/token: post-norm at the largest depth this much worse than pre
+DEPTH = "model.num_layers"
+WARM = "optim.warmup_steps"
+FIGURE = "loss_vs_depth.png"
+TOLERANCE_FIGURE = "deepest_vs_tolerance.png"
 
 
 def get_sweep(size: str = "cpu"):
   base = preset(TRAINING_SIZES, size)
   placements = [{"model.norm_placement": p, "optim.learning_rate": BEST_LR[p]}
                 for p in PLACEMENTS]
-  fixed = {k: v for k, v in training(size).items() if k != "model.num_layers"}
+  fixed = {k: v for k, v in training(size).items() if k != DEPTH}
   return product(base, [{**fixed, "model.scan_layers": True}], placements,
-                 {"model.num_layers": DEPTHS[size]},
-                 {"optim.warmup_steps": [0, WARMUP[size]]}, {"seed": SEEDS})
+                 {DEPTH: DEPTHS[size]}, {WARM: [0, WARMUP[size]]}, {"seed": SEEDS})
 
 
-def deepest_healthy(runs, depths):
-  """The largest depth up to which, at that depth and every smaller one, every seed trained
-  healthily (None when the smallest already fails)."""
+def reference(runs) -> dict:
+  """`{(placement, seed, depth): the lowest clipped final loss that placement and seed reached
+  at that depth or any shallower one, with or without warm-up}`: what a run is judged against."""
+  from experiments import analysis as a  # noqa: PLC0415
+  at = {}
+  for r in runs:
+    v = a.clipped_final_loss(r)
+    if v is not None:
+      key = (r.overrides[a.PLACEMENT], r.seed, r.overrides[DEPTH])
+      at[key] = min(v, at.get(key, float("inf")))
+  return {(p, s, d): min(v for (q, t, e), v in at.items() if q == p and t == s and e <= d)
+          for (p, s, d) in at}
+
+
+def gap_to_reference(run, ref) -> float:
+  """How far (nats/token) the run ended above its placement's best at its depth or shallower
+  (same seed); inf for a run that diverged, collapsed or has not ended."""
+  from experiments import analysis as a  # noqa: PLC0415
+  v = a.clipped_final_loss(run)
+  key = (run.overrides[a.PLACEMENT], run.seed, run.overrides[DEPTH])
+  if v is None or run.status != "finished" or key not in ref:
+    return float("inf")
+  return v - ref[key]
+
+
+def deepest_trained(runs, depths, ref, tolerance):
+  """The largest depth up to which, at that depth and every smaller one, every seed of `runs`
+  (one placement and warm-up) trained at `tolerance` (None when the smallest already fails)."""
   deepest = None
   for d in depths:
-    at = [r for r in runs if r.overrides["model.num_layers"] == d]
-    if not at or not all(r.healthy for r in at):
+    at = [r for r in runs if r.overrides[DEPTH] == d]
+    if not at or not all(gap_to_reference(r, ref) <= tolerance for r in at):
       break
     deepest = d
   return deepest
 
 
-def analyze(runs):
-  """Per placement and warm-up: the clipped final eval loss at each depth (mean ± 95% CI over
-  seeds) and the deepest depth up to which every seed trained. Then: does post-norm fail (or
-  fall behind pre-norm by more than LOSS_MARGIN at the largest depth, paired by seed) where
-  pre-norm, DeepNorm and Admin train at every depth?"""
+def measure(runs):
+  """Everything the verdict, the figures and the summary use."""
   from experiments import analysis as a  # noqa: PLC0415
-  depths = sorted({r.overrides["model.num_layers"] for r in runs})
-  warmups = sorted({r.overrides["optim.warmup_steps"] for r in runs})
+  depths = sorted({r.overrides[DEPTH] for r in runs})
+  warmups = sorted({r.overrides[WARM] for r in runs})
   placements = [p for p in PLACEMENTS if a.select(runs, model__norm_placement=p)]
-  rows, deepest = [], {}
-  for p in placements:
-    for w in warmups:
-      mine = a.select(runs, model__norm_placement=p, optim__warmup_steps=w)
-      deepest[p, w] = deepest_healthy(mine, depths)
-      cells = [a.ci(v for v in (a.clipped_final_loss(r) for r in mine
-                                if r.overrides["model.num_layers"] == d) if v is not None)
-               for d in depths]
-      rows.append([p, w, *cells, deepest[p, w] if deepest[p, w] is not None else "none",
-                   a.status_counts(mine)])
-  top, warm = depths[-1], warmups[-1]
-  lines = [a.protocol(runs), "", "Clipped final eval loss (nats/token; diverged runs count as ln V) at each depth, "
-           "each placement at its best LR (" + ", ".join(f"{p} {BEST_LR[p]:g}" for p in placements)
-           + "), mean ± 95% CI over seeds; and the deepest depth up to which every seed trained:",
-           "", *a.table(["placement", "warm-up", *(f"loss @ {d} layers" for d in depths),
-                         "trains up to", "runs"], rows), ""]
+  sets = {(p, w): a.select(runs, model__norm_placement=p, optim__warmup_steps=w)
+          for p in placements for w in warmups}
+  ref = reference(runs)
+  deepest = {k: {t: deepest_trained(v, depths, ref, t) for t in a.TOLERANCES}
+             for k, v in sets.items()}
+  # deepest_trained changes only where X crosses some run's gap to its reference.
+  points = sorted({g for r in runs for g in [gap_to_reference(r, ref)] if g < float("inf")})
+  return dict(depths=depths, warmups=warmups, placements=placements, sets=sets, ref=ref,
+              deepest=deepest, points=points, x=a.CALL_TOLERANCE, top=depths[-1],
+              warm=warmups[-1], none=warmups[0])
+
+
+def _call_at(m, x):
+  """(post fails at some depth, the STABLE placements that fail at some depth), with warm-up,
+  at tolerance x."""
+  top, warm = m["top"], m["warm"]
+  deep = lambda p: deepest_trained(m["sets"][(p, warm)], m["depths"], m["ref"], x)  # noqa: E731
+  post_fails = ("post", warm) in m["sets"] and deep("post") != top
+  stable_bad = [p for p in STABLE if (p, warm) in m["sets"] and deep(p) != top]
+  return post_fails, stable_bad
+
+
+def _post_minus_pre(runs, m):
+  """Per seed, post-norm's minus pre-norm's clipped final loss at the largest depth, with
+  warm-up."""
+  from experiments import analysis as a  # noqa: PLC0415
   gap = []
-  for s in sorted({r.overrides["seed"] for r in runs}):
-    post = a.select(runs, model__norm_placement="post", optim__warmup_steps=warm,
-                    model__num_layers=top, seed=s)
-    pre = a.select(runs, model__norm_placement="pre", optim__warmup_steps=warm,
-                    model__num_layers=top, seed=s)
+  for s in sorted({r.seed for r in runs}):
+    post = a.select(runs, model__norm_placement="post", optim__warmup_steps=m["warm"],
+                    model__num_layers=m["top"], seed=s)
+    pre = a.select(runs, model__norm_placement="pre", optim__warmup_steps=m["warm"],
+                   model__num_layers=m["top"], seed=s)
     if post and pre:
       vp, vq = a.clipped_final_loss(post[0]), a.clipped_final_loss(pre[0])
       if vp is not None and vq is not None:
         gap.append(vp - vq)
-  if ("post", warm) not in deepest:
-    return lines + [a.verdict(None, "No post-norm runs with warm-up: nothing to judge.")]
-  post_fails = deepest["post", warm] != top
+  return gap
+
+
+def _judge(m, runs):
+  """(agrees, text) at the call's tolerance."""
+  from experiments import analysis as a  # noqa: PLC0415
+  top, warm, x = m["top"], m["warm"], m["x"]
+  post_fails, stable_bad = _call_at(m, x)
+  gap = _post_minus_pre(runs, m)
   mean, half = a.mean_ci(gap) if gap else (float("nan"), float("nan"))
   post_behind = len(gap) > 1 and mean - half > LOSS_MARGIN
-  stable_ok = [p for p in STABLE if deepest.get((p, warm)) == top]
-  stable_bad = [p for p in STABLE if (p, warm) in deepest and p not in stable_ok]
-  lines.append(f"At {top} layers with warm-up {warm}, post-norm minus pre-norm final loss, "
-               f"paired by seed: {a.fmt(mean, half)} nats/token (margin {LOSS_MARGIN}).")
-  lines.append("")
-  what = ("post-norm fails to train at some depth up to " + str(top) if post_fails else
-          "post-norm trains at every depth" + (" but ends worse than pre-norm at the largest"
-                                               if post_behind else ""))
+  what = (f"post-norm stops training at some depth up to {top} (it diverges, collapses or "
+          "ends more than X above its best at a shallower depth)" if post_fails else
+          f"post-norm trains at every depth up to {top}" + (
+              " but ends worse than pre-norm at the largest" if post_behind else ""))
   others = ("pre-norm, DeepNorm and Admin train at every depth" if not stable_bad else
-            f"{', '.join(stable_bad)} also fail(s) at some depth")
-  if (post_fails or post_behind) and not stable_bad:
-    lines.append(a.verdict(True, f"With warm-up, {what}; {others}."))
-  elif post_fails or post_behind or not stable_bad:
-    lines.append(a.verdict("partly", f"With warm-up, {what}; {others}."))
+            f"{', '.join(stable_bad)} also stop(s) training at some depth")
+  text = f"At X = {x:g}, with warm-up {warm}: {what}; {others}"
+  if not (post_fails or post_behind):
+    agrees = False  # the claim's subject: post-norm is the placement that stops training
   else:
-    lines.append(a.verdict(False, f"With warm-up, {what}; {others}."))
-  if warmups[0] != warm:
-    none = {p: deepest.get((p, warmups[0])) for p in placements}
-    lines += ["", "Without warm-up, the deepest depth every seed trained at: "
-              + ", ".join(f"{p} {none[p] if none[p] is not None else 'none'}" for p in placements)
-              + "."]
+    agrees = True if not stable_bad else "partly"
+  return agrees, text, (mean, half)
+
+
+def analyze(runs):
+  """Per placement and warm-up: the clipped final eval loss at each depth (mean ± 95% CI over
+  seeds) and the deepest depth every seed trained at, over X. Then: does post-norm fail (or
+  fall behind pre-norm by more than LOSS_MARGIN at the largest depth, paired by seed) where
+  pre-norm, DeepNorm and Admin train at every depth?"""
+  from experiments import analysis as a  # noqa: PLC0415
+  if not runs:
+    return [a.verdict(None, "No runs.")]
+  m = measure(runs)
+  depths, top, warm, none, x = m["depths"], m["top"], m["warm"], m["none"], m["x"]
+  rows = []
+  for (p, w), mine in m["sets"].items():
+    cells = [a.ci(v for v in (a.clipped_final_loss(r) for r in mine
+                              if r.overrides[DEPTH] == d) if v is not None) for d in depths]
+    rows.append([p, w, *cells, a.status_counts(mine)])
+  fmt_d = lambda d: "none" if d is None else str(d)  # noqa: E731
+  lines = [a.protocol(runs), "",
+           "Clipped final eval loss (nats/token; diverged runs count as ln V) at each depth, "
+           "each placement at its best LR (" + ", ".join(
+               f"{p} {BEST_LR[p]:g}" for p in m["placements"]) + "), mean ± 95% CI over seeds:",
+           "", *a.table(["placement", "warm-up", *(f"loss @ {d} layers" for d in depths),
+                         "runs"], rows), "",
+           "A run *trained at X* when it neither diverged nor collapsed and its final eval loss "
+           "is within X nats/token of the best its placement reached with that seed at that "
+           "depth or a shallower one (with or without warm-up): getting deeper may not cost "
+           "more than X. Deepest depth up to which every seed trained at X (none: the "
+           "shallowest already fails), without / with warm-up:", "",
+           *a.table(["placement", *(f"X = {t:g}" for t in a.TOLERANCES)],
+                    [[p, *(f"{fmt_d(m['deepest'][(p, none)][t])} / "
+                           f"{fmt_d(m['deepest'][(p, warm)][t])}" for t in a.TOLERANCES)]
+                     for p in m["placements"]]), ""]
+  if ("post", warm) not in m["sets"]:
+    return lines + [a.verdict(None, "No post-norm runs with warm-up: nothing to judge.")]
+  agrees, text, (mean, half) = _judge(m, runs)
+  as_paper = a.intervals_where(
+      lambda t: (lambda f, b: f and not b)(*_call_at(m, t)), m["points"])
+  post_fails = a.intervals_where(lambda t: _call_at(m, t)[0], m["points"])
+  lines += [f"At {top} layers with warm-up {warm}, post-norm minus pre-norm final loss, "
+            f"paired by seed: {a.fmt(mean, half)} nats/token (margin {LOSS_MARGIN}).", "",
+            f"Over X in [0, 1]: post-norm stops training at some depth for "
+            f"{a.intervals_text(post_fails)}; post-norm does while pre-norm, DeepNorm and "
+            f"Admin train at every depth (the papers' picture) for {a.intervals_text(as_paper)}.",
+            "", a.verdict(agrees, text + ".")]
+  if none != warm:
+    dn = {p: m["deepest"][(p, none)][x] for p in m["placements"]}
+    dw = {p: m["deepest"][(p, warm)][x] for p in m["placements"]}
+    sooner = [p for p in m["placements"] if (dn[p] or 0) < (dw[p] or 0)]
+    lines += ["", f"Without warm-up, at X = {x:g}, the deepest depth every seed trained at: "
+              + ", ".join(f"{p} {fmt_d(dn[p])}" for p in m["placements"]) + ". Dropping "
+              "warm-up makes the stack fail sooner for: "
+              + (", ".join(sooner) if sooner else "no placement") + "."]
   steps = max(r.num_steps for r in runs)
-  lines += ["", f"Trained {steps} steps on a small model: far from the papers' translation "
-            "models, so a failure here is a finding at this scale."]
+  lines += ["", f"Trained {steps} steps on a small model at each placement's 6-layer best LR "
+            "(not re-tuned per depth): far from the papers' translation models, so a failure "
+            "here is a finding at this scale."]
   return lines
+
+
+def figures(runs, sweep_dir):
+  """`loss_vs_depth.png`: clipped final loss against depth, one panel per warm-up, one colour
+  per placement (mean line, every seed a mark, diverged runs an x); and
+  `deepest_vs_tolerance.png`: the deepest depth trained at X against X."""
+  import os  # noqa: PLC0415
+  import numpy as np  # noqa: PLC0415
+  from experiments import analysis as a  # noqa: PLC0415
+  from transformer.sweep import report  # noqa: PLC0415
+  if not runs:
+    return []
+  m = measure(runs)
+  plt = report._pyplot()  # noqa: SLF001
+  colours = {p: f"C{i}" for i, p in enumerate(PLACEMENTS)}
+  fig, axes = plt.subplots(1, len(m["warmups"]), figsize=(4.2 * len(m["warmups"]) + 1.6, 3.4),
+                           sharey=True, squeeze=False)
+  for ax, w in zip(axes[0], m["warmups"]):
+    for j, p in enumerate(m["placements"]):
+      means = []
+      for d in m["depths"]:
+        at = [r for r in m["sets"][(p, w)] if r.overrides[DEPTH] == d]
+        vals = [(r, a.clipped_final_loss(r)) for r in at]
+        vals = [(r, v) for r, v in vals if v is not None]
+        xs = d * 2 ** ((j - len(m["placements"]) / 2) * 0.03)  # spread the marks
+        for r, v in vals:
+          ax.plot([xs], [v], color=colours[p], alpha=0.7,
+                  **report.MARKS["diverged" if r.status == "diverged" else "finished"])
+        means.append(np.mean([v for _, v in vals]) if vals else np.nan)
+      ax.plot(m["depths"], means, "-", color=colours[p], lw=1.4, label=p)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(m["depths"], [str(d) for d in m["depths"]])
+    ax.minorticks_off()
+    ax.set_title("no warm-up" if w == 0 else f"warm-up {w} steps")
+    ax.set_xlabel("layers")
+    ax.grid(alpha=0.3)
+  axes[0][0].set_ylabel("clipped final eval loss (nats/token)")
+  axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+  fig.tight_layout()
+  report.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
+
+  xs = [round(0.01 * i, 2) for i in range(0, 101)]
+  ticks = {d: i + 1 for i, d in enumerate(m["depths"])}
+  n = len(m["placements"])
+  fig, axes = plt.subplots(1, n, figsize=(2.6 * n + 1.6, 2.8), sharey=True, squeeze=False)
+  for ax, p in zip(axes[0], m["placements"]):
+    for w, style, colour in ((m["none"], "--", "tab:red"), (m["warm"], "-", "tab:blue")):
+      ys = [ticks.get(deepest_trained(m["sets"][(p, w)], m["depths"], m["ref"], t), 0)
+            for t in xs]
+      ax.step(xs, ys, style, where="post", color=colour, lw=1.6,
+              label="no warm-up" if w == 0 else f"warm-up {w}")
+    ax.axvline(m["x"], color="gray", lw=0.8, ls=":")
+    ax.set_title(p)
+    ax.set_xlabel("tolerance X (nats)")
+    ax.grid(alpha=0.3)
+  axes[0][0].set_yticks([0, *ticks.values()], ["none", *(str(d) for d in m["depths"])])
+  axes[0][0].set_ylabel("deepest depth trained")
+  axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+  fig.tight_layout()
+  report.save_png(plt, fig, os.path.join(sweep_dir, TOLERANCE_FIGURE), dpi=90)
+  return [("Clipped final eval loss against depth (line: mean over seeds; marks: seeds; x: "
+           "diverged)", FIGURE),
+          (f"Deepest depth up to which every seed ended within X nats of its placement's best at "
+           f"that depth or shallower, against X "
+           f"(dotted: the call's X = {m['x']:g})", TOLERANCE_FIGURE)]
+
+
+def summarize(runs):
+  """The summary's entry (transformer/sweep/report.write_summary)."""
+  from experiments import analysis as a  # noqa: PLC0415
+  m = measure(runs)
+  agrees, text, (mean, half) = _judge(m, runs)
+  top, warm, none, x = m["top"], m["warm"], m["none"], m["x"]
+  fmt_d = lambda d: "none" if d is None else str(d)  # noqa: E731
+  numbers = [text]
+  numbers += [f"{p} at {top} layers, warm-up {warm}: clipped final loss " + a.ci(
+      v for v in (a.clipped_final_loss(r) for r in m["sets"][(p, warm)]
+                  if r.overrides[DEPTH] == top) if v is not None) + " nats/token"
+              for p in m["placements"]]
+  numbers.append(f"post minus pre at {top} layers, warm-up {warm}, paired by seed: "
+                 f"{a.fmt(mean, half)} nats/token")
+  return {"verdict": a.verdict_word(agrees), "numbers": numbers, "figure": FIGURE,
+          "placements": {p: {f"deepest depth trained at X={x:g}, no warm-up / warm-up {warm}":
+                             f"{fmt_d(m['deepest'][(p, none)][x])} / "
+                             f"{fmt_d(m['deepest'][(p, warm)][x])}"}
+                         for p in m["placements"]}}

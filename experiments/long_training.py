@@ -104,3 +104,23 @@ def analyze(runs):
     lines.append(a.verdict(False, f"After {long} steps {o_long[0]} is best, not "
                            f"{o_short[0]}: the short-run ordering does not hold."))
   return lines
+
+
+def summarize(runs):
+  """The summary's entry (transformer/sweep/report.write_summary): the verdict, each
+  placement's loss after each run length, and the learning curves."""
+  from experiments import analysis as a  # noqa: PLC0415
+  lines = analyze(runs)
+  verdict = next(l for l in lines if l.startswith("**"))
+  word = verdict.split("**")[1].rstrip(".").lower()
+  order = [l for l in lines if l.startswith("Ordering after")]
+  steps = sorted({r.num_steps for r in runs})
+  numbers = [verdict.split("** ", 1)[1], *order]
+  for p in PLACEMENTS:
+    mine = a.select(runs, model__norm_placement=p)
+    if mine:
+      numbers.append(f"{p} (LR {BEST_LR[p]:g}): " + "; ".join(
+          f"{a.ci(v for v in (a.clipped_final_loss(r) for r in mine if r.num_steps == n) if v is not None)}"
+          f" after {n} steps" for n in steps))
+  return {"verdict": {"inconclusive": "is inconclusive"}.get(word, word), "numbers": numbers,
+          "figure": "curves.png"}

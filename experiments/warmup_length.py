@@ -9,6 +9,13 @@ training studies' recipe. The warm-up 0 and `WARMUP` points are warmup_stability
 lr_sensitivity's runs: `--reuse_runs_from` links them when those studies were run with this
 code (a run made before the role-based weight-decay mask has `optim.decay_mask=ndim` and is
 not linked). On the cpu preset, warm-up 200 is the whole 200-step run: the LR only rises.
+
+Stability is judged as in warmup_stability: a run *trained at X* when it did not diverge and
+its final eval loss is within X nats/token of the best final loss its seed reached at any LR
+in the same setting (placement and warm-up length); the largest LR up to which every seed
+trained at X is tabulated for several X and drawn against the warm-up length in
+`largest_lr_vs_warmup.png`, and the call is made at `analysis.CALL_TOLERANCE` with the X over
+which it holds.
 """
 
 from experiments.presets import LRS, TRAINING_SIZES, training
@@ -29,54 +36,137 @@ def get_sweep(size: str = "cpu"):
                  {"seed": [0, 1, 2]})
 
 
+FIGURE = "largest_lr_vs_warmup.png"
+FIGURE_TOLERANCES = (0.1, 0.3, 0.5)
+
+
 def _grid_index(lr, lrs):
   return -1 if lr is None else lrs.index(lr)
 
 
-def analyze(runs):
-  """Per placement and warm-up length: the largest LR up to which every seed trained, the
-  best LR's clipped final loss, and the LR sensitivity (per seed, mean ± 95% CI). The claim
-  holds when post-norm's largest stable LR at the longest warm-up is above its value without
-  warm-up, and pre-norm's moves by at most one grid step across warm-up lengths."""
+def measure(runs):
+  """Everything the verdict, the figure and the summary use."""
   from experiments import analysis as a  # noqa: PLC0415
   lrs = sorted({r.overrides[a.LR] for r in runs})
   warmups = sorted({r.overrides["optim.warmup_steps"] for r in runs})
   placements = [p for p in PLACEMENTS if a.select(runs, model__norm_placement=p)]
-  rows, largest = [], {}
-  for p in placements:
-    for w in warmups:
-      mine = a.select(runs, model__norm_placement=p, optim__warmup_steps=w)
-      largest[p, w] = a.largest_stable_lr(mine)
-      per_lr = a.mean_clipped_loss_per_lr(mine, a.LR)
-      best = min(per_lr, key=per_lr.get) if per_lr else None
-      best_losses = [a.clipped_final_loss(r) for r in mine if r.overrides[a.LR] == best]
-      rows.append([p, w, "none" if largest[p, w] is None else f"{largest[p, w]:g}",
-                   "-" if best is None else f"{best:g}",
-                   a.ci(v for v in best_losses if v is not None),
-                   a.ci(a.per_seed(mine, a.lr_sensitivity)), a.status_counts(mine)])
-  lines = [a.protocol(runs), "", "Per placement and warm-up length (steps of linear warm-up, then cosine decay): "
-           "the largest LR up to which every seed trained (counted up from the best LR), the "
-           "best LR and its clipped final eval loss, and the LR sensitivity (Wortsman et al.; "
-           "per seed, mean ± 95% CI):", "",
-           *a.table(["placement", "warm-up", "largest stable LR", "best LR", "loss @ best LR",
-                     "LR sensitivity", "runs"], rows), ""]
-  if "post" not in placements or len(warmups) < 2:
-    return lines + [a.verdict(None, "Needs post-norm runs at two warm-up lengths or more.")]
-  post = [_grid_index(largest["post", w], lrs) for w in warmups]
-  post_grows = post[-1] > post[0]
-  said = "post-norm's largest stable LR goes " + " -> ".join(
-      "none" if i < 0 else f"{lrs[i]:g}" for i in post) + f" over warm-up {warmups}"
-  pre_flat = None
-  if "pre" in placements:
-    pre = [_grid_index(largest["pre", w], lrs) for w in warmups]
-    pre_flat = max(pre) - min(pre) <= 1
-    said += ("; pre-norm's " + " -> ".join("none" if i < 0 else f"{lrs[i]:g}" for i in pre))
+  sets = {(p, w): a.select(runs, model__norm_placement=p, optim__warmup_steps=w)
+          for p in placements for w in warmups}
+  points = sorted({b for v in sets.values() for b in a.breakpoints(v)})
+  return dict(lrs=lrs, warmups=warmups, placements=placements, sets=sets, points=points,
+              x=a.CALL_TOLERANCE)
+
+
+def _call_at(m, x):
+  """(post-norm's largest trained LR grows from no/shortest to longest warm-up, pre-norm's
+  moves by at most one grid step across warm-up lengths (None without pre-norm runs)), and
+  the grid indices behind them, at tolerance x."""
+  from experiments import analysis as a  # noqa: PLC0415
+  idx = {p: [_grid_index(a.largest_trained_lr(m["sets"][(p, w)], x), m["lrs"])
+             for w in m["warmups"]] for p in m["placements"]}
+  post_grows = "post" in idx and idx["post"][-1] > idx["post"][0]
+  pre_flat = None if "pre" not in idx else max(idx["pre"]) - min(idx["pre"]) <= 1
+  return post_grows, pre_flat, idx
+
+
+def _judge(m):
+  x, lrs, warmups = m["x"], m["lrs"], m["warmups"]
+  post_grows, pre_flat, idx = _call_at(m, x)
+  path = lambda p: " -> ".join("none" if i < 0 else f"{lrs[i]:g}" for i in idx[p])  # noqa: E731
+  said = f"at X = {x:g}, post-norm's largest trained LR goes {path('post')} over warm-up {warmups}"
+  if "pre" in idx:
+    said += f"; pre-norm's {path('pre')}"
   if post_grows and pre_flat in (True, None):
-    lines.append(a.verdict(True, f"{said}: longer warm-up lets post-norm train at larger LRs, "
-                           "pre-norm hardly depends on it."))
-  elif post_grows or pre_flat:
-    lines.append(a.verdict("partly", f"{said}."))
-  else:
-    lines.append(a.verdict(False, f"{said}: post-norm gains no stable LR from a longer "
-                           "warm-up here."))
+    return True, said + ": a longer warm-up lets post-norm train at larger LRs, pre-norm hardly depends on it"
+  if post_grows or pre_flat:
+    return "partly", said
+  return False, said + ": post-norm gains no trainable LR from a longer warm-up here"
+
+
+def analyze(runs):
+  """Per placement and warm-up length: the largest LR up to which every seed trained at X
+  (for several X), the best LR's clipped final loss, and the LR sensitivity (per seed, mean ±
+  95% CI). The claim holds at X when post-norm's largest trained LR at the longest warm-up is
+  above its value at the shortest, and pre-norm's moves by at most one grid step across
+  warm-up lengths."""
+  from experiments import analysis as a  # noqa: PLC0415
+  m = measure(runs)
+  lrs, warmups, x = m["lrs"], m["warmups"], m["x"]
+  rows = []
+  for (p, w), mine in m["sets"].items():
+    best = a.best_lr(mine)
+    best_losses = [a.clipped_final_loss(r) for r in mine if r.overrides[a.LR] == best]
+    rows.append([p, w, *(a.fmt_lr(a.largest_trained_lr(mine, t)) for t in a.TOLERANCES),
+                 a.fmt_lr(best), a.ci(v for v in best_losses if v is not None),
+                 a.ci(a.per_seed(mine, a.lr_sensitivity)), a.status_counts(mine)])
+  lines = [a.protocol(runs), "",
+           "A run *trained at X* when it did not diverge and its final eval loss is within X "
+           "nats/token of the best final loss its seed reached at any LR in the same setting. "
+           "Per placement and warm-up length (steps of linear warm-up, then cosine decay): the "
+           "largest LR up to which every seed trained at X (counted up from the best LR; none: "
+           "the best LR's own runs fail), the best LR and its clipped final eval loss, and the "
+           "LR sensitivity (Wortsman et al.; per seed, mean ± 95% CI):", "",
+           *a.table(["placement", "warm-up", *(f"X = {t:g}" for t in a.TOLERANCES), "best LR",
+                     "loss @ best LR", "LR sensitivity", "runs"], rows), ""]
+  if "post" not in m["placements"] or len(warmups) < 2:
+    return lines + [a.verdict(None, "Needs post-norm runs at two warm-up lengths or more.")]
+  grows = a.intervals_where(lambda t: _call_at(m, t)[0], m["points"])
+  both = a.intervals_where(lambda t: (lambda g, f, _: g and f in (True, None))(*_call_at(m, t)),
+                           m["points"])
+  agrees, said = _judge(m)
+  lines += [f"Over X in [0, 1]: post-norm's largest trained LR grows with the warm-up length "
+            f"for {a.intervals_text(grows)}; it grows while pre-norm's stays within one grid "
+            f"step (the paper's picture) for {a.intervals_text(both)}.", "",
+            a.verdict(agrees, said + ".")]
+  edge = [f"{p} at warm-up {w}" for (p, w), mine in m["sets"].items()
+          if a.largest_trained_lr(mine, x) == lrs[-1]]
+  if edge:
+    lines += ["", f"At X = {x:g} the largest trained LR is the grid's largest ({lrs[-1]:g}) for "
+              + ", ".join(edge) + ": a lower bound; the grid does not find where they fail."]
   return lines
+
+
+def figures(runs, sweep_dir):
+  """`largest_lr_vs_warmup.png`: per placement, the largest trained LR against the warm-up
+  length, one line per tolerance X."""
+  import os  # noqa: PLC0415
+  from experiments import analysis as a  # noqa: PLC0415
+  from transformer.sweep import report  # noqa: PLC0415
+  if not runs:
+    return []
+  m = measure(runs)
+  plt = report._pyplot()  # noqa: SLF001
+  n = len(m["placements"])
+  fig, axes = plt.subplots(1, n, figsize=(3.4 * n + 1.4, 3.2), sharey=True, squeeze=False)
+  ticks = {lr: i + 1 for i, lr in enumerate(m["lrs"])}
+  xpos = list(range(len(m["warmups"])))
+  for ax, p in zip(axes[0], m["placements"]):
+    for k, t in enumerate(FIGURE_TOLERANCES):
+      ys = [ticks.get(a.largest_trained_lr(m["sets"][(p, w)], t), 0) for w in m["warmups"]]
+      ax.plot([xp + (k - 1) * 0.06 for xp in xpos], ys, "-o", ms=4, lw=1.4,
+              color=f"C{k}", label=f"X = {t:g}" + (" (the call)" if t == m["x"] else ""))
+    ax.set_xticks(xpos, [str(w) for w in m["warmups"]])
+    ax.set_title(p)
+    ax.set_xlabel("warm-up steps")
+    ax.grid(alpha=0.3)
+  axes[0][0].set_yticks([0, *ticks.values()], ["none", *(f"{lr:g}" for lr in m["lrs"])])
+  axes[0][0].set_ylabel("largest trained LR")
+  axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+  fig.tight_layout()
+  report.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
+  return [("Largest LR every seed trained at within X nats of its best, against the warm-up "
+           "length", FIGURE)]
+
+
+def summarize(runs):
+  """The summary's entry (transformer/sweep/report.write_summary)."""
+  from experiments import analysis as a  # noqa: PLC0415
+  m = measure(runs)
+  agrees, said = _judge(m)
+  x = m["x"]
+  return {"verdict": a.verdict_word(agrees), "numbers": [said], "figure": FIGURE,
+          "placements": {p: {f"largest LR trained at X={x:g} over warm-up "
+                             + "/".join(str(w) for w in m["warmups"]):
+                             " / ".join(a.fmt_lr(a.largest_trained_lr(m["sets"][(p, w)], x))
+                                        for w in m["warmups"])}
+                         for p in m["placements"]}}

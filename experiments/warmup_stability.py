@@ -4,8 +4,9 @@
       --sweep_dir=runs/studies/warmup_stability --parallel=2 \
       --reuse_runs_from=runs/studies/lr_sensitivity
 
-Post, pre, DeepNorm and Admin x {no warm-up, warm-up} x the LR grid x 3 seeds. The runs with
-warm-up are lr_sensitivity's (same config): with `--reuse_runs_from` they are linked, not
+Post, pre, DeepNorm and Admin x {no warm-up, warm-up} x the LR grid; 5 seeds for post and
+pre (the judged placements), 3 for DeepNorm and Admin (`SEEDS`). The runs with warm-up and
+seeds 0..2 are lr_sensitivity's (same config): with `--reuse_runs_from` they are linked, not
 trained again.
 
 "Trained" is a threshold, so the verdict is given as a curve over it: a run is *trained at X*
@@ -33,11 +34,17 @@ LOSS_MARGIN = 0.05  # nats/token: a loss cost of dropping warm-up worth naming
 FIGURE = "largest_lr_vs_tolerance.png"
 
 
+# Seeds per placement: the judged placements get SEEDS_NEEDED (5/5 against 0/5 seeds is the
+# first count difference a Fisher test can call significant), the measured ones 3.
+SEEDS = {"post": 5, "pre": 5, "deepnorm": 3, "admin": 3}
+
+
 def get_sweep(size: str = "cpu"):
   base = preset(TRAINING_SIZES, size)
-  return product(base, [training(size)], {"model.norm_placement": PLACEMENTS},
-                 {"optim.warmup_steps": [0, WARMUP[size]]},
-                 {"optim.learning_rate": LRS[size]}, {"seed": [0, 1, 2]})
+  return [point for p in PLACEMENTS for point in product(
+      base, [training(size)], {"model.norm_placement": [p]},
+      {"optim.warmup_steps": [0, WARMUP[size]]}, {"optim.learning_rate": LRS[size]},
+      {"seed": list(range(SEEDS[p]))})]
 
 
 def _settings(runs):
@@ -180,20 +187,23 @@ def analyze(runs):
 
 
 def _seeds_needed(m, runs, n):
+  """Which runs a count difference needs to become significant: seeds n..SEEDS_NEEDED-1 at
+  every grid LR of the judged placements and of any with a count difference, with and without
+  warm-up ("trained" is relative to each seed's best over the LRs, so a new seed needs the
+  whole grid, not only the LR where the counts differ)."""
   from experiments import analysis as a  # noqa: PLC0415
   k = a.SEEDS_NEEDED
-  points = []
-  for p in m["placements"]:
-    c = m["counts"][p]
-    if c:
-      points += [f"`norm_placement={p},warmup_steps={w},learning_rate={c[0]:g},seed={s}`"
-                 for w in (m["none"], m["some"]) for s in range(n, k)]
-  if not points:
+  if n >= k:
     return ""
+  placements = [p for p in m["placements"] if p in JUDGED or m["counts"][p]]
+  lrs = sorted({r.overrides[a.LR] for r in runs})
+  total = len(placements) * 2 * len(lrs) * (k - n)
   return (f"Seeds: {n} seeds cannot make a count difference significant; {k} can (then {k}/{k} "
-          f"against 0/{k} gives p = {a.best_possible_p(k):.3f}). Points to add: "
-          + ", ".join(points) + f" (set the seed axis of get_sweep to range({k}) and rerun the "
-          "sweep command above; it trains only the missing points).")
+          f"against 0/{k} gives p = {a.best_possible_p(k):.3f}). Runs to add: seeds "
+          f"{n}..{k - 1} of {', '.join(placements)} at every grid LR, with and without warm-up "
+          f"({total} runs; a new seed needs the whole grid because trained is judged against "
+          f"its own best LR). Set the seed axis of get_sweep to range({k}) and rerun the sweep "
+          "command above; it trains only the missing points.")
 
 
 def figures(runs, sweep_dir):

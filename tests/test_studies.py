@@ -187,7 +187,9 @@ def test_stability_is_a_curve_over_the_tolerance_and_flips_at_a_known_x():
   # 3/3 against 0/3 seeds: Fisher p = 0.1, not significant: the verdict does not say Agrees.
   assert "0/3 seeds trained without warm-up vs 3/3 with, Fisher p = 0.10" in text
   assert _verdict(lines).startswith("**Inconclusive.**")
-  assert "seed=3" in text and "seed=4" in text  # the points to add
+  # The runs to add: seeds 3..4 over the whole grid of post and pre (2 LRs x 2 warm-ups).
+  assert "Runs to add: seeds 3..4 of post, pre at every grid LR" in text
+  assert "(16 runs;" in text
   # Five seeds: 5/5 against 0/5, p = 0.008: the call stands.
   lines = warmup_stability.analyze(_warmup_runs({("post", 0): 0.4, ("post", 24): 0.1},
                                                 seeds=5))
