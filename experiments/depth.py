@@ -27,7 +27,9 @@ CLAIM = ("Liu et al. 2020 (Admin); Wang et al. 2022 (DeepNet): post-norm stops t
          "sooner.")
 PLACEMENTS = ["post", "pre", "peri", "deepnorm", "admin", "mix"]
 # Best LR of each placement in lr_sensitivity (cpu: 6 layers, 200 steps, warm-up 20; see
-# experiments/README.md). The gpu preset has not been run: the same values, to be replaced
+# experiments/README.md). Those runs read Python 3.11.7's stdlib corpus with the ndim decay
+# mask; the committed depth runs read Python 3.12.1's with the role mask, so these are
+# near-best LRs here, not tuned ones. The gpu preset has not been run: the same values, to be replaced
 # by its own lr_sensitivity's.
 BEST_LR = {"post": 1e-3, "deepnorm": 3e-3, "admin": 3e-3, "pre": 1e-2, "peri": 1e-2,
            "mix": 1e-2}

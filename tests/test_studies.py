@@ -391,3 +391,12 @@ def test_summary_collects_every_study(tmp_path, monkeypatch):
   assert "## one" in text and "the data disagrees" in text and "- x = 1 ± 0.1" in text
   assert "![one](one/f.png)" in text and f"--sweep_dir={results}/two`" in text
   assert "| q_one | one-value (one) |" in text and "| q_two | two-value (two) |" in text
+  # No corpus fingerprint yet: the data table says so, and no mixed-corpus warning.
+  assert "| one | - | 1 run(s) predate provenance: not recorded |" in text
+  assert "different corpora" not in text
+  # Two studies judged against different unigram entropies read different corpora.
+  for name, h in (("one", 3.3194484), ("two", 3.3592174)):
+    (results / name / "unigram_entropy.json").write_text(json.dumps({"k": h}))
+  text = open(report.write_summary(str(results))[0]).read()
+  assert "**The studies read 2 different corpora** (unigram entropies 3.3194, 3.3592)" in text
+  assert "| two | 3.3592 |" in text

@@ -997,7 +997,7 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
   whose sweep file defines `summarize(runs)`): per study its claim, verdict, headline numbers,
   main figure and the command that regenerates its report; then one table per placement
   across the studies. Returns (the path, the verdict lines printed by --mode=report)."""
-  studies, per_placement, columns, verdicts = [], {}, [], []
+  studies, per_placement, columns, verdicts, data_rows = [], {}, [], [], []
   for name in sorted(os.listdir(results_dir)):
     sweep_dir = os.path.join(results_dir, name)
     if not os.path.exists(os.path.join(sweep_dir, sweep_lib.MANIFEST)):
@@ -1014,6 +1014,7 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
     s = summarize(runs)
     s.setdefault("numbers", []).extend(_recipe_changes_since(runs))
     studies.append((name, manifest, s))
+    data_rows.append((name, *_study_data(sweep_dir, runs)))
     verdicts.append(f"{name}: {s['verdict']}")
     for placement, cells in s.get("placements", {}).items():
       for column, value in cells.items():
@@ -1042,10 +1043,57 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
       lines += [f"### {placement}", "", "| quantity | value |", "|---|---|"]
       lines += [f"| {c} | {cells[c]} |" for c in columns if c in cells]
       lines.append("")
+  lines += _data_section(data_rows)
   path = os.path.join(results_dir, SUMMARY)
   with open(path, "w") as f:
     f.write("\n".join(lines).rstrip() + "\n")
   return path, verdicts
+
+
+def _study_data(sweep_dir: str, runs: Sequence[Run]) -> tuple[list[float], list[str], int]:
+  """What data a study's runs read: the unigram entropies of its committed cache
+  (`unigram_entropy.json`, one per corpus the report met), the data identities its runs
+  recorded (`provenance.describe_data`), and how many runs recorded none."""
+  cache = _read_cache(os.path.join(sweep_dir, "unigram_entropy.json"))
+  entropies = sorted({round(v, 4) for v in cache.values() if isinstance(v, (int, float))})
+  described, unrecorded = [], 0
+  for run in runs:
+    identities = [r.get("data") for r in provenance.read_records(run.workdir)]
+    identities = [i for i in identities if isinstance(i, dict) and i.get("digest")]
+    if not identities:
+      unrecorded += bool(run.metrics)
+    for identity in identities:
+      text = provenance.describe_data(identity)
+      if text not in described:
+        described.append(text)
+  return entropies, described, unrecorded
+
+
+def _data_section(rows: Sequence[tuple]) -> list[str]:
+  """`## Data`: per study the unigram entropy of the eval split it was judged with (a
+  fingerprint of the corpus: the default corpus is the stdlib of the Python that built it, so
+  it differs between Python versions) and the data its runs recorded; a warning when the
+  studies read different corpora."""
+  if not rows:
+    return []
+  distinct = sorted({e for _, entropies, _, _ in rows for e in entropies})
+  lines = ["## Data the studies read", "",
+           "The unigram entropy of each study's eval split (nats/token; the collapse check's "
+           "reference) fingerprints its corpus: the default corpus is the standard library of "
+           "the Python that builds it, so it differs between Python versions. Runs started "
+           "since provenance landed also record the corpus (Python version, files, digest).", ""]
+  if len(distinct) > 1:
+    lines += [f"**The studies read {len(distinct)} different corpora** (unigram entropies "
+              f"{', '.join(f'{e:g}' for e in distinct)}): compare numbers across studies only "
+              "within one corpus.", ""]
+  lines += ["| study | unigram entropy | corpus recorded by the runs |", "|---|---|---|"]
+  for name, entropies, described, unrecorded in rows:
+    recorded = "; ".join(described)
+    if unrecorded:
+      recorded += ("; " if recorded else "") + f"{unrecorded} run(s) predate provenance: not recorded"
+    lines.append(f"| {name} | {', '.join(f'{e:g}' for e in entropies) or '-'} | "
+                 f"{recorded or '-'} |")
+  return lines + [""]
 
 
 def _recipe_changes_since(runs: Sequence[Run]) -> list[str]:
