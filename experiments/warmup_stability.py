@@ -177,7 +177,9 @@ def analyze(runs):
     why += (f"No seed-count difference the call rests on is significant: with {n} seeds the "
             f"smallest possible two-sided Fisher p is {best_p:.2f}.")
   lines.append(a.verdict(agrees, why))
-  lines += ["", _seeds_needed(m, runs, n)]
+  seeds = _seeds_needed(m, runs, n)
+  if seeds:
+    lines += ["", seeds]
   edge = [f"{p} {'without' if w == none else 'with'} warm-up"
           for (p, w), v in m["largest"].items() if v[x] is not None and v[x] == lrs[-1]]
   if edge:

@@ -391,12 +391,17 @@ def test_summary_collects_every_study(tmp_path, monkeypatch):
   assert "## one" in text and "the data disagrees" in text and "- x = 1 ± 0.1" in text
   assert "![one](one/f.png)" in text and f"--sweep_dir={results}/two`" in text
   assert "| q_one | one-value (one) |" in text and "| q_two | two-value (two) |" in text
-  # No corpus fingerprint yet: the data table says so, and no mixed-corpus warning.
-  assert "| one | - | 1 run(s) predate provenance: not recorded |" in text
-  assert "different corpora" not in text
-  # Two studies judged against different unigram entropies read different corpora.
-  for name, h in (("one", 3.3194484), ("two", 3.3592174)):
-    (results / name / "unigram_entropy.json").write_text(json.dumps({"k": h}))
+  # Runs without provenance: the data table says so, and no mixed-corpus warning.
+  assert "| one | 1 run(s) not recorded | - |" in text
+  assert "different corpora" not in text and "The runs of one, two (all or some)" in text
+  # Runs that recorded different corpora are flagged; a recorded corpus is described.
+  from transformer import provenance  # noqa: PLC0415
+  for name, digest in (("one", "aaaa"), ("two", "bbbb")):
+    record = {"data": {"name": "local_text", "digest": digest,
+                       "source": {"folder": "python-stdlib", "python": name, "files": 1,
+                                  "bytes": 10}}}
+    (results / name / "seed=0" / provenance.FILE).write_text(json.dumps(record) + "\n")
+    (results / name / "unigram_entropy.json").write_text(json.dumps({"k": 3.3194484}))
   text = open(report.write_summary(str(results))[0]).read()
-  assert "**The studies read 2 different corpora** (unigram entropies 3.3194, 3.3592)" in text
-  assert "| two | 3.3592 |" in text
+  assert "**The runs recorded 2 different corpora**" in text
+  assert "| two | local_text, python-stdlib two, 1 files, 10 bytes (digest bbbb) | 3.3194 |" in text

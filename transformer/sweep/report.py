@@ -1050,49 +1050,53 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
   return path, verdicts
 
 
-def _study_data(sweep_dir: str, runs: Sequence[Run]) -> tuple[list[float], list[str], int]:
+def _study_data(sweep_dir: str, runs: Sequence[Run]) -> tuple[list[float], dict, int]:
   """What data a study's runs read: the unigram entropies of its committed cache
-  (`unigram_entropy.json`, one per corpus the report met), the data identities its runs
-  recorded (`provenance.describe_data`), and how many runs recorded none."""
+  (`unigram_entropy.json`), `{digest: description}` of the data identities its runs recorded
+  (`provenance.data_identity`), and how many runs recorded none."""
   cache = _read_cache(os.path.join(sweep_dir, "unigram_entropy.json"))
   entropies = sorted({round(v, 4) for v in cache.values() if isinstance(v, (int, float))})
-  described, unrecorded = [], 0
+  recorded, unrecorded = {}, 0
   for run in runs:
     identities = [r.get("data") for r in provenance.read_records(run.workdir)]
     identities = [i for i in identities if isinstance(i, dict) and i.get("digest")]
     if not identities:
       unrecorded += bool(run.metrics)
     for identity in identities:
-      text = provenance.describe_data(identity)
-      if text not in described:
-        described.append(text)
-  return entropies, described, unrecorded
+      recorded.setdefault(identity["digest"],
+                          provenance.describe_data(identity).replace(" | ", ", "))
+  return entropies, recorded, unrecorded
 
 
 def _data_section(rows: Sequence[tuple]) -> list[str]:
-  """`## Data`: per study the unigram entropy of the eval split it was judged with (a
-  fingerprint of the corpus: the default corpus is the stdlib of the Python that built it, so
-  it differs between Python versions) and the data its runs recorded; a warning when the
-  studies read different corpora."""
+  """`## Data the studies read`: per study the data its runs recorded (the default corpus is
+  the stdlib of the Python that builds it, so it differs between Python versions) and the
+  unigram entropy of its eval split; a warning when the recorded corpora differ or some runs
+  recorded none."""
   if not rows:
     return []
-  distinct = sorted({e for _, entropies, _, _ in rows for e in entropies})
+  digests = {d for _, _, recorded, _ in rows for d in recorded}
+  unrecorded = [name for name, _, _, n in rows if n]
   lines = ["## Data the studies read", "",
-           "The unigram entropy of each study's eval split (nats/token; the collapse check's "
-           "reference) fingerprints its corpus: the default corpus is the standard library of "
-           "the Python that builds it, so it differs between Python versions. Runs started "
-           "since provenance landed also record the corpus (Python version, files, digest).", ""]
-  if len(distinct) > 1:
-    lines += [f"**The studies read {len(distinct)} different corpora** (unigram entropies "
-              f"{', '.join(f'{e:g}' for e in distinct)}): compare numbers across studies only "
-              "within one corpus.", ""]
-  lines += ["| study | unigram entropy | corpus recorded by the runs |", "|---|---|---|"]
-  for name, entropies, described, unrecorded in rows:
-    recorded = "; ".join(described)
-    if unrecorded:
-      recorded += ("; " if recorded else "") + f"{unrecorded} run(s) predate provenance: not recorded"
-    lines.append(f"| {name} | {', '.join(f'{e:g}' for e in entropies) or '-'} | "
-                 f"{recorded or '-'} |")
+           "The default corpus is the standard library of the Python that builds it, so it "
+           "differs between Python versions; runs started since provenance landed record the "
+           "corpus they read (`provenance.jsonl`: Python version, files, digest). The unigram "
+           "entropy of the eval split (the collapse check's reference, nats/token) depends on "
+           "the corpus and on the eval split's row length and batch count.", ""]
+  if len(digests) > 1:
+    lines += [f"**The runs recorded {len(digests)} different corpora**: compare numbers "
+              "across studies only within one corpus.", ""]
+  if unrecorded:
+    lines += [f"The runs of {', '.join(unrecorded)} (all or some) predate provenance and did "
+              "not record their corpus; experiments/README.md says which it was.", ""]
+  lines += ["| study | corpus recorded by the runs | eval-split unigram entropy |",
+            "|---|---|---|"]
+  for name, entropies, recorded, n in rows:
+    text = "; ".join(recorded.values())
+    if n:
+      text += ("; " if text else "") + f"{n} run(s) not recorded"
+    lines.append(f"| {name} | {text or '-'} | "
+                 f"{', '.join(f'{e:g}' for e in entropies) or '-'} |")
   return lines + [""]
 
 
