@@ -161,12 +161,10 @@ def summarize(runs):
   from experiments import analysis as a  # noqa: PLC0415
   placements, lrs, cells = measure(runs)
   lines = analyze(runs)
-  verdict = next(l for l in lines if l.startswith("**"))
-  word = verdict.split("**")[1].rstrip(".").lower()
+  word, said = a.verdict_of(lines)
   top = lrs[-1]
-  return {"verdict": {"partly agrees": "partly agrees", "inconclusive": "is inconclusive"}.get(
-              word, word),
-          "numbers": [verdict.split("** ", 1)[1].split(". Whether")[0] + "."],
+  return {"verdict": word,
+          "numbers": [said.split(". Whether")[0] + "."],
           "figure": FIGURE,
           "placements": {p: {f"last-block residual RMS @ LR {top:g}": _g(cells[(p, top)]["last_rms"]),
                              f"max attention logit @ LR {top:g}": _g(cells[(p, top)]["logit"]),

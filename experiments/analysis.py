@@ -137,6 +137,14 @@ def verdict_word(agrees) -> str:
           None: "is inconclusive"}[agrees]
 
 
+def verdict_of(lines: Sequence[str]) -> tuple[str, str]:
+  """The verdict of an `analyze` result (the line `verdict` wrote): its outcome as
+  `verdict_word` words it, and its text after the bold word."""
+  line = next(l for l in lines if l.startswith("**"))
+  word = line.split("**")[1].rstrip(".").lower()
+  return {"inconclusive": "is inconclusive"}.get(word, word), line.split("** ", 1)[1]
+
+
 def verdict(agrees, why: str) -> str:
   """`agrees`: True, "partly" (the direction holds, the size does not), False, or None
   (the data cannot tell)."""

@@ -62,8 +62,11 @@ def reference(runs) -> dict:
     if v is not None:
       key = (r.overrides[a.PLACEMENT], r.seed, r.overrides[DEPTH])
       at[key] = min(v, at.get(key, float("inf")))
-  return {(p, s, d): min(v for (q, t, e), v in at.items() if q == p and t == s and e <= d)
-          for (p, s, d) in at}
+  ref, running = {}, {}
+  for p, s, d in sorted(at, key=lambda k: k[2]):  # shallow first: a running minimum
+    running[p, s] = min(at[p, s, d], running.get((p, s), float("inf")))
+    ref[p, s, d] = running[p, s]
+  return ref
 
 
 def gap_to_reference(run, ref) -> float:

@@ -107,8 +107,7 @@ def analyze(runs):
 def summarize(runs):
   from experiments import analysis as a  # noqa: PLC0415
   lines = analyze(runs)
-  verdict = next(l for l in lines if l.startswith("**"))
-  word = verdict.split("**")[1].rstrip(".").lower()
+  word, _ = a.verdict_of(lines)
   placements = {}
   numbers = []
   for p in dict.fromkeys(r.overrides[a.PLACEMENT] for r in runs):
@@ -125,6 +124,5 @@ def summarize(runs):
       if p in ("post", "pre"):
         numbers.append(f"{p}, {a.activation_name(f)}: fitted last/first {text} "
                        f"({len(profs)} seeds)")
-  return {"verdict": {"partly agrees": "partly agrees", "inconclusive": "is inconclusive"}.get(
-              word, word), "numbers": numbers, "figure": "diagnostics.png",
+  return {"verdict": word, "numbers": numbers, "figure": "diagnostics.png",
           "placements": placements}

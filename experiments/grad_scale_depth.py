@@ -120,8 +120,6 @@ def analyze(runs):
 def summarize(runs):
   from experiments import analysis as a  # noqa: PLC0415
   lines = analyze(runs)
-  verdict = next(l for l in lines if l.startswith("**"))
-  word = verdict.split("**")[1].rstrip(".").lower()
-  return {"verdict": {"partly agrees": "partly agrees", "inconclusive": "is inconclusive"}.get(
-              word, word), "numbers": [l[2:] for l in lines if l.startswith("- ")],
+  word, _ = a.verdict_of(lines)
+  return {"verdict": word, "numbers": [l[2:] for l in lines if l.startswith("- ")],
           "figure": "feed_forward_wo_grad_norm_vs_model_num_layers.png", "placements": {}}

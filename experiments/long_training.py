@@ -111,16 +111,15 @@ def summarize(runs):
   placement's loss after each run length, and the learning curves."""
   from experiments import analysis as a  # noqa: PLC0415
   lines = analyze(runs)
-  verdict = next(l for l in lines if l.startswith("**"))
-  word = verdict.split("**")[1].rstrip(".").lower()
+  word, said = a.verdict_of(lines)
   order = [l for l in lines if l.startswith("Ordering after")]
   steps = sorted({r.num_steps for r in runs})
-  numbers = [verdict.split("** ", 1)[1], *order]
+  numbers = [said, *order]
   for p in PLACEMENTS:
     mine = a.select(runs, model__norm_placement=p)
     if mine:
       numbers.append(f"{p} (LR {BEST_LR[p]:g}): " + "; ".join(
           f"{a.ci(v for v in (a.clipped_final_loss(r) for r in mine if r.num_steps == n) if v is not None)}"
           f" after {n} steps" for n in steps))
-  return {"verdict": {"inconclusive": "is inconclusive"}.get(word, word), "numbers": numbers,
+  return {"verdict": word, "numbers": numbers,
           "figure": "curves.png"}

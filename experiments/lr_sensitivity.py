@@ -140,11 +140,9 @@ def analyze(runs):
 def summarize(runs):
   from experiments import analysis as a  # noqa: PLC0415
   m = measure(runs)
-  verdict = next(l for l in analyze(runs) if l.startswith("**"))
-  word = verdict.split("**")[1].rstrip(".").lower()
+  word, _ = a.verdict_of(analyze(runs))
   return {
-      "verdict": {"agrees": "agrees", "disagrees": "disagrees",
-                  "inconclusive": "is inconclusive"}.get(word, word),
+      "verdict": word,
       "numbers": [f"ranking where intervals separate, whole grid: {a.tiers_text(m['tiers_full'])}",
                   f"without the {LOW} lowest LRs: {a.tiers_text(m['tiers_trim'])}"]
                  + [f"{p}: {a.ci(m['trim'][p])} without the lowest LRs ({a.ci(m['full'][p])} "

@@ -137,8 +137,7 @@ def summarize(runs):
   """The summary's entry (transformer/sweep/report.write_summary): verdict, headline numbers
   and the main figure."""
   from experiments import analysis as a  # noqa: PLC0415
-  verdict = next(l for l in analyze(runs) if l.startswith("**"))
-  word = verdict.split("**")[1].rstrip(".").lower()
+  word, said = a.verdict_of(analyze(runs))
   names = list(dict.fromkeys(label(r) for r in runs))
   by = {n: [r for r in runs if label(r) == n] for n in names}
   numbers = []
@@ -146,6 +145,6 @@ def summarize(runs):
     lr, losses = best_lr_losses(by[n], a)
     numbers.append(f"{n}: best LR {a.fmt_lr(lr)}, clipped final loss there "
                    f"{a.ci(losses.values())} nats/token (pre-norm, {len(losses)} seeds)")
-  return {"verdict": {"inconclusive": "is inconclusive"}.get(word, word),
-          "numbers": [verdict.split("** ", 1)[1]] + numbers,
+  return {"verdict": word,
+          "numbers": [said] + numbers,
           "figure": "final_vs_optim_learning_rate.png"}

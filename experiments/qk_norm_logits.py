@@ -115,9 +115,8 @@ def _entropy(runs, layer=0):
 def summarize(runs):
   from experiments import analysis as a  # noqa: PLC0415
   lines = analyze(runs)
-  verdict = next(l for l in lines if l.startswith("**"))
-  word = verdict.split("**")[1].rstrip(".").lower()
+  word, _ = a.verdict_of(lines)
   numbers = [l[2:] for l in lines if l.startswith("- ")]
   numbers += [l for l in lines if l.startswith("Attention entropy")]
-  return {"verdict": {"partly agrees": "partly agrees"}.get(word, word), "numbers": numbers,
+  return {"verdict": word, "numbers": numbers,
           "figure": "diagnostics_steps.png", "placements": {}}

@@ -127,10 +127,8 @@ def analyze(runs):
 def summarize(runs):
   from experiments import analysis as a  # noqa: PLC0415
   m = measure(runs)
-  verdict = next(l for l in analyze(runs) if l.startswith("**"))
-  word = verdict.split("**")[1].rstrip(".").lower()
-  return {"verdict": {"partly agrees": "partly agrees", "inconclusive": "is inconclusive"}.get(
-              word, word),
+  word, _ = a.verdict_of(analyze(runs))
+  return {"verdict": word,
           "numbers": [f"pre: slope of ||x_l||^2/d {a.ci(m['pre_slopes'])} per layer",
                       f"post: slope of the estimated ||x^5_l||^2/d {a.ci(m['post_slopes'])} per "
                       f"layer, level {a.ci(m['post_level'])}"],

@@ -71,7 +71,8 @@ def _devices_label(record: Mapping) -> str:
           f"{d.get('processes')} process(es)")
 
 
-def _data(record: Mapping) -> Optional[Mapping]:
+def recorded_data(record: Mapping) -> Optional[Mapping]:
+  """The data identity a provenance record holds (`provenance.data_identity`); None without one."""
   data = record.get("data")
   return data if isinstance(data, Mapping) and data.get("digest") else None
 
@@ -100,7 +101,7 @@ def summarize(runs: Sequence[Any], manifest: Mapping) -> ProvenanceSummary:
         known_commits.add(_git(r)["commit"])
       if _git(r).get("dirty") and run.name not in dirty:
         dirty.append(run.name)
-      identity = _data(r)
+      identity = recorded_data(r)
       if identity:
         digests.add(identity["digest"])
         data.add(provenance.describe_data(identity), run.name)

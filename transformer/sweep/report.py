@@ -1058,8 +1058,8 @@ def _study_data(sweep_dir: str, runs: Sequence[Run]) -> tuple[list[float], dict,
   entropies = sorted({round(v, 4) for v in cache.values() if isinstance(v, (int, float))})
   recorded, unrecorded = {}, 0
   for run in runs:
-    identities = [r.get("data") for r in provenance.read_records(run.workdir)]
-    identities = [i for i in identities if isinstance(i, dict) and i.get("digest")]
+    identities = [i for i in map(provenance_report.recorded_data,
+                                 provenance.read_records(run.workdir)) if i]
     if not identities:
       unrecorded += bool(run.metrics)
     for identity in identities:
