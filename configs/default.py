@@ -73,6 +73,7 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.model.param_dtype = "float32"  # parameter storage dtype
   c.model.scan_layers = False  # one lax.scan over stacked layer params instead of a loop
   c.model.remat = "none"  # rematerialize in backprop: none | full | minimal (keeps matmuls)
+  c.model.vocab_pad_multiple = 0  # pad the output vocab to a multiple of this (GPU speed); 0 = off
 
   c.optim = ml_collections.ConfigDict()
   c.optim.learning_rate = 3e-3  # peak learning rate
@@ -102,6 +103,7 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.train.z_loss = 0.0  # coefficient of log(Z)^2 of the output softmax (PaLM); 0 = off
   c.train.diagnostics_every = 0  # steps between per-layer diagnostics rows; 0 = off
   c.train.samples_at_eval = True  # LMs and translation: greedy samples of fixed prompts per eval
+  c.train.loss_chunk = 0  # decoder_lm: tokens per chunk of output layer + loss; 0 = one piece
 
   c.checkpoint = ml_collections.ConfigDict()
   c.checkpoint.every_steps = 200  # steps between checkpoints (and one at the end)

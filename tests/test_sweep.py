@@ -12,6 +12,7 @@ import time
 import pytest
 
 from configs.default import get_config
+from transformer import provenance
 from transformer.sweep import points as sw
 from transformer.config import ConfigError
 from transformer.errors import CommandLineError, UserFileError
@@ -82,35 +83,67 @@ def test_norm_placement_sweep_validates_on_the_smoke_config():
       ("pre", 0), ("pre", 1), ("pre", 2), ("post", 0), ("post", 1), ("post", 2)]
 
 
-def test_reuse_links_only_finished_runs_with_the_same_config(tmp_path):
+def test_reuse_links_only_finished_runs_with_the_same_config_and_data(tmp_path):
   """A finished run of another sweep whose config differs only in checkpoint settings and the
-  data-filled vocab size is linked; one with another learning rate, or unfinished, is not."""
+  data-filled vocab size, and that recorded reading the data the point reads now, is linked;
+  one with another seed, unfinished, from before provenance (no data recorded) or that read
+  other data (another Python's stdlib: another digest) is not."""
   base = get_config("smoke")
-  other_points = [{"optim.learning_rate": lr, "checkpoint.every_steps": 7}
-                  for lr in (1e-3, 3e-3, 1e-2)]
+  lrs = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1)
+  other_points = [{"optim.learning_rate": lr, "checkpoint.every_steps": 7} for lr in lrs]
   other_configs = sw.validate_points(base, other_points)
   other = tmp_path / "other"
   (tmp_path / "x.py").write_text("def get_sweep():\n  return []\n")
   sw.write_manifest(str(other), str(tmp_path / "x.py"), "c.py", [], other_points, other_configs)
+  data_now = provenance.data_identity(other_configs[0].to_dict()["data"])
+  recorded = [data_now, data_now, data_now, None, {**data_now, "digest": "0123456789abcdef"}]
   for i, (p, c) in enumerate(zip(other_points, other_configs)):
     w = other / sw.point_name(p, other_points)
     w.mkdir()
     saved = c.to_dict()
     saved["model"]["vocab_size"] = 259  # filled in from the tokenizer when the run started
     (w / "config.json").write_text(json.dumps(saved))
-    final = c.train.num_steps if i < 2 else 1  # the third run did not finish
+    final = c.train.num_steps if i != 2 else 1  # the third run did not finish
     (w / "metrics.jsonl").write_text(json.dumps({"step": final, "split": "eval", "loss": 1}))
-  points = [{"optim.learning_rate": lr, "seed": 0} for lr in (1e-3, 1e-2, 3e-2)]
+    if recorded[i]:
+      (w / provenance.FILE).write_text(json.dumps({"data": recorded[i]}) + "\n")
+  points = [{"optim.learning_rate": lr, "seed": 0} for lr in (1e-3, 1e-2, 3e-2, 1e-1)]
   points.append({"optim.learning_rate": 3e-3, "seed": 1})
   configs = sw.validate_points(base, points)
   mine = tmp_path / "mine"
   names = [sw.point_name(p, points) for p in points]
-  linked = sw.link_reusable_runs(str(mine), names, configs, [str(other)])
+  linked, refused = sw.link_reusable_runs(str(mine), names, configs, [str(other)])
   assert linked == [(names[0], str(other / "learning_rate=0.001"))]
+  assert [(n, os.path.basename(s)) for n, s, _ in refused] == [
+      (names[2], "learning_rate=0.03"), (names[3], "learning_rate=0.1")]
+  assert "before provenance" in refused[0][2] and "0123456789abcdef" in refused[1][2]
   assert os.path.islink(mine / names[0]) and sw.is_finished(str(mine / names[0]),
                                                              configs[0].train.num_steps)
   assert sorted(os.listdir(mine)) == [names[0]]
-  assert sw.link_reusable_runs(str(mine), names, configs, [str(other)]) == []  # already there
+  assert sw.link_reusable_runs(str(mine), names, configs, [str(other)])[0] == []  # there
+
+
+def test_runs_saved_before_a_field_existed_keep_their_identity():
+  """A committed run saved before `optim.decay_mask`, `model.vocab_pad_multiple`,
+  `parallel.dcn_data` and `train.loss_chunk` existed is the same run as its point made now
+  with `decay_mask=ndim` (the others' defaults compute what the old code did), so
+  `--reuse_runs_from` and resuming still recognise it; a point that sets one of those fields
+  to another value is another run."""
+  workdir = os.path.join(ROOT, "experiments", "results", "lr_sensitivity",
+                         "norm_placement=pre,learning_rate=0.01,seed=0")
+  with open(os.path.join(workdir, "config.json")) as f:
+    saved = json.load(f)
+  assert "loss_chunk" not in saved["train"] and "decay_mask" not in saved["optim"]
+  points = sw.load_sweep(os.path.join(ROOT, "experiments", "lr_sensitivity.py:cpu"))
+  point = next(p for p in points if p["model.norm_placement"] == "pre"
+               and p["optim.learning_rate"] == 0.01 and p["seed"] == 0)
+  [now] = sw.validate_points(get_config(), [{**point, "optim.decay_mask": "ndim"}])
+  assert sw.run_identity(saved) == sw.run_identity(now.to_dict())
+  for field, value in [("optim.decay_mask", "role"), ("train.loss_chunk", 64),
+                       ("model.vocab_pad_multiple", 128)]:
+    [other] = sw.validate_points(get_config(), [{**point, "optim.decay_mask": "ndim",
+                                                 field: value}])
+    assert sw.run_identity(saved) != sw.run_identity(other.to_dict()), field
 
 
 def test_validate_points_names_the_bad_point():

@@ -45,7 +45,8 @@ DECAYS = ("cosine", "linear", "constant", "rsqrt")
 DECAY_MASKS = ("role", "ndim")  # optim.decay_mask, see transformer/train/optim.py
 # Fields added after runs were made: the value a saved config.json without the field was
 # made with (what resuming and --reuse_runs_from compare it as).
-LEGACY_DEFAULTS = {"optim.decay_mask": "ndim"}
+LEGACY_DEFAULTS = {"optim.decay_mask": "ndim", "model.vocab_pad_multiple": 0,
+                   "parallel.dcn_data": 1, "train.loss_chunk": 0}
 REMAT_POLICIES = ("none", "full", "minimal")
 STRATEGIES = ("jit", "pmap")
 NONFINITE_MODES = ("stop", "skip")  # train.nonfinite: what a non-finite loss/gradient does

@@ -109,9 +109,12 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
                            given_dir=given_dir)
   print(f"[sweep] {len(points)} points from {_SWEEP.value} in {sweep_dir}")
   if _REUSE.value:
-    linked = sweep_lib.link_reusable_runs(sweep_dir, names, configs, _REUSE.value)
-    print(f"[sweep] {len(linked)} point(s) linked to finished runs with the same config in "
-          f"{', '.join(_REUSE.value)}" + "".join(f"\n  {n} -> {s}" for n, s in linked))
+    linked, refused = sweep_lib.link_reusable_runs(sweep_dir, names, configs, _REUSE.value)
+    print(f"[sweep] {len(linked)} point(s) linked to finished runs with the same config and "
+          f"data in {', '.join(_REUSE.value)}" + "".join(f"\n  {n} -> {s}" for n, s in linked))
+    if refused:
+      print(f"[sweep] {len(refused)} finished run(s) with a point's config not linked (the "
+            "point runs instead):" + "".join(f"\n  {s}: {why}" for _, s, why in refused))
 
   if _LAUNCHER.value == "slurm":
     return _slurm(sweep_dir, points, configs, names, commands)

@@ -296,11 +296,30 @@ def run_identity(config_dict: Mapping) -> str:
   return json.dumps(flat, sort_keys=True, default=str)
 
 
+def _recorded_data_digest(workdir: str) -> Optional[str]:
+  """The digest of the data a run recorded reading when it started; None for a run from
+  before provenance, which recorded none."""
+  for record in provenance.read_records(workdir):
+    data = record.get("data")
+    if isinstance(data, Mapping) and data.get("digest"):
+      return str(data["digest"])
+  return None
+
+
 def link_reusable_runs(sweep_dir: str, names: Sequence[str], configs: Sequence[ExperimentConfig],
-                       reuse_dirs: Sequence[str]) -> list[tuple[str, str]]:
+                       reuse_dirs: Sequence[str]
+                       ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
   """For each point without a workdir yet, a finished run in one of the sweep dirs
-  `reuse_dirs` with the same `run_identity` is symlinked as its workdir (the report then reads
-  it like any other). Returns the (point name, linked workdir) pairs."""
+  `reuse_dirs` with the same `run_identity` that read the same data is symlinked as its
+  workdir (the report then reads it like any other).
+
+  The same config is not the same data: the default corpus is the standard library of the
+  Python that builds it, and a folder's files can change. So a run is linked only when the
+  data identity it recorded (`provenance.data_identity`) has the digest the point's data has
+  now; a run from before provenance recorded none, and is not linked.
+
+  Returns the linked (point name, workdir) pairs and the refused (point name, workdir, why)
+  ones."""
   finished = {}
   for other in reuse_dirs:
     manifest = read_manifest(other)
@@ -311,17 +330,29 @@ def link_reusable_runs(sweep_dir: str, names: Sequence[str], configs: Sequence[E
         saved = user_files.read_json_object(config_path, "a run of --reuse_runs_from",
                                             "Restore it, or drop that --reuse_runs_from.")
         finished.setdefault(run_identity(saved), workdir)
-  linked = []
+  digests = {}  # the data config (as JSON) -> its digest now
+  linked, refused = [], []
   for name, config in zip(names, configs):
     target = os.path.join(sweep_dir, name)
     if os.path.lexists(target):
       continue
     source = finished.get(run_identity(config.to_dict()))
-    if source and os.path.abspath(source) != os.path.abspath(target):
-      os.makedirs(sweep_dir, exist_ok=True)
-      os.symlink(source, target)
-      linked.append((name, source))
-  return linked
+    if not source or os.path.abspath(source) == os.path.abspath(target):
+      continue
+    data = config.to_dict()["data"]
+    key = json.dumps(data, sort_keys=True, default=str)
+    if key not in digests:
+      digests[key] = provenance.data_identity(data)["digest"]
+    recorded = _recorded_data_digest(source)
+    if recorded != digests[key]:
+      refused.append((name, source, "it records no data identity (made before provenance)"
+                      if recorded is None else f"it read other data (digest {recorded}, "
+                      f"the point's is {digests[key]})"))
+      continue
+    os.makedirs(sweep_dir, exist_ok=True)
+    os.symlink(source, target)
+    linked.append((name, source))
+  return linked, refused
 
 
 def write_manifest(sweep_dir: str, sweep_file: str, config_arg: str, overrides: Sequence[str],
