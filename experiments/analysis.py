@@ -16,6 +16,7 @@ import numpy as np
 from experiments.presets import DEFAULT_ACTIVATION, PAPER_ACTIVATION  # noqa: F401
 from transformer.sweep.report import (Run, clipped_final_loss, initial_loss, layer_profiles,  # noqa: F401
                                       mean_ci, mean_clipped_loss_per_lr)
+from transformer.config import LEGACY_DEFAULTS
 from transformer.sweep.report import largest_stable_lr as report_largest_stable_lr
 
 PLACEMENT = "model.norm_placement"
@@ -236,6 +237,13 @@ def saved(run: Run) -> dict:
     return {}
 
 
+# What each `optim.decay_mask` decays (transformer/train/optim.py), as the protocol says it.
+DECAYED = {"role": "kernels and embeddings (mask by role)",
+           "ndim": "every parameter of 2+ dims (the `ndim` mask of runs made before the mask by "
+                   "role: kernels, embeddings, the [heads, head_dim] q/k/v biases and, in a scanned "
+                   "stack, every stacked leaf)"}
+
+
 def protocol(runs: Sequence[Run]) -> str:
   """One sentence: the recipe the verdict rests on, read from the runs' saved config.json
   (the first run with one; every study keeps these fields fixed across its points)."""
@@ -265,8 +273,12 @@ def protocol(runs: Sequence[Run]) -> str:
     lr_text = "one LR per placement: " + ", ".join(
         f"{p} {next(iter(v)):g}" for p, v in per_placement.items())  # not a grid
   warmups = sorted({r.overrides.get("optim.warmup_steps", o.get("warmup_steps")) for r in runs})
-  return ("Protocol: " + size + f"; {t.get('num_steps')} steps; AdamW (b1 {o.get('b1')}, b2 "
-          f"{o.get('b2')}, eps {o.get('eps'):g}) with weight decay {o.get('weight_decay')} "
+  steps = sorted({r.num_steps for r in runs if r.num_steps} or {t.get("num_steps")})
+  masks = sorted({(c.get("optim") or {}).get("decay_mask", LEGACY_DEFAULTS["optim.decay_mask"])
+                  for c in (saved(r) for r in runs) if c})
+  return ("Protocol: " + size + f"; {' or '.join(str(n) for n in steps)} steps; AdamW (b1 "
+          f"{o.get('b1')}, b2 {o.get('b2')}, eps {o.get('eps'):g}) with weight decay "
+          f"{o.get('weight_decay')} on {' / '.join(DECAYED[m] for m in masks)} "
           "coupled to the LR (optax adamw: the decay is scaled by the schedule), global-norm "
           f"clipping at {o.get('clip_norm')}, linear warm-up of "
           f"{' or '.join(str(w) for w in warmups)} steps then {o.get('decay')} decay to "

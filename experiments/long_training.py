@@ -47,23 +47,46 @@ def get_sweep(size: str = "cpu"):
   return product(base, [fixed], lengths(size), placements, {"seed": SEEDS})
 
 
+def paired_gap(losses: dict, p: str, q: str, a) -> tuple[float, float]:
+  """q's final loss minus p's, paired by seed: (mean, 95% CI half-width); NaNs with fewer than
+  two shared seeds. Positive: p ended better."""
+  gap = [losses[q][s] - losses[p][s] for s in losses.get(p, {}) if s in losses.get(q, {})]
+  return a.mean_ci(gap) if len(gap) > 1 else (float("nan"), float("nan"))
+
+
 def ordering(losses: dict, a) -> tuple[list[str], dict]:
-  """Placements from best to worst by mean loss, and for each neighbouring pair whether the
-  gap is resolved (paired by seed, 95% CI above LOSS_MARGIN)."""
+  """Placements from best to worst by mean loss, and for every pair (p ahead of q) whether
+  the gap is resolved (paired by seed, 95% CI above LOSS_MARGIN)."""
   means = {p: a.mean_ci(list(v.values()))[0] for p, v in losses.items() if v}
   order = sorted(means, key=means.get)
   resolved = {}
-  for p, q in zip(order, order[1:]):
-    gap = [losses[q][s] - losses[p][s] for s in losses[p] if s in losses[q]]
-    m, h = a.mean_ci(gap) if len(gap) > 1 else (float("nan"), float("nan"))
-    resolved[p, q] = h == h and m - h > LOSS_MARGIN
+  for i, p in enumerate(order):
+    for q in order[i + 1:]:
+      m, h = paired_gap(losses, p, q, a)
+      resolved[p, q] = h == h and m - h > LOSS_MARGIN
   return order, resolved
+
+
+def _fate(losses_long: dict, p: str, q: str, a) -> str:
+  """What became after the long runs of a pair that the short runs resolved (p ahead):
+  `kept` (p still ahead by more than LOSS_MARGIN with 95% confidence), `shrunk` (still ahead,
+  the CI above 0 but not above the margin), `reversed` (q ahead, the CI below 0) or
+  `unresolved` (the CI holds 0)."""
+  m, h = paired_gap(losses_long, p, q, a)
+  if not h == h:
+    return "unresolved"
+  if m - h > LOSS_MARGIN:
+    return "kept"
+  if m - h > 0:
+    return "shrunk"
+  return "reversed" if m + h < 0 else "unresolved"
 
 
 def analyze(runs):
   """Final clipped eval loss of each placement after the short and the 10x run (mean ± 95%
-  CI over seeds), the orderings, and whether the long runs keep the short runs' order (the
-  resolved gaps keep their sign)."""
+  CI over seeds), every pair's gap paired by seed after each, and whether the long runs keep
+  the gaps the short runs resolved: `kept` above LOSS_MARGIN, only `shrunk` (the sign kept),
+  `reversed` (the sign flipped, 95% CI) or `unresolved`."""
   from experiments import analysis as a  # noqa: PLC0415
   steps = sorted({r.num_steps for r in runs})
   placements = [p for p in PLACEMENTS if a.select(runs, model__norm_placement=p)]
@@ -82,27 +105,40 @@ def analyze(runs):
            ""]
   if len(steps) < 2:
     return lines + [a.verdict(None, "Needs both run lengths.")]
+  pairs = [(p, q) for i, p in enumerate(placements) for q in placements[i + 1:]]
+  lines += ["Gap between two placements (the second's loss minus the first's, paired by seed, "
+            "mean ± 95% CI; positive: the first ended better):", "",
+            *a.table(["pair", *(f"gap @ {n} steps" for n in steps)],
+                     [[f"{q} − {p}", *(a.fmt(*paired_gap(losses[n], p, q, a)) for n in steps)]
+                      for p, q in pairs]), ""]
   short, long = steps[0], steps[-1]
   (o_short, r_short), (o_long, r_long) = ordering(losses[short], a), ordering(losses[long], a)
-  fmt = lambda o, r: " ".join(  # noqa: E731
-      [o[0]] + [("< " if r[p, q] else "≈ ") + q for p, q in zip(o, o[1:])])
-  lines += [f"Ordering after {short} steps: {fmt(o_short, r_short)}; after {long}: "
-            f"{fmt(o_long, r_long)} (`<`: gap above {LOSS_MARGIN} nats/token with 95% "
-            "confidence, paired by seed; `≈`: not resolved).", ""]
-  pos_long = {p: i for i, p in enumerate(o_long)}
-  kept = [(p, q) for (p, q), ok in r_short.items() if ok and pos_long.get(p, 0) < pos_long.get(q, 0)]
-  flipped = [(p, q) for (p, q), ok in r_short.items() if ok and (p, q) not in kept]
-  if not any(r_short.values()):
+  fmt = lambda o, r: ", ".join(f"{p} < {q}" for (p, q), ok in r.items() if ok) or "none"  # noqa: E731
+  lines += [f"Gaps resolved (above {LOSS_MARGIN} nats/token with 95% confidence, paired by "
+            f"seed) after {short} steps: {fmt(o_short, r_short)}; after {long}: "
+            f"{fmt(o_long, r_long)}.", ""]
+  said = lambda p, q: (f"{p} < {q} ({a.fmt(*paired_gap(losses[short], p, q, a))} after "  # noqa: E731
+                       f"{short} steps, {a.fmt(*paired_gap(losses[long], p, q, a))} after {long})")
+  fates = {pq: _fate(losses[long], *pq, a) for pq, ok in r_short.items() if ok}
+  by = {f: [said(*pq) for pq, g in fates.items() if g == f]
+        for f in ("kept", "shrunk", "reversed", "unresolved")}
+  parts = [f"{name}: {'; '.join(by[f])}" for f, name in (
+      ("kept", "kept"), ("shrunk", "sign kept, gap now under the margin"),
+      ("reversed", "reversed"), ("unresolved", "no longer resolved")) if by[f]]
+  text = f"Of the gaps the {short}-step runs resolve, after {long} steps: " + "; ".join(parts) + "."
+  if not fates:
     lines.append(a.verdict(None, f"After {short} steps no gap is resolved: there is no "
                            "ordering to keep."))
-  elif not flipped and o_long[0] == o_short[0]:
-    lines.append(a.verdict(True, f"The {short}-step ordering holds after {long} steps."))
-  elif o_long[0] == o_short[0]:
-    lines.append(a.verdict("partly", f"The best placement ({o_short[0]}) stays best; "
-                           + ", ".join(f"{p} vs {q}" for p, q in flipped) + " swap."))
-  else:
+  elif len(by["kept"]) == len(fates):
+    lines.append(a.verdict(True, f"The {short}-step ordering holds after {long} steps. " + text))
+  elif not by["kept"] and not by["shrunk"] and not by["reversed"]:
+    lines.append(a.verdict(None, text + " The long runs neither confirm nor reverse the "
+                           "ordering."))
+  elif o_long[0] != o_short[0] and r_long.get((o_long[0], o_short[0])):
     lines.append(a.verdict(False, f"After {long} steps {o_long[0]} is best, not "
-                           f"{o_short[0]}: the short-run ordering does not hold."))
+                           f"{o_short[0]}: the short-run ordering does not hold. " + text))
+  else:
+    lines.append(a.verdict("partly", text))
   return lines
 
 
@@ -112,7 +148,7 @@ def summarize(runs):
   from experiments import analysis as a  # noqa: PLC0415
   lines = analyze(runs)
   word, said = a.verdict_of(lines)
-  order = [l for l in lines if l.startswith("Ordering after")]
+  order = [l for l in lines if l.startswith("Gaps resolved")]
   steps = sorted({r.num_steps for r in runs})
   numbers = [said, *order]
   for p in PLACEMENTS:

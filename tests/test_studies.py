@@ -365,6 +365,27 @@ def test_a_far_off_group_is_drawn_off_scale_not_flattening_the_others():
   assert fig.axes[0].get_ylim()[1] < 150  # the curves' shared y is capped too
 
 
+def test_the_last_eval_over_the_whole_split_has_its_own_mark():
+  """The last eval sees the whole eval split, the periodic ones its first batches: the
+  curves draw the last one as a star at the last step, the others as dots, so a jump between
+  them reads as what it is, in both figure layouts (with and without an LR field)."""
+  for fields in ({a.LR: 1e-3}, {"model.d_model": 64}):
+    runs = []
+    for s in range(2):
+      r = _run({**fields, "seed": s}, final_loss=1.4, num_steps=200)
+      r.metrics["eval"][:0] = [{"step": t, "split": "eval", "loss": 1.7} for t in (50, 100, 150)]
+      r.metrics["train"] += [{"step": t, "split": "train", "loss": 1.5} for t in (100, 200)]
+      runs.append(r)
+    fig = report._curves_figure(runs, "loss")
+    lines = [l for ax in fig.axes for l in ax.lines]
+    stars = [l for l in lines if l.get_marker() == "*"]
+    dots = [l for l in lines if l.get_marker() == "o" and len(l.get_xdata())]
+    assert [(list(l.get_xdata()), list(l.get_ydata())) for l in stars] == [([200], [1.4])]
+    assert [list(l.get_xdata()) for l in dots] == [[50, 100, 150]]
+    legend = next(ax.get_legend() for ax in fig.axes if ax.get_legend())
+    assert any(t.get_text().startswith("last eval, whole split") for t in legend.get_texts())
+
+
 def test_summary_collects_every_study(tmp_path, monkeypatch):
   """A folder of studies: --mode=report writes README.md with each study's verdict, numbers,
   figure and regenerate command, and a per-placement table."""

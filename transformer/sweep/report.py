@@ -558,7 +558,20 @@ def _mean_curve(runs: Sequence[Run], split: str, key: str):
 MARKS = {"finished": dict(marker="o", ms=4),
          "collapsed": dict(marker="o", ms=6, mfc="none", mew=1.2),
          "diverged": dict(marker="x", ms=7, mew=1.6),
-         "off_scale": dict(marker="^", ms=6)}
+         "off_scale": dict(marker="^", ms=6),
+         "final_eval": dict(marker="*", ms=10)}
+# The last eval of a run sees the whole eval split, the periodic ones its first
+# `data.eval_batches` batches (transformer/train/loop.py), so the two may differ by more than
+# training explains: the plots draw the last one with its own mark.
+FINAL_EVAL_LABEL = "last eval, whole split\n(others: its first batches)"
+
+
+def _split_final_eval(curve, runs: Sequence[Run]):
+  """A `_mean_curve` of evals as (periodic (steps, mean), final (steps, mean)): the final
+  eval is at a run's last step."""
+  steps, mean = curve[0], curve[1]
+  whole = steps >= max(r.num_steps for r in runs)
+  return (steps[~whole], mean[~whole]), (steps[whole], mean[whole])
 
 
 def _lr_field(fields: Sequence[str]) -> Optional[str]:
@@ -580,10 +593,13 @@ def _split(runs: Sequence[Run], keys: Sequence[str]) -> dict[tuple, list[Run]]:
   return out
 
 
-def _mark_legend(ax, handles: list, plt) -> None:
-  """The legend outside the axes on the right, with the run marks explained."""
+def _mark_legend(ax, handles: list, plt, final_eval: bool = False) -> None:
+  """The legend outside the axes on the right, with the run marks explained (and the last
+  eval's, when `final_eval`)."""
   from matplotlib.lines import Line2D  # noqa: PLC0415
   handles = list(handles) + [
+      Line2D([], [], color="gray", ls="", **MARKS["final_eval"], label=FINAL_EVAL_LABEL)
+      ] * final_eval + [
       Line2D([], [], color="gray", ls="", **MARKS["finished"], label="healthy (seed or mean)"),
       Line2D([], [], color="gray", ls="", **MARKS["collapsed"], label="collapsed run"),
       Line2D([], [], color="gray", ls="", **MARKS["diverged"], label="diverged (top edge)"),
@@ -660,7 +676,9 @@ def _curves_figure(runs: Sequence[Run], metric: str):
         drawn = True
       ev = _mean_curve(ok, "eval", "loss")
       if ev is not None:
-        ax.plot(ev[0], ev[1], ls="", color=color, **MARKS["finished"])
+        (ps, pm), (fs, fm) = _split_final_eval(ev, ok)
+        ax.plot(ps, pm, ls="", color=color, **MARKS["finished"])
+        ax.plot(fs, fm, ls="", color=color, **MARKS["final_eval"])
       for r in lr_runs:
         if r.healthy or not r.metrics.get("train"):
           continue
@@ -701,7 +719,7 @@ def _curves_figure(runs: Sequence[Run], metric: str):
   from matplotlib.lines import Line2D  # noqa: PLC0415
   handles = [Line2D([], [], color=c, lw=2, label=f"LR {v:g}") for v, c in colors.items()]
   _mark_legend(axes[0, -1] if len(panels) >= cols else axes.ravel()[len(panels) - 1],
-               handles, plt)
+               handles, plt, final_eval=True)
   fig.tight_layout()
   return fig
 
@@ -718,10 +736,14 @@ def _curves_by_group(runs, metric, swept, plt):
       curve = _mean_curve(ok, split, key)
       if curve is not None:
         steps, mean, lo, hi = curve
-        line, = ax.plot(steps, mean, color=color, label=f"{_label(group, swept)} (n={len(ok)})",
-                        marker="o" if split == "eval" else None, ms=3)
-        if split == "train":
-          handles.append(line)
+        if split == "eval":  # the last eval (whole split) as its own mark, not on the line
+          (ps, pm), (fs, fm) = _split_final_eval(curve, ok)
+          ax.plot(ps, pm, color=color, marker="o", ms=3)
+          ax.plot(fs, fm, ls="", color=color, **MARKS["final_eval"])
+          steps, lo, hi = steps[:len(ps)], lo[:len(ps)], hi[:len(ps)]
+        else:
+          handles.append(ax.plot(steps, mean, color=color,
+                                 label=f"{_label(group, swept)} (n={len(ok)})")[0])
         ax.fill_between(steps, lo, hi, color=color, alpha=0.2)
         drawn = True
       for r in members:  # marked runs are drawn thin, each alone, so they are seen
@@ -736,7 +758,7 @@ def _curves_by_group(runs, metric, swept, plt):
   axes[1].set(xlabel="step", ylabel=f"eval {metric}", title=f"Eval {metric}")
   for ax in axes:
     ax.grid(alpha=0.3)
-  _mark_legend(axes[1], handles, plt)
+  _mark_legend(axes[1], handles, plt, final_eval=True)
   fig.tight_layout()
   return fig
 
