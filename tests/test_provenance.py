@@ -4,6 +4,7 @@ unigram-entropy cache keyed by the data's identity."""
 
 import glob
 import json
+import shutil
 import os
 import platform
 import shlex
@@ -128,6 +129,27 @@ def counted_pipeline(monkeypatch):
   monkeypatch.setitem(sys.modules, "transformer.data.pipeline",
                       types.SimpleNamespace(lm_data=lm_data))
   return calls
+
+
+def test_a_linked_run_without_a_recorded_corpus_keeps_its_home_sweeps_entropy(
+    tiny_corpus, tmp_path, counted_pipeline):
+  """A run from before provenance, linked into a new sweep (--reuse_runs_from), takes the
+  entropy its own sweep measured for it, not one computed from the data here (which may be
+  another Python's stdlib)."""
+  data = {"source_dir": tiny_corpus["source_dir"], "data_dir": tiny_corpus["data_dir"]}
+  home, new = tmp_path / "home", tmp_path / "new"
+  saved = _lm_workdir(str(home / "run"), data)
+  (home / "unigram_entropy.json").write_text(
+      json.dumps({report.entropy_key(saved["data"], None): 3.25}))
+  new.mkdir()
+  os.symlink(home / "run", new / "run")
+  assert report.unigram_entropy(str(new / "run"), str(new)) == 3.25
+  assert counted_pipeline == []  # nothing computed
+  # Not linked: the run's own sweep's cache is not consulted, the data here is.
+  os.remove(new / "run")
+  shutil.copytree(home / "run", new / "run")
+  assert report.unigram_entropy(str(new / "run"), str(new)) != 3.25
+  assert len(counted_pipeline) == 1
 
 
 def test_the_entropy_cache_key_follows_the_corpus_identity(tiny_corpus, tmp_path,

@@ -386,6 +386,22 @@ def test_the_last_eval_over_the_whole_split_has_its_own_mark():
     assert any(t.get_text().startswith("last eval, whole split") for t in legend.get_texts())
 
 
+def test_the_summary_counts_runs_on_the_old_decay_mask_whether_saved_before_it_or_set(tmp_path):
+  """A run saved before `optim.decay_mask` existed and one made since with
+  `optim.decay_mask=ndim` both decayed every 2+-dim parameter; a `role` run did not."""
+  runs = []
+  for name, optim in (("old", {}), ("matched", {"decay_mask": "ndim"}),
+                      ("new", {"decay_mask": "role"})):
+    os.makedirs(tmp_path / name)
+    (tmp_path / name / "config.json").write_text(json.dumps(
+        {"optim": optim, "model": {"norm_placement": "pre"}}))
+    runs.append(report.Run(name, {}, 200, str(tmp_path / name), {}))
+  [note] = report._recipe_changes_since(runs)
+  assert note.startswith("2 of 3 runs used the weight-decay mask of runs made before the mask "
+                         "by parameter role (1 saved before it and 1 set `optim.decay_mask=ndim`")
+  assert report._recipe_changes_since(runs[2:]) == []
+
+
 def test_summary_collects_every_study(tmp_path, monkeypatch):
   """A folder of studies: --mode=report writes README.md with each study's verdict, numbers,
   figure and regenerate command, and a per-placement table."""

@@ -151,6 +151,14 @@ def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
   key = entropy_key(saved.get("data"), recorded)
   if isinstance(cache.get(key), (int, float)):
     return cache[key]
+  if not paths.has_scheme(workdir) and os.path.islink(workdir.rstrip("/")):
+    # A run linked from another sweep (--reuse_runs_from): that sweep's cache holds the value
+    # measured for it, which matters for a run that recorded no data identity (its key alone
+    # cannot tell which Python's stdlib it read).
+    home = os.path.dirname(os.path.realpath(workdir.rstrip("/")))
+    value = _read_cache(os.path.join(home, "unigram_entropy.json")).get(key)
+    if isinstance(value, (int, float)):
+      return value
   here = provenance.data_identity(_section(saved, "data"))["digest"]
   if recorded and here != recorded:
     print(f"[report] {workdir} read data {recorded}; the data here is {here}, so its unigram "
@@ -1129,13 +1137,21 @@ def _recipe_changes_since(runs: Sequence[Run]) -> list[str]:
   saved = {r.name: saved_config(r.workdir) for r in runs}
   legacy = [r for r in runs if saved[r.name] is not None
             and "decay_mask" not in _section(saved[r.name], "optim")]
-  if not legacy:
+  # Runs made since with `optim.decay_mask=ndim`, to match older ones.
+  matched = [r for r in runs if saved[r.name] is not None and r.num_steps > 1
+             and _section(saved[r.name], "optim").get("decay_mask") == "ndim"]
+  if not legacy and not matched:
     return []
   trained = [r for r in legacy if r.num_steps > 1]  # one-step runs measure at init, pre-update
-  notes = [] if not trained else [f"{len(trained)} of {len(runs)} runs predate the weight-decay mask by parameter role: "
-           "they decayed every parameter with ndim >= 2 (in these unrolled models that adds "
-           "only the [heads, head_dim] query/key/value biases; reruns use "
-           "`optim.decay_mask=role`)."]
+  notes = [] if not trained + matched else [
+      f"{len(trained) + len(matched)} of {len(runs)} runs used the weight-decay mask of runs "
+      "made before the mask by parameter role (" + " and ".join(
+          t for t in (f"{len(trained)} saved before it" if trained else "",
+                      f"{len(matched)} set `optim.decay_mask=ndim` to match them"
+                      if matched else "") if t)
+      + "): they decayed every parameter with ndim >= 2 (in these unrolled models that adds "
+      "only the [heads, head_dim] query/key/value biases; reruns use "
+      "`optim.decay_mask=role`)."]
   admin = [r for r in legacy if _section(saved[r.name], "model").get("norm_placement") == "admin"]
   if admin:
     notes.append(f"Its {len(admin)} Admin runs profiled the omegas on an all-zero (padding) "
