@@ -14,9 +14,9 @@ from typing import Callable, Iterable, Optional, Sequence
 import numpy as np
 
 from experiments.presets import DEFAULT_ACTIVATION, PAPER_ACTIVATION  # noqa: F401
+from transformer.config import LEGACY_DEFAULTS
 from transformer.sweep.report import (Run, clipped_final_loss, initial_loss, layer_profiles,  # noqa: F401
                                       mean_ci, mean_clipped_loss_per_lr)
-from transformer.config import LEGACY_DEFAULTS
 from transformer.sweep.report import largest_stable_lr as report_largest_stable_lr
 
 PLACEMENT = "model.norm_placement"

@@ -113,10 +113,9 @@ def analyze(runs):
                       for p, q in pairs]), ""]
   short, long = steps[0], steps[-1]
   (o_short, r_short), (o_long, r_long) = ordering(losses[short], a), ordering(losses[long], a)
-  fmt = lambda o, r: ", ".join(f"{p} < {q}" for (p, q), ok in r.items() if ok) or "none"  # noqa: E731
+  fmt = lambda r: ", ".join(f"{p} < {q}" for (p, q), ok in r.items() if ok) or "none"  # noqa: E731
   lines += [f"Gaps resolved (above {LOSS_MARGIN} nats/token with 95% confidence, paired by "
-            f"seed) after {short} steps: {fmt(o_short, r_short)}; after {long}: "
-            f"{fmt(o_long, r_long)}.", ""]
+            f"seed) after {short} steps: {fmt(r_short)}; after {long}: {fmt(r_long)}.", ""]
   said = lambda p, q: (f"{p} < {q} ({a.fmt(*paired_gap(losses[short], p, q, a))} after "  # noqa: E731
                        f"{short} steps, {a.fmt(*paired_gap(losses[long], p, q, a))} after {long})")
   fates = {pq: _fate(losses[long], *pq, a) for pq, ok in r_short.items() if ok}

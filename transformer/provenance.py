@@ -228,6 +228,12 @@ def describe_data(identity: Mapping) -> str:
   return f"{' | '.join(parts)} (digest {identity.get('digest')})"
 
 
+def recorded_data(record: Mapping) -> Optional[Mapping]:
+  """The data identity a provenance record holds (`data_identity`); None without one."""
+  data = record.get("data")
+  return data if isinstance(data, Mapping) and data.get("digest") else None
+
+
 # --- a run's workdir ----------------------------------------------------------------------------
 
 def read_records(workdir: str) -> list[dict]:

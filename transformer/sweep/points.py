@@ -296,16 +296,6 @@ def run_identity(config_dict: Mapping) -> str:
   return json.dumps(flat, sort_keys=True, default=str)
 
 
-def _recorded_data_digest(workdir: str) -> Optional[str]:
-  """The digest of the data a run recorded reading when it started; None for a run from
-  before provenance, which recorded none."""
-  for record in provenance.read_records(workdir):
-    data = record.get("data")
-    if isinstance(data, Mapping) and data.get("digest"):
-      return str(data["digest"])
-  return None
-
-
 def link_reusable_runs(sweep_dir: str, names: Sequence[str], configs: Sequence[ExperimentConfig],
                        reuse_dirs: Sequence[str]
                        ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
@@ -336,14 +326,16 @@ def link_reusable_runs(sweep_dir: str, names: Sequence[str], configs: Sequence[E
     target = os.path.join(sweep_dir, name)
     if os.path.lexists(target):
       continue
-    source = finished.get(run_identity(config.to_dict()))
+    config_dict = config.to_dict()
+    source = finished.get(run_identity(config_dict))
     if not source or os.path.abspath(source) == os.path.abspath(target):
       continue
-    data = config.to_dict()["data"]
+    data = config_dict["data"]
     key = json.dumps(data, sort_keys=True, default=str)
     if key not in digests:
       digests[key] = provenance.data_identity(data)["digest"]
-    recorded = _recorded_data_digest(source)
+    recorded = next((i["digest"] for i in map(provenance.recorded_data,
+                                              provenance.read_records(source)) if i), None)
     if recorded != digests[key]:
       refused.append((name, source, "it records no data identity (made before provenance)"
                       if recorded is None else f"it read other data (digest {recorded}, "

@@ -14,7 +14,7 @@ section and no warning, so its regenerated report keeps its bytes.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Sequence
 
 from transformer import provenance
 
@@ -71,12 +71,6 @@ def _devices_label(record: Mapping) -> str:
           f"{d.get('processes')} process(es)")
 
 
-def recorded_data(record: Mapping) -> Optional[Mapping]:
-  """The data identity a provenance record holds (`provenance.data_identity`); None without one."""
-  data = record.get("data")
-  return data if isinstance(data, Mapping) and data.get("digest") else None
-
-
 @dataclasses.dataclass
 class ProvenanceSummary:
   """What the runs' records say, and the warnings they call for."""
@@ -101,7 +95,7 @@ def summarize(runs: Sequence[Any], manifest: Mapping) -> ProvenanceSummary:
         known_commits.add(_git(r)["commit"])
       if _git(r).get("dirty") and run.name not in dirty:
         dirty.append(run.name)
-      identity = recorded_data(r)
+      identity = provenance.recorded_data(r)
       if identity:
         digests.add(identity["digest"])
         data.add(provenance.describe_data(identity), run.name)

@@ -37,6 +37,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from transformer import paths, provenance, user_files
+from transformer.config import LEGACY_DEFAULTS
 from transformer.errors import CommandLineError
 from transformer.sweep import points as sweep_lib
 from transformer.sweep.points import holds_studies  # noqa: F401 -- report.holds_studies
@@ -132,7 +133,7 @@ def entropy_key(data: Any, identity: Optional[str]) -> str:
 
 def _recorded_identity(saved: dict) -> Optional[str]:
   """The digest of the data the run recorded reading at its first start; None without one."""
-  return _section(_section(saved, PROVENANCE), "data").get("digest") or None
+  return (provenance.recorded_data(_section(saved, PROVENANCE)) or {}).get("digest")
 
 
 def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
@@ -1088,7 +1089,7 @@ def _study_data(sweep_dir: str, runs: Sequence[Run]) -> tuple[list[float], dict,
   entropies = sorted({round(v, 4) for v in cache.values() if isinstance(v, (int, float))})
   recorded, unrecorded = {}, 0
   for run in runs:
-    identities = [i for i in map(provenance_report.recorded_data,
+    identities = [i for i in map(provenance.recorded_data,
                                  provenance.read_records(run.workdir)) if i]
     if not identities:
       unrecorded += bool(run.metrics)
@@ -1134,24 +1135,22 @@ def _recipe_changes_since(runs: Sequence[Run]) -> list[str]:
   """Notes on fixes made to the recipe after these runs were trained, read off their saved
   configs: a config without `optim.decay_mask` predates the weight-decay mask by parameter role
   and Admin's profiling on a training batch (both landed together)."""
-  saved = {r.name: saved_config(r.workdir) for r in runs}
-  legacy = [r for r in runs if saved[r.name] is not None
+  saved = {r.name: c for r in runs if (c := saved_config(r.workdir)) is not None}
+  legacy = [r for r in runs if r.name in saved
             and "decay_mask" not in _section(saved[r.name], "optim")]
-  # Runs made since with `optim.decay_mask=ndim`, to match older ones.
-  matched = [r for r in runs if saved[r.name] is not None and r.num_steps > 1
-             and _section(saved[r.name], "optim").get("decay_mask") == "ndim"]
-  if not legacy and not matched:
-    return []
-  trained = [r for r in legacy if r.num_steps > 1]  # one-step runs measure at init, pre-update
-  notes = [] if not trained + matched else [
-      f"{len(trained) + len(matched)} of {len(runs)} runs used the weight-decay mask of runs "
-      "made before the mask by parameter role (" + " and ".join(
-          t for t in (f"{len(trained)} saved before it" if trained else "",
-                      f"{len(matched)} set `optim.decay_mask=ndim` to match them"
-                      if matched else "") if t)
-      + "): they decayed every parameter with ndim >= 2 (in these unrolled models that adds "
-      "only the [heads, head_dim] query/key/value biases; reruns use "
-      "`optim.decay_mask=role`)."]
+  # Trained runs on the old mask: saved before it existed, or made since with it set to match.
+  # (One-step runs measure at init, before any update.)
+  old_mask = LEGACY_DEFAULTS["optim.decay_mask"]
+  ndim = [r for r in runs if r.name in saved and r.num_steps > 1
+          and _section(saved[r.name], "optim").get("decay_mask", old_mask) == "ndim"]
+  before = sum(r in legacy for r in ndim)
+  how = [f"{before} saved before it"] * bool(before) + [
+      f"{len(ndim) - before} set `optim.decay_mask=ndim` to match them"] * bool(len(ndim) - before)
+  notes = [] if not ndim else [
+      f"{len(ndim)} of {len(runs)} runs used the weight-decay mask of runs made before the "
+      f"mask by parameter role ({' and '.join(how)}): they decayed every parameter with "
+      "ndim >= 2 (in these unrolled models that adds only the [heads, head_dim] "
+      "query/key/value biases; reruns use `optim.decay_mask=role`)."]
   admin = [r for r in legacy if _section(saved[r.name], "model").get("norm_placement") == "admin"]
   if admin:
     notes.append(f"Its {len(admin)} Admin runs profiled the omegas on an all-zero (padding) "
