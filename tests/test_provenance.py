@@ -21,6 +21,7 @@ from transformer import REPO_ROOT, provenance
 from transformer.config import from_config_dict
 from transformer.sweep import points as sweep_lib
 from transformer.sweep import report
+from transformer.sweep import runs as sweep_runs
 from transformer.workdir import run_config
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
@@ -318,7 +319,7 @@ def _sweep(directory, records):
 
 @pytest.fixture
 def no_entropy(monkeypatch):
-  monkeypatch.setattr(report, "unigram_entropy", lambda workdir, cache: None)
+  monkeypatch.setattr(sweep_runs, "unigram_entropy", lambda workdir, cache: None)
 
 
 def test_the_report_warns_when_runs_mix_commits_and_data(tmp_path, capsys, no_entropy):

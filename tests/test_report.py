@@ -8,6 +8,7 @@ import os
 import pytest
 
 from transformer.sweep import report
+from transformer.sweep import runs as sweep_runs
 from transformer.sweep.points import MANIFEST, point_name
 
 
@@ -74,7 +75,7 @@ def sweep_dir(tmp_path, monkeypatch):
                "claim": "post-norm needs warm-up", "report_diagnostics": ["feed_forward/grad_norm"],
                "points": [{"name": n, "overrides": p, "num_steps": 40}
                           for n, p in zip(names, points)]}, f)
-  monkeypatch.setattr(report, "unigram_entropy", lambda workdir, cache: 3.5)
+  monkeypatch.setattr(sweep_runs, "unigram_entropy", lambda workdir, cache: 3.5)
   return str(d)
 
 

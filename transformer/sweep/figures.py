@@ -1,0 +1,508 @@
+"""The report's figures: learning curves, final metric against each swept field, per-layer
+diagnostics; palette PNGs whose bytes depend only on the figure."""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from transformer import paths
+from transformer.sweep.runs import _LAYER, _NOT_METRICS, Run, _label, groups, swept_fields
+from transformer.sweep.stats import initial_loss, mean_ci
+
+
+def _pyplot():
+  import matplotlib  # noqa: PLC0415
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # noqa: PLC0415
+  return plt
+
+
+PNG_COLORS = 256  # plots are lines on white: a palette keeps their colours, 3x smaller
+
+
+def save_png(plt, fig, path: str, dpi: int) -> None:
+  """Writes `fig` to `path` as a palette PNG and closes it. The bytes depend only on the
+  figure (no date or software version in the file), so a regenerated report is identical."""
+  from PIL import Image  # noqa: PLC0415 -- loaded with matplotlib, only when drawing
+  buf = io.BytesIO()
+  fig.savefig(buf, format="png", dpi=dpi)
+  plt.close(fig)
+  image = Image.open(buf).convert("RGB")
+  image = image.quantize(PNG_COLORS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
+  with paths.open_file(path, "wb") as f:
+    image.save(f, format="png", optimize=True)
+
+
+def _mean_curve(runs: Sequence[Run], split: str, key: str):
+  """Steps every run logged, and the mean / min / max of `key` there."""
+  series = [{row["step"]: row[key] for row in r.metrics.get(split, []) if key in row}
+            for r in runs]
+  series = [s for s in series if s]
+  if not series:
+    return None
+  steps = sorted(set.intersection(*(set(s) for s in series)))
+  if not steps:
+    return None
+  y = np.array([[s[t] for t in steps] for s in series])
+  return np.array(steps), y.mean(0), y.min(0), y.max(0)
+
+
+# How the plots draw a run that did not finish healthily: collapsed runs as hollow circles at
+# their final value, diverged ones as an x on the panel's top edge (they have no final value).
+MARKS = {"finished": dict(marker="o", ms=4),
+         "collapsed": dict(marker="o", ms=6, mfc="none", mew=1.2),
+         "diverged": dict(marker="x", ms=7, mew=1.6),
+         "off_scale": dict(marker="^", ms=6),
+         "final_eval": dict(marker="*", ms=10)}
+# The last eval of a run sees the whole eval split, the periodic ones its first
+# `data.eval_batches` batches (transformer/train/loop.py), so the two may differ by more than
+# training explains: the plots draw the last one with its own mark.
+FINAL_EVAL_LABEL = "last eval, whole split\n(others: its first batches)"
+
+
+def _split_final_eval(curve, runs: Sequence[Run]):
+  """A `_mean_curve` of evals as (periodic (steps, mean), final (steps, mean)): the final
+  eval is at a run's last step."""
+  steps, mean = curve[0], curve[1]
+  whole = steps >= max(r.num_steps for r in runs)
+  return (steps[~whole], mean[~whole]), (steps[whole], mean[whole])
+
+
+def _lr_field(fields: Sequence[str]) -> Optional[str]:
+  return next((f for f in fields if f.rsplit(".", 1)[-1] == "learning_rate"), None)
+
+
+def _lr_colors(plt, values: Sequence[float]) -> dict:
+  """A sequential colour per learning rate (dark = small, bright = large)."""
+  cmap = plt.get_cmap("viridis")
+  values = sorted(values)
+  n = max(len(values) - 1, 1)
+  return {v: cmap(0.9 * i / n) for i, v in enumerate(values)}
+
+
+def _split(runs: Sequence[Run], keys: Sequence[str]) -> dict[tuple, list[Run]]:
+  out: dict[tuple, list[Run]] = {}
+  for r in runs:
+    out.setdefault(tuple((k, r.overrides.get(k)) for k in keys), []).append(r)
+  return out
+
+
+def _mark_legend(ax, handles: list, plt, final_eval: bool = False) -> None:
+  """The legend outside the axes on the right, with the run marks explained (and the last
+  eval's, when `final_eval`)."""
+  from matplotlib.lines import Line2D  # noqa: PLC0415
+  handles = list(handles) + [
+      Line2D([], [], color="gray", ls="", **MARKS["final_eval"], label=FINAL_EVAL_LABEL)
+      ] * final_eval + [
+      Line2D([], [], color="gray", ls="", **MARKS["finished"], label="healthy (seed or mean)"),
+      Line2D([], [], color="gray", ls="", **MARKS["collapsed"], label="collapsed run"),
+      Line2D([], [], color="gray", ls="", **MARKS["diverged"], label="diverged (top edge)"),
+      Line2D([], [], color="gray", ls="", **MARKS["off_scale"],
+             label="off scale (above the top edge)")]
+  ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7,
+            borderaxespad=0.0)
+
+
+def _run_marks(ax, xs_runs: Sequence[tuple], color) -> None:
+  """Every run as a mark at (x, its final value); diverged runs at the top edge (drawn after
+  the limits are set: see `_top_edge`)."""
+  for status in ("finished", "collapsed"):
+    pts = [(x, v) for x, r, v in xs_runs if r.status == status and v is not None]
+    if pts:
+      ax.plot(*zip(*pts), ls="", color=color, alpha=0.8, gid=status, **MARKS[status])
+
+
+def _top_edge(ax, xs_runs: Sequence[tuple], color, cap: Optional[float] = None) -> None:
+  """Diverged runs as an x on the panel's top edge; with a `cap` (`_outlier_cap`), runs whose
+  final value lies above it as a triangle there ("off scale")."""
+  pts = [x for x, r, _ in xs_runs if r.status == "diverged"]
+  high = [x for x, r, v in xs_runs
+          if cap is not None and r.status != "diverged" and v is not None and v > cap]
+  if pts or high:
+    bottom, top = ax.get_ylim()
+    ax.set_ylim(bottom, top)  # fixed: the marks sit on the edge, not above a new margin
+  if pts:
+    ax.plot(pts, [top] * len(pts), ls="", color=color, clip_on=False, gid="diverged",
+            **MARKS["diverged"])
+  if high:
+    ax.plot(high, [top] * len(high), ls="", color=color, clip_on=False, gid="off_scale",
+            **MARKS["off_scale"])
+
+
+def _outlier_cap(values: Sequence[float]) -> Optional[float]:
+  """A top for a y-axis that a few far-off values would stretch: 2x the median when some value
+  lies above that (e.g. a pre-norm model without any norm ending at 100+ nats while the rest
+  end near 2.5), else None (the axis as matplotlib scales it)."""
+  values = [v for v in values if v > 0]
+  if len(values) < 4:
+    return None
+  cap = 2 * float(np.median(values))
+  return cap if max(values) > cap else None
+
+
+def _curves_figure(runs: Sequence[Run], metric: str):
+  """The learning-curves figure (or None): with a learning-rate field, one panel per value of
+  the other swept fields, train loss (mean over healthy seeds, line) and eval loss (marks)
+  coloured by LR, every unhealthy run drawn alone (dotted) and marked at its end; without one,
+  train and eval panels with one colour per group. Legends outside the axes."""
+  swept = swept_fields(runs)
+  lr = _lr_field(swept)
+  plt = _pyplot()
+  if lr is None:
+    return _curves_by_group(runs, metric, swept, plt)
+  others = [f for f in swept if f != lr]
+  panels = _split(runs, others)
+  colors = _lr_colors(plt, {r.overrides[lr] for r in runs})
+  cols = min(3, len(panels))
+  rows = math.ceil(len(panels) / cols)
+  fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols + 1.4, 3.2 * rows), squeeze=False,
+                           sharey=True)
+  drawn = False
+  for ax, (key, members) in zip(axes.ravel(), panels.items()):
+    for value, lr_runs in sorted(_split(members, [lr]).items(), key=lambda kv: kv[0][0][1]):
+      color = colors[value[0][1]]
+      ok = [r for r in lr_runs if r.healthy]
+      curve = _mean_curve(ok, "train", "loss")
+      if curve is not None:
+        steps, mean, lo, hi = curve
+        ax.plot(steps, mean, color=color, lw=1.4)
+        ax.fill_between(steps, lo, hi, color=color, alpha=0.15)
+        drawn = True
+      ev = _mean_curve(ok, "eval", "loss")
+      if ev is not None:
+        (ps, pm), (fs, fm) = _split_final_eval(ev, ok)
+        ax.plot(ps, pm, ls="", color=color, **MARKS["finished"])
+        ax.plot(fs, fm, ls="", color=color, **MARKS["final_eval"])
+      for r in lr_runs:
+        if r.healthy or not r.metrics.get("train"):
+          continue
+        rows_ = [row for row in r.metrics["train"] if math.isfinite(row.get("loss", math.nan))]
+        ax.plot([row["step"] for row in rows_], [row["loss"] for row in rows_], color=color,
+                ls=":", lw=1)
+        drawn = True
+        if r.status == "collapsed" and r.final:
+          ax.plot([r.final["step"]], [r.final["loss"]], ls="", color=color, gid="collapsed",
+                  **MARKS["collapsed"])
+    ax.set_title(_label(key, swept) if key else "all", fontsize=9)
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+  if not drawn:
+    plt.close(fig)
+    return None
+  finals = [r.final["loss"] for r in runs if r.healthy and "loss" in r.final]
+  highest = max((row["loss"] for r in runs for row in r.metrics.get("train", [])
+                 if math.isfinite(row.get("loss", math.nan))), default=None)
+  if finals and highest is not None:
+    # A far-off run (a model without any norm starts near 100 nats) would flatten the rest:
+    # the shared y stops at twice the median final loss or 1.2x the loss at init, ln V.
+    cap = max(2 * float(np.median(finals)),
+              1.2 * float(np.median([initial_loss(r) for r in runs])))
+    if highest > cap:
+      low = min(row["loss"] for r in runs for row in r.metrics.get("train", [])
+                if math.isfinite(row.get("loss", math.nan)))
+      axes.ravel()[0].set_ylim(low - 0.05 * (cap - low), cap)
+  for ax, (key, members) in zip(axes.ravel(), panels.items()):
+    for r in members:
+      if r.status == "diverged":
+        steps = [row["step"] for row in r.metrics.get("train", [])]
+        _top_edge(ax, [(max(steps) if steps else 0, r, None)], colors[r.overrides[lr]])
+  for ax in axes.ravel()[len(panels):]:
+    ax.axis("off")
+  for ax in axes[:, 0]:
+    ax.set_ylabel("train loss (line) / eval loss (marks)")
+  from matplotlib.lines import Line2D  # noqa: PLC0415
+  handles = [Line2D([], [], color=c, lw=2, label=f"LR {v:g}") for v, c in colors.items()]
+  _mark_legend(axes[0, -1] if len(panels) >= cols else axes.ravel()[len(panels) - 1],
+               handles, plt, final_eval=True)
+  fig.tight_layout()
+  return fig
+
+
+def _curves_by_group(runs, metric, swept, plt):
+  fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
+  colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+  drawn = False
+  handles = []
+  for i, (group, members) in enumerate(groups(runs).items()):
+    color = colors[i % len(colors)]
+    ok = [r for r in members if r.healthy]
+    for ax, split, key in ((axes[0], "train", "loss"), (axes[1], "eval", metric)):
+      curve = _mean_curve(ok, split, key)
+      if curve is not None:
+        steps, mean, lo, hi = curve
+        if split == "eval":  # the last eval (whole split) as its own mark, not on the line
+          (ps, pm), (fs, fm) = _split_final_eval(curve, ok)
+          ax.plot(ps, pm, color=color, marker="o", ms=3)
+          ax.plot(fs, fm, ls="", color=color, **MARKS["final_eval"])
+          steps, lo, hi = steps[:len(ps)], lo[:len(ps)], hi[:len(ps)]
+        else:
+          handles.append(ax.plot(steps, mean, color=color,
+                                 label=f"{_label(group, swept)} (n={len(ok)})")[0])
+        ax.fill_between(steps, lo, hi, color=color, alpha=0.2)
+        drawn = True
+      for r in members:  # marked runs are drawn thin, each alone, so they are seen
+        if not r.healthy and r.metrics.get(split):
+          rows = [row for row in r.metrics[split] if key in row]
+          ax.plot([row["step"] for row in rows], [row[key] for row in rows], color=color,
+                  ls=":", lw=1)
+  if not drawn:
+    plt.close(fig)
+    return None
+  axes[0].set(xlabel="step", ylabel="train loss", title="Training loss")
+  axes[1].set(xlabel="step", ylabel=f"eval {metric}", title=f"Eval {metric}")
+  for ax in axes:
+    ax.grid(alpha=0.3)
+  _mark_legend(axes[1], handles, plt, final_eval=True)
+  fig.tight_layout()
+  return fig
+
+
+def _plot_curves(runs: Sequence[Run], metric: str, path: str) -> bool:
+  fig = _curves_figure(runs, metric)
+  if fig is None:
+    return False
+  save_png(_pyplot(), fig, path, dpi=90)
+  return True
+
+
+def _is_number(v: Any) -> bool:
+  return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], metric: str):
+  """Final `metric` against `field` (or None): one panel per value of the first other swept
+  field when there are two or more others (e.g. per placement), one line per value of the
+  rest, coloured by learning rate (sequential) when that is one of them. The line is the mean
+  over healthy seeds; every run is a mark: filled when healthy, hollow when collapsed, an x on
+  the top edge when diverged (collapsed runs are the LR studies' main evidence, so they are
+  drawn, not dropped). Legend outside the axes."""
+  values = []
+  for r in runs:
+    if field in r.overrides and r.overrides[field] not in values:
+      values.append(r.overrides[field])
+  if not values:
+    return None
+  numeric = all(_is_number(v) for v in values)
+  if numeric:
+    values = sorted(values)
+  others = [f for f in fields if f != field]
+  lr = _lr_field(others)
+  if len(others) >= 2:
+    panel_keys = [next(f for f in others if f != lr)]
+  elif len(others) == 1 and field == _lr_field(fields):
+    panel_keys = others
+  else:
+    panel_keys = []
+  line_keys = [f for f in others if f not in panel_keys]
+  plt = _pyplot()
+  panels = _split(runs, panel_keys)
+  cols = min(3, len(panels))
+  nrows = math.ceil(len(panels) / cols)
+  fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols + 1.8, 3.2 * nrows),
+                           squeeze=False, sharey=True)
+  cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+  lr_colors = _lr_colors(plt, {r.overrides.get(lr) for r in runs}) if lr in line_keys else {}
+  line_index: dict[tuple, int] = {}
+  handles: dict[str, Any] = {}
+  drawn = False
+  xs_of = lambda v: v if numeric else values.index(v)  # noqa: E731
+  marks_of: dict = {}
+  for ax, (pkey, members) in zip(axes.ravel(), panels.items()):
+    marks = []
+    for lkey, line_runs in _split(members, line_keys).items():
+      i = line_index.setdefault(lkey, len(line_index))
+      color = (lr_colors[dict(lkey)[lr]] if lr_colors else cycle[i % len(cycle)])
+      xs, ys, errs = [], [], []
+      points = []
+      for v in values:
+        at = [r for r in line_runs if r.overrides.get(field) == v]
+        ok = [r.final[metric] for r in at if r.healthy and metric in r.final]
+        if ok:
+          mean, half = mean_ci(ok)
+          xs.append(xs_of(v))
+          ys.append(mean)
+          errs.append(0.0 if math.isnan(half) else half)
+        points += [(xs_of(v), r, r.final.get(metric)) for r in at]
+      label = _label(lkey) if lkey else "mean over healthy seeds"
+      if xs:
+        line = ax.errorbar(xs, ys, yerr=errs, color=color, capsize=2, lw=1.3, label=label)
+        handles.setdefault(label, line)
+        drawn = True
+      _run_marks(ax, points, color)
+      marks.append((points, color))
+      drawn = drawn or bool(points)
+    if numeric and min(values) > 0 and max(values) / min(values) >= 10:
+      ax.set_xscale("log")
+    if not numeric:
+      ax.set_xticks(range(len(values)), [str(v) for v in values], rotation=30, fontsize=8)
+    ax.set_title(_label(pkey) if pkey else f"{metric} vs {field}", fontsize=9)
+    ax.set_xlabel(field)
+    ax.grid(alpha=0.3)
+    ax.autoscale_view()
+    for points, color in marks:
+      marks_of[(id(ax), id(points))] = (points, color, ax)
+  if not drawn:
+    plt.close(fig)
+    return None
+  cap = _outlier_cap([v for points, _, _ in marks_of.values() for _, _, v in points
+                      if v is not None and math.isfinite(v)])
+  if cap is not None:  # the panels share y: one far-off group would flatten every other
+    low = min(v for points, _, _ in marks_of.values() for _, _, v in points
+              if v is not None and math.isfinite(v))
+    axes.ravel()[0].set_ylim(low - 0.05 * (cap - low), cap)
+  for points, color, ax in marks_of.values():
+    _top_edge(ax, points, color, cap)
+  for ax in axes.ravel()[len(panels):]:
+    ax.axis("off")
+  for ax in axes[:, 0]:
+    ax.set_ylabel(f"final eval {metric}")
+  if lr_colors:
+    from matplotlib.lines import Line2D  # noqa: PLC0415
+    hs = [Line2D([], [], color=c, lw=2, label=f"LR {v:g}") for v, c in sorted(lr_colors.items())]
+  else:
+    hs = list(handles.values())
+  _mark_legend(axes[0, -1], hs, plt)
+  fig.tight_layout()
+  return fig
+
+
+def _plot_final_vs(runs: Sequence[Run], field: str, fields: Sequence[str], metric: str,
+                   path: str) -> bool:
+  fig = _final_vs_figure(runs, field, fields, metric)
+  if fig is None:
+    return False
+  save_png(_pyplot(), fig, path, dpi=90)
+  return True
+
+
+def layer_profiles(row: dict) -> dict[str, dict[int, float]]:
+  """`{metric: {layer: value}}` from a diagnostics row's keys that carry a layer index."""
+  out: dict[str, dict[int, float]] = {}
+  for k, v in row.items():
+    m = _LAYER.match(k)
+    if m and k not in _NOT_METRICS and _is_number(v):
+      name = (m["pre"] + "*" + m["post"]).strip("/._")
+      out.setdefault(name, {})[int(m["index"])] = float(v)
+  return out
+
+
+def _plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Sequence[str],
+                        path: str) -> bool:
+  """Per-layer metrics whose name (layer index replaced by `*`, e.g.
+  `decoder/*/feed_forward/grad_norm`) contains `prefix`: the last layer's value at the first
+  diagnostics step against `field` (numeric), one line per metric and value of the other
+  swept fields."""
+  if not all(_is_number(r.overrides.get(field)) for r in runs):
+    return False
+  others = [f for f in fields if f != field]
+  points: dict[tuple, dict[float, list[float]]] = {}
+  for r in runs:
+    rows = r.metrics.get("diagnostics", [])
+    if not rows or r.status == "diverged":
+      continue
+    for name, prof in layer_profiles(rows[0]).items():
+      if prefix in name:
+        key = (name,) + tuple((f, r.overrides.get(f)) for f in others)
+        points.setdefault(key, {}).setdefault(r.overrides[field], []).append(prof[max(prof)])
+  if not points:
+    return False
+  plt = _pyplot()
+  fig, ax = plt.subplots(figsize=(7, 4.8))
+  for key, by_x in points.items():
+    xs = sorted(by_x)
+    stats = [mean_ci(by_x[x]) for x in xs]
+    ax.errorbar(xs, [m for m, _ in stats], yerr=[0 if math.isnan(h) else h for _, h in stats],
+                marker="o", capsize=3, label=f"{key[0]} {_label(key[1:])}")
+  values = [v for by_x in points.values() for x in by_x for v in by_x[x]]
+  if min(values) > 0 and min(r.overrides[field] for r in runs) > 0:
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+  ax.set(xlabel=field, ylabel="last layer", title=f"{prefix} (last layer) vs {field}")
+  ax.grid(alpha=0.3, which="both")
+  ax.legend(fontsize=6)
+  fig.tight_layout()
+  save_png(plt, fig, path, dpi=110)
+  return True
+
+
+
+def _panel_grid(plt, n: int):
+  """A figure with `n` panels, three to a row; `axes` is `[rows, cols]`."""
+  cols = min(3, n)
+  rows = math.ceil(n / cols)
+  return plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+
+
+def _save_panels(plt, fig, axes, n: int, path: str) -> None:
+  """Hides the unused panels, puts the legend on the first, writes `path`."""
+  for ax in axes.ravel()[n:]:
+    ax.axis("off")
+  axes.ravel()[0].legend(fontsize=6)
+  fig.tight_layout()
+  save_png(plt, fig, path, dpi=100)
+
+def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
+  swept = swept_fields(runs)
+  series: dict[str, dict[tuple, dict[int, list[float]]]] = {}  # metric -> group -> step -> [v]
+  for r in runs:
+    rows = r.metrics.get("diagnostics", [])
+    if len(rows) < 2:
+      continue
+    for row in rows:
+      values = {name: max(prof.values()) for name, prof in layer_profiles(row).items()}
+      values.update({k: float(v) for k, v in row.items() if k not in _NOT_METRICS
+                     and _is_number(v) and not _LAYER.match(k)})
+      for name, v in values.items():
+        series.setdefault(name, {}).setdefault(r.group, {}).setdefault(row["step"], []).append(v)
+  if not series:
+    return False
+  plt = _pyplot()
+  names = sorted(series)
+  fig, axes = _panel_grid(plt, len(names))
+  for ax, name in zip(axes.ravel(), names):
+    for group, by_step in series[name].items():
+      steps = sorted(by_step)
+      ax.plot(steps, [np.mean(by_step[t]) for t in steps], label=_label(group, swept))
+    ax.set_xlabel("step")
+    ax.set_title(name, fontsize=8)
+    ax.grid(alpha=0.3)
+  _save_panels(plt, fig, axes, len(names), path)
+  return True
+
+
+def _plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
+  swept = swept_fields(runs)
+  profiles: dict[str, dict[tuple, list]] = {}  # metric -> (group, first/last) -> [{layer: v}]
+  for r in runs:
+    rows = r.metrics.get("diagnostics", [])
+    if not rows or r.status == "diverged":
+      continue
+    for which, row in (("first", rows[0]), ("last", rows[-1])):
+      if which == "last" and len(rows) == 1:
+        continue
+      for name, prof in layer_profiles(row).items():
+        profiles.setdefault(name, {}).setdefault((r.group, which, row["step"]), []).append(prof)
+  if not profiles:
+    return False
+  plt = _pyplot()
+  names = sorted(profiles)
+  fig, axes = _panel_grid(plt, len(names))
+  colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+  group_index = {g: i for i, g in enumerate(groups(runs))}
+  for ax, name in zip(axes.ravel(), names):
+    for (group, which, step), profs in profiles[name].items():
+      layers = sorted(set.intersection(*(set(p) for p in profs)))
+      mean = [np.mean([p[l] for p in profs]) for l in layers]
+      ax.plot(layers, mean, marker="o", ms=3, ls="-" if which == "last" else "--",
+              color=colors[group_index[group] % len(colors)],
+              label=f"{_label(group, swept)} @ {step}")
+    ax.set_xlabel("layer")
+    ax.set_title(name, fontsize=8)
+    ax.grid(alpha=0.3)
+  _save_panels(plt, fig, axes, len(names), path)
+  return True
+

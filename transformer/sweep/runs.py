@@ -1,0 +1,257 @@
+"""Reading a sweep's runs: each point's workdir (config.json, metrics) as a `Run`, and its
+status: finished, diverged, collapsed (stuck at the unigram entropy of its eval data),
+incomplete or missing. The report's other parts (statistics, figures, summary) take these."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import re
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from transformer import paths, provenance, user_files
+from transformer.sweep import points as sweep_lib
+from transformer.workdir import CONFIG_FILE, PROVENANCE, read_metrics
+
+COLLAPSE_TOLERANCE = 0.02  # relative: eval loss >= (1 - this) * unigram entropy = collapsed
+_NOT_METRICS = ("step", "split", "time", "tokens", "examples")
+_LAYER = re.compile(r"^(?P<pre>.*?)layers?[_/.]?(?P<index>\d+)(?P<post>.*)$")
+
+
+@dataclasses.dataclass
+class Run:
+  """One point of the sweep and what its workdir holds."""
+  name: str
+  overrides: dict
+  num_steps: int
+  workdir: str
+  metrics: dict
+  status: str = "missing"  # finished | diverged | collapsed | incomplete | missing
+  detail: str = ""
+
+  @property
+  def seed(self):
+    return self.overrides.get("seed")
+
+  @property
+  def group(self) -> tuple:
+    return tuple((k, v) for k, v in self.overrides.items() if k != "seed")
+
+  @property
+  def final(self) -> dict:
+    evals = self.metrics.get("eval", [])
+    return evals[-1] if evals else {}
+
+  @property
+  def healthy(self) -> bool:
+    return self.status == "finished"
+
+
+def _finite(row: dict, keys=("loss", "grad_norm")) -> bool:
+  return all(math.isfinite(row[k]) for k in keys if isinstance(row.get(k), (int, float)))
+
+
+def classify(run: Run, unigram_entropy: Optional[float]) -> None:
+  """Sets `run.status` and `run.detail` from its metrics."""
+  rows = run.metrics.get("train", []) + run.metrics.get("eval", [])
+  if not rows:
+    run.status, run.detail = "missing", "no metrics yet"
+    return
+  bad = next((r for r in rows if not _finite(r)), None)
+  if bad is not None:
+    run.status, run.detail = "diverged", f"non-finite {bad['split']} metrics at step {bad['step']}"
+    return
+  final = run.final
+  if not final or final["step"] < run.num_steps:
+    last = max(r["step"] for r in rows)
+    run.status, run.detail = "incomplete", f"at step {last} of {run.num_steps}"
+    return
+  if unigram_entropy and _stuck_at(run, unigram_entropy):
+    run.status = "collapsed"
+    run.detail = (f"final eval loss {final['loss']:.4f} vs unigram entropy "
+                  f"{unigram_entropy:.4f} nats/token, train loss flat over the second half")
+    return
+  run.status, run.detail = "finished", ""
+
+
+def _stuck_at(run: Run, entropy: float) -> bool:
+  """The final eval loss is at (or above) `entropy` and the train loss no longer falls: the
+  least-squares line through the train losses of the second half of training drops by less
+  than COLLAPSE_TOLERANCE * entropy over that half. (A line, not the half's first and last
+  rows: one logged batch's loss is noisy, by more than the tolerance on 1k-token batches. A
+  short run still on its way down is not collapsed, only unfinished in spirit.)"""
+  if run.final["loss"] < (1 - COLLAPSE_TOLERANCE) * entropy:
+    return False
+  half = [(r["step"], r["loss"]) for r in run.metrics.get("train", [])
+          if r["step"] >= run.final["step"] / 2]
+  if len(half) < 2:  # read_metrics keeps one row per step: two rows span two steps
+    return False
+  steps, losses = np.array(half, dtype=np.float64).T
+  slope = np.polyfit(steps, losses, 1)[0]
+  return -slope * (steps[-1] - steps[0]) < COLLAPSE_TOLERANCE * entropy
+
+
+def entropy_key(data: Any, identity: Optional[str]) -> str:
+  """The entropy cache's key: the data config and the digest of the bytes it read
+  (`provenance.data_identity`): the default corpus, this Python's stdlib, differs per Python.
+  Without a digest (runs from before provenance, whose committed caches hold such keys) the
+  data config's alone."""
+  payload = data if identity is None else {"data": data, "identity": identity}
+  return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _recorded_identity(saved: dict) -> Optional[str]:
+  """The digest of the data the run recorded reading at its first start; None without one."""
+  return (provenance.recorded_data(_section(saved, PROVENANCE)) or {}).get("digest")
+
+
+def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
+  """Entropy (nats/token) of the token frequencies of the eval split of the run in `workdir`,
+  for decoder LMs; None for other kinds. Cached in `cache_dir` by `entropy_key`: looked up
+  under the data identity the run recorded (its data config alone for a run without one),
+  then under that of the data here, where it is computed (and cached) when neither is. A
+  recorded identity that differs from the data here is reported: the collapse check then
+  compares with the entropy of other bytes."""
+  saved = saved_config(workdir)
+  if saved is None or _section(saved, "model").get("kind") != "decoder_lm":
+    return None
+  cache_path = paths.join(cache_dir, "unigram_entropy.json")
+  cache = _read_cache(cache_path)
+  recorded = _recorded_identity(saved)
+  key = entropy_key(saved.get("data"), recorded)
+  if isinstance(cache.get(key), (int, float)):
+    return cache[key]
+  if not paths.has_scheme(workdir) and os.path.islink(workdir.rstrip("/")):
+    # A run linked from another sweep (--reuse_runs_from): that sweep's cache holds the value
+    # measured for it, which matters for a run that recorded no data identity (its key alone
+    # cannot tell which Python's stdlib it read).
+    home = os.path.dirname(os.path.realpath(workdir.rstrip("/")))
+    value = _read_cache(os.path.join(home, "unigram_entropy.json")).get(key)
+    if isinstance(value, (int, float)):
+      return value
+  here = provenance.data_identity(_section(saved, "data"))["digest"]
+  if recorded and here != recorded:
+    print(f"[report] {workdir} read data {recorded}; the data here is {here}, so its unigram "
+          "entropy is that of the data here.")
+  key = entropy_key(saved.get("data"), here)
+  if not isinstance(cache.get(key), (int, float)):
+    from transformer.config import DataConfig  # noqa: PLC0415
+    from transformer.data.pipeline import lm_data  # noqa: PLC0415 -- TensorFlow
+    data_cfg = DataConfig(**{k: tuple(v) if isinstance(v, list) else v
+                             for k, v in saved["data"].items()})
+    data = lm_data(data_cfg, saved["train"]["batch_size"], seed=0, workdir=workdir)
+    counts = np.zeros(data.tokenizer.vocab_size, np.int64)
+    for batch in data.eval_batches():
+      counts += np.bincount(batch["targets"][batch["weights"] > 0].ravel(),
+                            minlength=counts.size)[:counts.size]
+    p = counts[counts > 0] / counts.sum()
+    cache[key] = float(-(p * np.log(p)).sum())
+    if paths.has_scheme(cache_path):  # an object is replaced whole: never half-written
+      paths.write_text(cache_path, json.dumps(cache, indent=1))
+      return cache[key]
+    tmp = f"{cache_path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+      json.dump(cache, f, indent=1)
+    os.replace(tmp, cache_path)  # atomic: a killed report leaves no half-written cache
+  return cache[key]
+
+
+def saved_config(workdir: str) -> Optional[dict]:
+  """The run's config.json as a dict, None when there is none; a file that is not a JSON
+  object is a one-line UserFileError."""
+  path = paths.join(workdir, CONFIG_FILE)
+  if not paths.exists(path):
+    return None
+  return user_files.read_json_object(path, user_files.SAVED_CONFIG, user_files.SAVED_CONFIG_FIX)
+
+
+def _section(saved: dict, name: str) -> dict:
+  value = saved.get(name)
+  return value if isinstance(value, dict) else {}
+
+
+def _read_cache(path: str) -> dict:
+  """The entropy cache; `{}` (so: computed again) when it is missing or corrupt."""
+  try:
+    with paths.open_file(path, encoding="utf-8") as f:
+      cache = json.load(f)
+  except (OSError, ValueError):
+    return {}
+  return cache if isinstance(cache, dict) else {}
+
+
+def load_runs(sweep_dir: str, entropy: bool = True) -> list[Run]:
+  """The sweep's runs, classified (collapse is checked only with `entropy`, which computes
+  and caches the unigram entropy of each run's data)."""
+  manifest = sweep_lib.read_manifest(sweep_dir)
+  runs = []
+  for p in manifest["points"]:
+    workdir = os.path.join(sweep_dir, p["name"])
+    run = Run(p["name"], p["overrides"], p["num_steps"], workdir, read_metrics(workdir))
+    runs.append(run)
+  for run in runs:
+    classify_run(run, sweep_dir, entropy)
+  return runs
+
+
+def classify_run(run: Run, sweep_dir: str, entropy: bool = True) -> None:
+  """`classify(run, ...)` with its data's unigram entropy (when `entropy`) for collapse."""
+  h = None
+  if entropy and run.metrics.get("eval"):
+    try:
+      h = unigram_entropy(run.workdir, sweep_dir)
+    except Exception as e:  # noqa: BLE001 -- the report goes on without collapse marks
+      print(f"[report] unigram entropy of {run.workdir}'s data not computed ({e}); "
+            "collapse is not checked.")
+  classify(run, h)
+
+
+
+def eval_metric_names(runs: Sequence[Run]) -> list[str]:
+  names = []
+  for r in runs:
+    for k, v in r.final.items():
+      if k not in _NOT_METRICS and isinstance(v, (int, float)) and k not in names:
+        names.append(k)
+  return names
+
+
+def groups(runs: Sequence[Run]) -> dict[tuple, list[Run]]:
+  out: dict[tuple, list[Run]] = {}
+  for r in runs:
+    out.setdefault(r.group, []).append(r)
+  return out
+
+
+def swept_fields(runs: Sequence[Run]) -> list[str]:
+  """Fields (other than seed) that take more than one value across the points."""
+  fields = []
+  for r in runs:
+    for k in r.overrides:
+      if k != "seed" and k not in fields:
+        fields.append(k)
+  return [f for f in fields if len({json.dumps(r.overrides.get(f), default=str)
+                                    for r in runs}) > 1]
+
+
+def _label(group: tuple, swept: Optional[Sequence[str]] = None) -> str:
+  """`placement=post, learning_rate=0.01`: the group's fields (only those in `swept`, the
+  fields that vary across the sweep, when given) by their last name part; a field the group's
+  points leave unset shows as `config` (the value of --config)."""
+  return ", ".join(f"{k.rsplit('.', 1)[-1]}={'config' if v is None else v}" for k, v in group
+                   if swept is None or k in swept) or "all"
+
+
+def study_claim(manifest: dict) -> str:
+  """The claim as the sweep file words it now (`CLAIM`), else as the manifest recorded it when
+  the sweep ran."""
+  try:
+    return getattr(sweep_lib.sweep_module(manifest["sweep_file"]), "CLAIM", "") or \
+        manifest.get("claim", "")
+  except Exception:  # noqa: BLE001
+    return manifest.get("claim", "")

@@ -1,0 +1,116 @@
+"""Statistics of a sweep's runs: confidence intervals over seeds, and the learning-rate sweep's
+numbers (Wortsman et al.'s clipped final loss and LR sensitivity, the largest stable LR) that the
+report prints for every sweep with a learning-rate field. (They stay here, not in
+`experiments/analysis.py`, because the report of any sweep uses them and `transformer` does not
+import `experiments`; the studies' own maths is in `experiments/analysis.py`.)"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from transformer.sweep.runs import Run, _section, saved_config
+
+
+def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+  """Mean and the half-width of its `confidence` interval (Student's t, n - 1 degrees of
+  freedom); the half-width is nan for fewer than 2 values."""
+  x = np.asarray(values, np.float64)
+  if x.size == 0:
+    return float("nan"), float("nan")
+  if x.size < 2:
+    return float(x[0]), float("nan")
+  from scipy import stats  # noqa: PLC0415
+  half = stats.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+  return float(x.mean()), float(half)
+
+
+def _fmt(mean: float, half: float) -> str:
+  if math.isnan(mean):
+    return "-"
+  return f"{mean:.4f}" if math.isnan(half) else f"{mean:.4f} ± {half:.4f}"
+
+
+
+def initial_loss(run: Run) -> float:
+  """The loss at initialization, ln(vocab size) (a model whose outputs are near uniform), from
+  the run's config.json; the first logged train loss if there is no config."""
+  vocab_size = _section(saved_config(run.workdir) or {}, "model").get("vocab_size")
+  if isinstance(vocab_size, int) and vocab_size > 0:
+    return math.log(vocab_size)
+  train = run.metrics.get("train", [])
+  return train[0]["loss"] if train else float("nan")
+
+
+def clipped_final_loss(run: Run) -> Optional[float]:
+  """Wortsman et al.'s min(final eval loss, initial loss): a diverged run counts as the
+  initial loss ln V; None for a run that has not ended."""
+  if run.status == "diverged":
+    return initial_loss(run)
+  if run.status not in ("finished", "collapsed") or "loss" not in run.final:
+    return None
+  loss = run.final["loss"]
+  return initial_loss(run) if not math.isfinite(loss) else min(loss, initial_loss(run))
+
+
+def mean_clipped_loss_per_lr(runs: Sequence[Run], lr_field: str) -> dict[float, float]:
+  """`{lr: mean over seeds of clipped_final_loss}` for the LRs with an ended run."""
+  per_lr: dict[float, list[float]] = {}
+  for r in runs:
+    v = clipped_final_loss(r)
+    if v is not None:
+      per_lr.setdefault(r.overrides[lr_field], []).append(v)
+  return {lr: float(np.mean(v)) for lr, v in sorted(per_lr.items())}
+
+
+def largest_stable_lr(runs: Sequence[Run], lr_field: str) -> Optional[float]:
+  """The largest LR of the grid up to which training is stable: every run (seed) finished
+  healthily at it and at every grid LR from the best one (lowest mean clipped final loss) up
+  to it; None when the best LR's runs already fail. Counted up from the best LR, not from the
+  grid's smallest: below it a short run learns slowly, and one that ends near the unigram
+  entropy there is slow, not unstable; and a lucky set of seeds above an LR where training
+  failed does not count as stable."""
+  means = mean_clipped_loss_per_lr(runs, lr_field)
+  if not means:
+    return None
+  best = min(means, key=means.get)
+  largest = None
+  for lr in sorted(lr for lr in means if lr >= best):
+    if not all(r.status == "finished" for r in runs if r.overrides[lr_field] == lr):
+      break
+    largest = lr
+  return largest
+
+
+def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[str]) -> list[str]:
+  """Markdown lines: per value of the other swept fields, the best learning rate, the largest
+  one at which every seed trained healthily, and the LR sensitivity of Wortsman et al. (2023):
+  the mean over the grid of (final eval loss, clipped at the initial loss; a diverged run
+  counts as the initial loss) minus the best grid point's, each grid point a mean over seeds.
+  Incomplete or missing runs are left out."""
+  others = [f for f in fields if f != lr_field]
+  lines = ["## Learning-rate sweep", "",
+           "LR sensitivity (Wortsman et al. 2023): mean over the LR grid of min(final eval loss, "
+           "initial loss ln V) minus the best LR's; diverged runs count as the initial loss. "
+           "Largest stable LR: the largest such that at it and at every grid LR from the best "
+           "one up to it every seed finished (neither diverged nor collapsed).", "",
+           "| " + " | ".join(others + ["best LR", "best eval loss", "largest stable LR",
+                                       "LR sensitivity", "grid points"]) + " |",
+           "|" + "---|" * (len(others) + 5)]
+  by_other: dict[tuple, list[Run]] = {}
+  for r in runs:
+    by_other.setdefault(tuple(r.overrides.get(f) for f in others), []).append(r)
+  for key, members in by_other.items():
+    means = mean_clipped_loss_per_lr(members, lr_field)
+    if not means:
+      continue
+    stable = largest_stable_lr(members, lr_field)
+    best_lr = min(means, key=means.get)
+    sensitivity = float(np.mean([m - means[best_lr] for m in means.values()]))
+    cells = [str(v) for v in key] + [f"{best_lr:g}", f"{means[best_lr]:.4f}",
+                                     f"{stable:g}" if stable else "none",
+                                     f"{sensitivity:.4f}", str(len(means))]
+    lines.append("| " + " | ".join(cells) + " |")
+  return lines

@@ -1,0 +1,159 @@
+"""The summary of a folder of studies (`--mode=report --sweep_dir=experiments/results`):
+per study its claim, verdict, headline numbers and main figure, then tables across studies."""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from transformer import provenance
+from transformer.config import LEGACY_DEFAULTS
+from transformer.sweep import points as sweep_lib
+from transformer.sweep.runs import (Run, _read_cache, _section, load_runs, saved_config,
+                                   study_claim)
+
+
+SUMMARY = "README.md"
+
+
+def write_summary(results_dir: str) -> tuple[str, list[str]]:
+  """Writes `results_dir/README.md` from every study under it (a subfolder with sweep.json
+  whose sweep file defines `summarize(runs)`): per study its claim, verdict, headline numbers,
+  main figure and the command that regenerates its report; then one table per placement
+  across the studies. Returns (the path, the verdict lines printed by --mode=report)."""
+  studies, per_placement, columns, verdicts, data_rows = [], {}, [], [], []
+  for name in sorted(os.listdir(results_dir)):
+    sweep_dir = os.path.join(results_dir, name)
+    if not os.path.exists(os.path.join(sweep_dir, sweep_lib.MANIFEST)):
+      continue
+    manifest = sweep_lib.read_manifest(sweep_dir)
+    try:
+      summarize = getattr(sweep_lib.sweep_module(manifest["sweep_file"]), "summarize", None)
+    except Exception as e:  # noqa: BLE001
+      print(f"[report] {name}: sweep file did not load ({e}); left out of the summary.")
+      continue
+    if summarize is None:
+      continue
+    runs = load_runs(sweep_dir)
+    s = summarize(runs)
+    s.setdefault("numbers", []).extend(_recipe_changes_since(runs))
+    studies.append((name, manifest, s))
+    data_rows.append((name, *_study_data(sweep_dir, runs)))
+    verdicts.append(f"{name}: {s['verdict']}")
+    for placement, cells in s.get("placements", {}).items():
+      for column, value in cells.items():
+        if column not in columns:
+          columns.append(column)
+        per_placement.setdefault(placement, {})[column] = f"{value} ({name})"
+  lines = ["# Study results (generated)", "",
+           "Written by `python launch.py --mode=report --sweep_dir=" + results_dir + "` from the "
+           "committed runs of every study below; do not edit by hand. Each study's own report "
+           "(`<study>/report.md`) has its verdict in full: the protocol it rests on, the tables, "
+           "the tolerance or seed counts it depends on and the points to add.", ""]
+  for name, manifest, s in studies:
+    lines += [f"## {name}", "", f"**Claim:** {study_claim(manifest)}", "",
+              f"**Verdict:** the data {s['verdict']} ([report]({name}/report.md)).", ""]
+    lines += [f"- {n}" for n in s.get("numbers", [])]
+    lines.append("")
+    if s.get("figure") and os.path.exists(os.path.join(results_dir, name, s["figure"])):
+      lines += [f"![{name}]({name}/{s['figure']})", ""]
+    lines += [f"Regenerate: `python launch.py --mode=report --sweep_dir={results_dir}/{name}`",
+              ""]
+  if per_placement:
+    lines += ["## Per placement, across the studies", "",
+              "Intervals are 95% over seeds (± half-widths; [low, high] for ratios, on the log "
+              "scale); the study each number comes from is in parentheses.", ""]
+    for placement, cells in per_placement.items():
+      lines += [f"### {placement}", "", "| quantity | value |", "|---|---|"]
+      lines += [f"| {c} | {cells[c]} |" for c in columns if c in cells]
+      lines.append("")
+  lines += _data_section(data_rows)
+  path = os.path.join(results_dir, SUMMARY)
+  with open(path, "w") as f:
+    f.write("\n".join(lines).rstrip() + "\n")
+  return path, verdicts
+
+
+def _study_data(sweep_dir: str, runs: Sequence[Run]) -> tuple[list[float], dict, int]:
+  """What data a study's runs read: the unigram entropies of its committed cache
+  (`unigram_entropy.json`), `{digest: description}` of the data identities its runs recorded
+  (`provenance.data_identity`), and how many runs recorded none."""
+  cache = _read_cache(os.path.join(sweep_dir, "unigram_entropy.json"))
+  entropies = sorted({round(v, 4) for v in cache.values() if isinstance(v, (int, float))})
+  recorded, unrecorded = {}, 0
+  for run in runs:
+    identities = [i for i in map(provenance.recorded_data,
+                                 provenance.read_records(run.workdir)) if i]
+    if not identities:
+      unrecorded += bool(run.metrics)
+    for identity in identities:
+      recorded.setdefault(identity["digest"],
+                          provenance.describe_data(identity).replace(" | ", ", "))
+  return entropies, recorded, unrecorded
+
+
+def _data_section(rows: Sequence[tuple]) -> list[str]:
+  """`## Data the studies read`: per study the data its runs recorded (the default corpus is
+  the stdlib of the Python that builds it, so it differs between Python versions) and the
+  unigram entropy of its eval split; a warning when the recorded corpora differ or some runs
+  recorded none."""
+  if not rows:
+    return []
+  digests = {d for _, _, recorded, _ in rows for d in recorded}
+  unrecorded = [name for name, _, _, n in rows if n]
+  lines = ["## Data the studies read", "",
+           "The default corpus is the standard library of the Python that builds it, so it "
+           "differs between Python versions; runs started since provenance landed record the "
+           "corpus they read (`provenance.jsonl`: Python version, files, digest). The unigram "
+           "entropy of the eval split (the collapse check's reference, nats/token) depends on "
+           "the corpus and on the eval split's row length and batch count.", ""]
+  if len(digests) > 1:
+    lines += [f"**The runs recorded {len(digests)} different corpora**: compare numbers "
+              "across studies only within one corpus.", ""]
+  if unrecorded:
+    lines += [f"The runs of {', '.join(unrecorded)} (all or some) predate provenance and did "
+              "not record their corpus; experiments/README.md says which it was.", ""]
+  lines += ["| study | corpus recorded by the runs | eval-split unigram entropy |",
+            "|---|---|---|"]
+  for name, entropies, recorded, n in rows:
+    text = "; ".join(recorded.values())
+    if n:
+      text += ("; " if text else "") + f"{n} run(s) not recorded"
+    lines.append(f"| {name} | {text or '-'} | "
+                 f"{', '.join(f'{e:g}' for e in entropies) or '-'} |")
+  return lines + [""]
+
+
+def _recipe_changes_since(runs: Sequence[Run]) -> list[str]:
+  """Notes on fixes made to the recipe after these runs were trained, read off their saved
+  configs: a config without `optim.decay_mask` predates the weight-decay mask by parameter role
+  and Admin's profiling on a training batch (both landed together)."""
+  saved = {r.name: c for r in runs if (c := saved_config(r.workdir)) is not None}
+  legacy = [r for r in runs if r.name in saved
+            and "decay_mask" not in _section(saved[r.name], "optim")]
+  # Trained runs on the old mask: saved before it existed, or made since with it set to match.
+  # (One-step runs measure at init, before any update.)
+  old_mask = LEGACY_DEFAULTS["optim.decay_mask"]
+  ndim = [r for r in runs if r.name in saved and r.num_steps > 1
+          and _section(saved[r.name], "optim").get("decay_mask", old_mask) == "ndim"]
+  before = sum(r in legacy for r in ndim)
+  how = [f"{before} saved before it"] * bool(before) + [
+      f"{len(ndim) - before} set `optim.decay_mask=ndim` to match them"] * bool(len(ndim) - before)
+  notes = [] if not ndim else [
+      f"{len(ndim)} of {len(runs)} runs used the weight-decay mask of runs made before the "
+      f"mask by parameter role ({' and '.join(how)}): they decayed every parameter with "
+      "ndim >= 2 (in these unrolled models that adds only the [heads, head_dim] "
+      "query/key/value biases; reruns use `optim.decay_mask=role`)."]
+  admin = [r for r in legacy if _section(saved[r.name], "model").get("norm_placement") == "admin"]
+  if admin:
+    notes.append(f"Its {len(admin)} Admin runs profiled the omegas on an all-zero (padding) "
+                 "batch, not on a training batch as Liu et al. 2020 do (fixed since); Admin's "
+                 "numbers may change when rerun.")
+  return notes
+
+
+def verdict_lines(report_path: str) -> list[str]:
+  """The verdict paragraph(s) of a written report.md (the `**...**` lines), for the console."""
+  with open(report_path, encoding="utf-8") as f:
+    return [l for l in f.read().splitlines() if l.startswith("**") and not l.startswith(
+        "**Claim")]
