@@ -97,6 +97,7 @@ def test_report_compares_hand_launched_runs(runs, tmp_path, capsys):
              zip(("mine-lr1e-3", "lr1e-3_s1", "other-lr1e-3"), workdirs))
   assert "differ in: seed, optim.learning_rate" in printed
   assert "other-lr1e-3" in printed and "2.5000" in printed
+  assert "failed" not in printed  # no sweep file, so no study figures to try (issue 31)
 
   # Run again into the same directory: the links are replaced, the report rewritten.
   assert compare.write_runs_report(workdirs[:2], str(out)) == path
@@ -116,6 +117,15 @@ def test_runs_flags_are_checked(runs, tmp_path):
     flag_checks.check_report(str(tmp_path), workdirs, str(tmp_path / "c"))
   with pytest.raises(CommandLineError, match="twice"):
     flag_checks.check_report(None, [workdirs[0], workdirs[0]], str(tmp_path / "c"))
+
+
+def test_report_dir_inside_a_compared_run_is_refused(runs):
+  """Issue 31: the report would land in (and overwrite files of) that run's workdir."""
+  workdirs, _ = runs
+  for inside in (workdirs[1], os.path.join(workdirs[1], "cmp")):
+    with pytest.raises(CommandLineError, match="inside the compared run"):
+      compare.write_runs_report(workdirs, inside)
+    assert not os.path.exists(os.path.join(inside, "report.md"))
 
 
 def _launch(*args):

@@ -38,6 +38,17 @@ def check_runs(workdirs: Sequence[str]) -> None:
     raise CommandLineError(f"--runs={','.join(workdirs)} names a workdir twice.")
 
 
+def check_report_dir(workdirs: Sequence[str], report_dir: str) -> None:
+  """One-line CommandLineError when `report_dir` is one of the compared runs' workdirs or lies
+  inside one: the report would be written into that run."""
+  out = os.path.realpath(report_dir)
+  for w in workdirs:
+    run = os.path.realpath(w)
+    if out == run or out.startswith(run + os.sep):
+      raise CommandLineError(f"--report_dir={report_dir} is inside the compared run {w}; give a "
+                             "directory outside every run's workdir.")
+
+
 def config_differences(configs: Sequence[dict]) -> list[str]:
   """The flattened config fields (`section.field`, `seed`) whose values are not the same in
   every config (a field a config lacks counts as `None`), data-derived fields and the runs'
@@ -82,6 +93,7 @@ def write_runs_report(workdirs: Sequence[str], report_dir: str, metric: str = ""
   check_runs(workdirs)
   if os.path.exists(report_dir) and not os.path.isdir(report_dir):
     raise CommandLineError(f"--report_dir={report_dir} is a file; give a directory.")
+  check_report_dir(workdirs, report_dir)
   configs = [user_files.read_json_object(os.path.join(w, CONFIG_FILE), user_files.SAVED_CONFIG,
                                          user_files.SAVED_CONFIG_FIX) for w in workdirs]
   fields = config_differences(configs)

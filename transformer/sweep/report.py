@@ -149,7 +149,10 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
 
 def study_figures(manifest: dict, runs: Sequence[Run], sweep_dir: str) -> list[tuple[str, str]]:
   """The study's own figures: its sweep file's `figures(runs, sweep_dir)`, which writes them
-  into `sweep_dir` and returns (caption, file name) pairs; [] when it defines none or fails."""
+  into `sweep_dir` and returns (caption, file name) pairs; [] when it defines none or fails,
+  and for --runs (no sweep file)."""
+  if not manifest["sweep_file"]:
+    return []
   try:
     make = getattr(sweep_lib.sweep_module(manifest["sweep_file"]), "figures", None)
     return list(make(list(runs), sweep_dir)) if make else []
