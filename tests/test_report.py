@@ -142,3 +142,13 @@ def test_collapse_is_judged_on_the_trend_not_on_two_noisy_rows():
   run = _run_with(list(zip(range(104, 200, 8), noisy)), 3.0)
   report.classify(run, 3.3194)
   assert run.status == "finished"
+
+
+def test_unigram_entropy_is_read_from_the_runs_baselines_json(tmp_path):
+  """A run that recorded its baselines at its start: the report reads them, builds no data
+  (there is no config.json here from which it could)."""
+  (tmp_path / "baselines.json").write_text(json.dumps({"unigram_nats": 3.25, "bigram_nats": 2.5}))
+  assert sweep_runs.unigram_entropy(str(tmp_path), str(tmp_path)) == 3.25
+  (tmp_path / "baselines.json").write_text("{torn")
+  assert sweep_runs.recorded_baselines(str(tmp_path)) == {}
+  assert sweep_runs.unigram_entropy(str(tmp_path), str(tmp_path)) is None

@@ -110,6 +110,15 @@ def _recorded_identity(saved: dict) -> Optional[str]:
   return (provenance.recorded_data(_section(saved, PROVENANCE)) or {}).get("digest")
 
 
+BASELINES = "baselines.json"  # written by a run at its start: unigram/bigram nats, tokens, params
+
+
+def recorded_baselines(workdir: str) -> dict:
+  """The run's `baselines.json` (`{"unigram_nats", "bigram_nats", "train_tokens", "params",
+  "tokens_per_param", ...}`); `{}` when it has none or the file is torn or not a JSON object."""
+  return _read_cache(paths.join(workdir, BASELINES))
+
+
 def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
   """Entropy (nats/token) of the token frequencies of the eval split of the run in `workdir`,
   for decoder LMs; None for other kinds. Cached in `cache_dir` by `entropy_key`: looked up
@@ -117,6 +126,9 @@ def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
   then under that of the data here, where it is computed (and cached) when neither is. A
   recorded identity that differs from the data here is reported: the collapse check then
   compares with the entropy of other bytes."""
+  recorded_value = recorded_baselines(workdir).get("unigram_nats")
+  if isinstance(recorded_value, (int, float)):  # recorded by the run at its start
+    return float(recorded_value)
   saved = saved_config(workdir)
   if saved is None or _section(saved, "model").get("kind") != "decoder_lm":
     return None
