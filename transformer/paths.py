@@ -54,6 +54,13 @@ def scheme(path: str) -> Optional[str]:
   return match.group(1).lower() if match else None
 
 
+def bucket(path: str) -> Optional[str]:
+  """`"b"` for `gs://b/run`; `""` for a URL without one (`gs:///run`); None for a local path."""
+  if not has_scheme(path):
+    return None
+  return os.fspath(path).split("://", 1)[1].split("/", 1)[0]
+
+
 def has_scheme(path: str) -> bool:
   """True for a URL (`xx://...`), False for a local path."""
   return scheme(path) is not None
@@ -78,6 +85,9 @@ def backend_problem(path: str) -> Optional[str]:
   """Why `path` cannot hold a run here, in words; None when it can. Looks at the path and the
   installed packages only (no import of them, no network)."""
   name = scheme(path)
+  if name is not None and not bucket(path):
+    return (f"{name}:// is followed by no bucket (a third '/' ends the empty bucket name); "
+            f"write {name}://BUCKET/FOLDER")
   if name is None or name == "gs" and (_epath_uses_tf() or _installed("gcsfs")):
     return None
   if name == "gs":
@@ -253,15 +263,16 @@ def bounded(what: str, fn: Callable[[], T], timeout_s: float = REMOTE_TIMEOUT_S,
   return result.get("value")
 
 
-def probe_write(path: str, timeout_s: float = REMOTE_TIMEOUT_S) -> None:
+def probe_write(path: str, timeout_s: float = REMOTE_TIMEOUT_S,
+                flag: str = "--workdir") -> None:
   """Creates the URL folder `path` and writes and removes a small file there, within
-  `timeout_s` seconds; a one-line `RunError` (naming the URL) when it cannot."""
+  `timeout_s` seconds; a one-line `RunError` (naming `flag` and the URL) when it cannot."""
   def write():
     probe = as_path(path) / f".write-probe-{os.getpid()}"
     as_path(path).mkdir(parents=True, exist_ok=True)
     probe.write_text("probe")
     probe.unlink()
-  bounded(f"--workdir={path} cannot be written", write, timeout_s)
+  bounded(f"{flag}={path} cannot be written", write, timeout_s)
 
 
 def local_copy(path: str) -> str:
