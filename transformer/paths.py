@@ -184,14 +184,36 @@ def write_text(path: str, text: str) -> None:
 
 
 def append_text(path: str, text: str) -> None:
-  """Appends `text` to the file (created if missing). On a bucket the object is read and
-  written again whole: objects cannot be appended to."""
+  """Appends the lines `text` to the file (created if missing), after its last complete line:
+  a last line without its newline (torn by a kill while it was written) is cut off first, so
+  the new lines never join it into one that does not parse. On a bucket the object is read
+  and written again whole: objects cannot be appended to."""
   if not has_scheme(path):
-    with open(path, "a", encoding="utf-8") as f:
-      f.write(text)
+    with open(path, "a+b") as f:
+      f.truncate(_complete_lines_end(f))
+      f.write(text.encode("utf-8"))
     return
   p = as_path(path)
-  p.write_text((p.read_text() if p.exists() else "") + text)
+  old = p.read_bytes() if p.exists() else b""
+  p.write_bytes(old[:old.rfind(b"\n") + 1] + text.encode("utf-8"))
+
+
+def _complete_lines_end(f, chunk: int = 1 << 16) -> int:
+  """The length of the binary file `f`'s text up to and with its last newline (0 if none);
+  reads backwards from the end, usually one byte."""
+  end = f.seek(0, os.SEEK_END)
+  pos = end
+  while pos > 0:
+    start = max(0, pos - chunk)
+    f.seek(start)
+    block = f.read(pos - start)
+    if start + len(block) == end and block.endswith(b"\n"):
+      return end
+    cut = block.rfind(b"\n")
+    if cut >= 0:
+      return start + cut + 1
+    pos = start
+  return 0
 
 
 class RewrittenFile(io.RawIOBase):
