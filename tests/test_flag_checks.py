@@ -227,3 +227,15 @@ def test_slurm_time_must_outlast_the_save_lead(time):
   with pytest.raises(CommandLineError, match=f"USR1@{SlurmResources.signal_lead_s}"):
     check_slurm({"slurm_time": time})
   check_slurm({"slurm_time": "00:02:01"})  # one second past the lead is a valid limit
+
+
+def test_prepare_refuses_a_folder_holding_a_token_file_without_overwrite(tmp_path):
+  """--mode=prepare into another source's token file replaced it without a word (issue 31)."""
+  (tmp_path / "meta.json").write_text("{}")
+  with pytest.raises(CommandLineError, match="already holds a token file.*--overwrite"):
+    check_flags("prepare", dict(DEFAULTS, prepare_dir=str(tmp_path)), {"prepare_dir"}, "w")
+  check_flags("prepare", dict(DEFAULTS, prepare_dir=str(tmp_path), overwrite=True),
+              {"prepare_dir", "overwrite"}, "w")
+  check_flags("prepare", dict(DEFAULTS, prepare_dir=str(tmp_path / "new")), {"prepare_dir"}, "w")
+  with pytest.raises(CommandLineError, match="--overwrite"):
+    check_flags("train", dict(DEFAULTS, overwrite=True), {"overwrite"}, "w")

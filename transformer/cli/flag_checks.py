@@ -35,6 +35,7 @@ READ_BY: dict[str, tuple[str, ...]] = {
     "data_bench_batches": ("data_bench",),
     "data_bench_skip_model": ("data_bench",),
     "prepare_dir": ("prepare",),
+    "overwrite": ("prepare",),
     **{f: ("sweep",) for f in ("sweep", "parallel", "launcher", "dry_run", "reuse_runs_from",
                                *_SLURM)},
     "sweep_dir": ("sweep", "report"),
@@ -80,7 +81,7 @@ def check_flags(mode: str, values: Mapping[str, Any], given: Collection[str],
   if mode == "report":
     check_report(values.get("sweep_dir"), values.get("runs") or [], values.get("report_dir"))
   if mode == "prepare":
-    check_prepare_dir(values.get("prepare_dir"))
+    check_prepare_dir(values.get("prepare_dir"), values.get("overwrite", False))
 
 
 def check_read_by_mode(mode: str, given: Collection[str]) -> None:
@@ -209,14 +210,19 @@ def check_step(step: int, workdir: str) -> None:
                            f"step; it has steps {shown}. Leave --step out for the latest.")
 
 
-def check_prepare_dir(path: Optional[str]) -> None:
-  """--mode=prepare writes its token file into a folder (created if missing)."""
+def check_prepare_dir(path: Optional[str], overwrite: bool = False) -> None:
+  """--mode=prepare writes its token file into a folder (created if missing) that holds no
+  token file yet, unless --overwrite."""
   if not path:
     raise CommandLineError("--mode=prepare needs --prepare_dir=DIR, the folder to write the "
                            "token file into (created if missing).")
   if os.path.exists(path) and not os.path.isdir(path):
     raise CommandLineError(f"--prepare_dir={path} is a file, not a directory; give the folder "
                            "to write the token file into (created if missing).")
+  meta = os.path.join(path, "meta.json")
+  if os.path.exists(meta) and not overwrite:
+    raise CommandLineError(f"--prepare_dir={path} already holds a token file ({meta}); give "
+                           "another folder, or --overwrite to replace it.")
 
 
 def _sweep_file(spec: str) -> str:
