@@ -136,3 +136,25 @@ def test_bench_times_each_batch_size_dispatched_and_synced_and_names_the_best(ca
   best = max((8, 16), key=lambda b: results[(8, 16).index(b)]["tokens_per_s"])
   assert f"best: batch {best}," in out
   assert sum(line.strip().startswith("| decoder_lm |") for line in out.splitlines()) == 4
+
+
+def test_a_batch_out_of_memory_is_one_line_naming_it(monkeypatch):
+  """XLA's RESOURCE_EXHAUSTED is ~27 lines of buffer assignment; bench names the batch and the
+  memory in one line (issue 31). Other errors pass through unchanged."""
+  from transformer.errors import RunError  # noqa: PLC0415
+  xla = ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 3221225472 bytes.\n"
+         "BufferAssignment OOM Debugging.\nBufferAssignment stats:\n" + "  x\n" * 25)
+
+  def fake(config, *args):
+    if config.train.batch_size == 64:
+      raise jax.errors.JaxRuntimeError(xla)
+    raise KeyError("other")
+  monkeypatch.setattr(bench, "run_benchmark", fake)
+  config = from_config_dict(get_config("smoke"))
+  with pytest.raises(RunError) as e:
+    bench.run_benchmarks(config, [64])
+  message = str(e.value)
+  assert "\n" not in message and message.startswith("--mode=bench: batch 64 on ")
+  assert "(asked for 3.00 GiB more)" in message and "--bench_batch_sizes" in message
+  with pytest.raises(KeyError):
+    bench.run_benchmarks(config, [8])

@@ -194,3 +194,48 @@ def test_bench_batch_sizes_are_read_by_bench_only(tmp_path):
               str(tmp_path / "w"))
   _refused("train", "bench_batch_sizes", workdir=str(tmp_path / "w"),
            bench_batch_sizes=["16"])
+
+
+# --- issue 31: numbers that pass str.isdigit() but not int(); a time limit inside the lead ---
+
+@pytest.mark.parametrize("sizes", [["²"], ["16", "٣"], ["１６"]])
+def test_batch_sizes_refuse_digits_int_cannot_read(sizes):
+  from transformer.cli.flag_checks import check_batch_sizes
+  with pytest.raises(CommandLineError, match="is not a positive int"):
+    check_batch_sizes(sizes)
+
+
+@pytest.mark.parametrize("flag,value", [("slurm_time", "٣٠"), ("slurm_mem", "٣G")])
+def test_slurm_numbers_are_ascii_digits(flag, value):
+  from transformer.cli.flag_checks import check_slurm
+  with pytest.raises(CommandLineError, match=f"--{flag}="):
+    check_slurm({flag: value})
+
+
+@pytest.mark.parametrize("time,seconds", [("30", 1800), ("2:30", 150), ("01:00:00", 3600),
+                                          ("1-0", 86400), ("1-2:3", 93780),
+                                          ("0-00:02:01", 121)])
+def test_slurm_seconds_reads_every_sbatch_form(time, seconds):
+  from transformer.cli.flag_checks import slurm_seconds
+  assert slurm_seconds(time) == seconds
+
+
+@pytest.mark.parametrize("time", ["1", "2", "00:02:00", "0-0:1"])
+def test_slurm_time_must_outlast_the_save_lead(time):
+  from transformer.cli.flag_checks import check_slurm
+  from transformer.sweep.slurm import SlurmResources
+  with pytest.raises(CommandLineError, match=f"USR1@{SlurmResources.signal_lead_s}"):
+    check_slurm({"slurm_time": time})
+  check_slurm({"slurm_time": "00:02:01"})  # one second past the lead is a valid limit
+
+
+def test_prepare_refuses_a_folder_holding_a_token_file_without_overwrite(tmp_path):
+  """--mode=prepare into another source's token file replaced it without a word (issue 31)."""
+  (tmp_path / "meta.json").write_text("{}")
+  with pytest.raises(CommandLineError, match="already holds a token file.*--overwrite"):
+    check_flags("prepare", dict(DEFAULTS, prepare_dir=str(tmp_path)), {"prepare_dir"}, "w")
+  check_flags("prepare", dict(DEFAULTS, prepare_dir=str(tmp_path), overwrite=True),
+              {"prepare_dir", "overwrite"}, "w")
+  check_flags("prepare", dict(DEFAULTS, prepare_dir=str(tmp_path / "new")), {"prepare_dir"}, "w")
+  with pytest.raises(CommandLineError, match="--overwrite"):
+    check_flags("train", dict(DEFAULTS, overwrite=True), {"overwrite"}, "w")

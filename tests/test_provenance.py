@@ -350,3 +350,22 @@ def test_the_report_of_one_commit_has_a_section_and_no_warning(tmp_path, capsys,
 def test_a_report_without_provenance_has_no_section(tmp_path, no_entropy):
   text = open(report.write_report(_sweep(tmp_path / "s", [None, None]))).read()
   assert "Provenance" not in text and "Warning" not in text
+
+
+# --- issue 31: a torn or garbled provenance.jsonl --------------------------------------------
+
+def test_a_resume_after_a_torn_record_keeps_its_own_record(tmp_path):
+  """A kill while provenance.jsonl was written leaves a last line without its newline; the
+  next start's record goes after the last complete line, so it still parses."""
+  first = json.dumps({"command": "first", "resumed_from": None}) + "\n"
+  (tmp_path / provenance.FILE).write_text(first + '{"command": "torn", "resu')
+  provenance.record_start(str(tmp_path), {}, ["launch.py"], resumed_from=10)
+  records = provenance.read_records(str(tmp_path))
+  assert [r.get("resumed_from") for r in records] == [None, 10], records
+  assert (tmp_path / provenance.FILE).read_text().count("\n") == 2
+
+
+def test_provenance_that_is_not_utf8_is_read_around(tmp_path):
+  good = json.dumps({"command": "ok"}).encode()
+  (tmp_path / provenance.FILE).write_bytes(b"\xff\xfe garbage\n" + good + b"\n\x80")
+  assert provenance.read_records(str(tmp_path)) == [{"command": "ok"}]

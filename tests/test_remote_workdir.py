@@ -58,6 +58,14 @@ def test_gs_without_a_backend_names_gcsfs(monkeypatch):
   paths.check_backend("gs://bucket/run")  # tf.io.gfile serves gs://
 
 
+def test_a_url_needs_a_bucket():
+  assert paths.bucket("gs://b/run") == "b" and paths.bucket("gs:///run") == ""
+  assert paths.bucket("runs/x") is None
+  for url in ("gs:///run", "gs://", "gs:///"):
+    with pytest.raises(CommandLineError, match="no bucket.*write gs://BUCKET/FOLDER"):
+      paths.check_backend(url)
+
+
 def test_bounded_gives_up_in_one_line():
   with pytest.raises(RunError, match=r"^--workdir=gs://b cannot be written: no answer within 0s"):
     paths.bounded("--workdir=gs://b cannot be written", lambda: time.sleep(5), timeout_s=0.2)
@@ -69,6 +77,8 @@ def test_bounded_gives_up_in_one_line():
     ["--workdir=s3://bucket/run"],
     ["--workdir=xx://bucket/run"],
     ["--mode=sweep", "--sweep=experiments/lr_sensitivity.py", "--sweep_dir=s3://bucket/sw"],
+    ["--workdir=gs:///run"],  # no bucket: not bucket `run` (issue 31)
+    ["--mode=sweep", "--sweep=experiments/lr_sensitivity.py", "--sweep_dir=gs:///sw"],
 ])
 def test_launch_refuses_in_one_line_and_creates_nothing(tmp_path, args):
   """Before JAX starts (no device, no compile): exit status 2, one line, no `s3:` folder."""
@@ -194,3 +204,26 @@ def test_sweep_train_resume_eval_sample_and_report_on_gs(gcs_emulator, tiny_corp
   fs.invalidate_cache()
   assert json.loads(fs.cat(f"{run}/samples.txt").splitlines()[-1])["prompt"] == "def"
   assert os.listdir(cwd) == []  # nothing local: no `gs:` folder
+
+
+@pytest.mark.slow  # gcsfs retries a refused connection for ~30 s before it gives up
+def test_sweep_to_an_unreachable_bucket_stops_at_the_write_probe(tmp_path):
+  """--mode=sweep takes train's bounded first write: a bucket it cannot reach is one line
+  naming --sweep_dir, exit status 1, before any point runs or any file is written."""
+  if importlib.util.find_spec("gcsfs") is None:
+    pytest.skip("gcsfs (a test extra) serves gs:// without TensorFlow")
+  sweep = tmp_path / "one.py"
+  sweep.write_text("def get_sweep():\n  return [{'seed': 0}]\n")
+  cwd = tmp_path / "cwd"
+  cwd.mkdir()
+  env = dict(os.environ, EPATH_USE_TF="false", GOOGLE_AUTH_TOKEN_FOR_TESTING="test",
+             STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{_free_port()}",  # nothing listens
+             GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT="false", PYTHONPATH=REPO_ROOT)
+  r = subprocess.run([sys.executable, LAUNCH, "--config=" + os.path.join(
+      REPO_ROOT, "configs", "default.py") + ":smoke", "--mode=sweep", f"--sweep={sweep}",
+      "--sweep_dir=gs://bucket/sw"], cwd=cwd, env=env, capture_output=True, text=True,
+      timeout=240)
+  lines = r.stderr.strip().splitlines()
+  assert r.returncode == 1 and len(lines) == 1, r.stdout + r.stderr
+  assert lines[0].startswith("Error: --sweep_dir=gs://bucket/sw cannot be written: "), lines
+  assert os.listdir(cwd) == []

@@ -150,3 +150,51 @@ def test_eval_covers_the_split_once_with_padding_weighted_zero(tmp_path):
 def test_missing_sidecar_says_how_to_make_one(tmp_path):
   with pytest.raises(ConfigError, match="--mode=prepare"):
     token_file.token_file_data(str(tmp_path), 8, 4, 0)
+
+
+# --- issue 31: a token file or sidecar that a user or a crash has touched -------------------
+
+def _one_line_error(tmp_path) -> str:
+  with pytest.raises(ConfigError) as e:
+    token_file.token_file_data(str(tmp_path), 8, 4, 0)
+  assert "\n" not in str(e.value)
+  return str(e.value)
+
+
+@pytest.mark.parametrize("size,needle", [(0, "is empty"), (11, "not a whole number of uint16"),
+                                         (None, "cannot be read")])
+def test_a_token_file_of_the_wrong_size_is_one_line(tmp_path, size, needle):
+  _write(tmp_path)
+  if size is None:
+    (tmp_path / "train.bin").unlink()
+  else:
+    with open(tmp_path / "train.bin", "r+b") as f:
+      f.truncate(size)
+  assert needle in _one_line_error(tmp_path)
+
+
+def test_an_id_at_or_above_the_vocabulary_is_caught_when_opened(tmp_path):
+  """Not at step 1 as a NaN loss blamed on the learning rate."""
+  meta, _ = _write(tmp_path)
+  raw = np.fromfile(tmp_path / "train.bin", "<u2")
+  raw[7] = 259  # the sidecar's vocab_size: one past the last id
+  raw.tofile(tmp_path / "train.bin")
+  assert "holds token id 259, but meta.json says vocab_size 259" in _one_line_error(tmp_path)
+
+
+@pytest.mark.parametrize("edit", [
+    lambda m: m.pop("splits"), lambda m: m.update(splits=[]),
+    lambda m: m["splits"]["train"].pop("tokens"), lambda m: m.update(vocab_size="259"),
+    lambda m: m["splits"].update(train="train.bin")])
+def test_a_sidecar_without_its_fields_is_one_line(tmp_path, edit):
+  _write(tmp_path)
+  meta = json.loads((tmp_path / "meta.json").read_text())
+  edit(meta)
+  (tmp_path / "meta.json").write_text(json.dumps(meta))
+  assert "meta.json" in _one_line_error(tmp_path)
+
+
+def test_a_sidecar_that_is_not_utf8_is_one_line(tmp_path):
+  _write(tmp_path)
+  (tmp_path / "meta.json").write_bytes(b'{"format": "\xff"}')
+  assert "meta.json" in _one_line_error(tmp_path)

@@ -318,3 +318,10 @@ def test_the_sweep_runner_skips_a_point_held_by_a_live_run(tmp_path):
   assert f"[sweep] skipping p0: in use by pid {os.getpid()} on host {HOST} since " in "\n".join(
       lines)
   assert sorted(os.listdir(held_dir)) == []  # not started: no log.txt, nothing written
+
+
+def test_a_lock_that_is_not_utf8_reads_as_an_unknown_holder(tmp_path):
+  """Bytes that are not UTF-8 (a torn or garbled .lock) were a codec traceback (issue 31)."""
+  (tmp_path / ".lock").write_bytes(b'{"host": "\xff\xfe", "pi')
+  holder = wl.read_holder(str(tmp_path))
+  assert holder.pid == 0 and "not a lock record" in holder.host

@@ -8,6 +8,7 @@ contents of a file, a run that failed).
 
 from __future__ import annotations
 
+import re
 import sys
 
 COMMAND_LINE_STATUS = 2
@@ -36,6 +37,19 @@ class UserFileError(RunError):
 class MissingFileError(UserFileError):
   """The file is not there (or is a directory): callers that treat a missing file as "no run
   yet" catch this one."""
+
+
+def out_of_memory(e: BaseException, what: str, fix: str) -> "RunError | None":
+  """A one-line `RunError` for `e` when it is XLA's out-of-memory error (RESOURCE_EXHAUSTED,
+  many lines of buffer assignment), naming `what` ran out, the bytes asked for and `fix`;
+  None for any other error."""
+  text = str(e)
+  if "RESOURCE_EXHAUSTED" not in text and "Out of memory" not in text:
+    return None
+  asked = re.search(r"allocate (\d+) bytes", text)
+  size = f" (asked for {int(asked.group(1)) / 2**30:.2f} GiB more)" if asked else ""
+  first = re.sub(r"\s+", " ", text.strip().splitlines()[0])[:160]
+  return RunError(f"{what} does not fit in device memory{size}: {first}. {fix}")
 
 
 def exit_status(e: BaseException) -> int:

@@ -54,6 +54,13 @@ def scheme(path: str) -> Optional[str]:
   return match.group(1).lower() if match else None
 
 
+def bucket(path: str) -> Optional[str]:
+  """`"b"` for `gs://b/run`; `""` for a URL without one (`gs:///run`); None for a local path."""
+  if not has_scheme(path):
+    return None
+  return os.fspath(path).split("://", 1)[1].split("/", 1)[0]
+
+
 def has_scheme(path: str) -> bool:
   """True for a URL (`xx://...`), False for a local path."""
   return scheme(path) is not None
@@ -78,6 +85,9 @@ def backend_problem(path: str) -> Optional[str]:
   """Why `path` cannot hold a run here, in words; None when it can. Looks at the path and the
   installed packages only (no import of them, no network)."""
   name = scheme(path)
+  if name is not None and not bucket(path):
+    return (f"{name}:// is followed by no bucket (a third '/' ends the empty bucket name); "
+            f"write {name}://BUCKET/FOLDER")
   if name is None or name == "gs" and (_epath_uses_tf() or _installed("gcsfs")):
     return None
   if name == "gs":
@@ -174,14 +184,36 @@ def write_text(path: str, text: str) -> None:
 
 
 def append_text(path: str, text: str) -> None:
-  """Appends `text` to the file (created if missing). On a bucket the object is read and
-  written again whole: objects cannot be appended to."""
+  """Appends the lines `text` to the file (created if missing), after its last complete line:
+  a last line without its newline (torn by a kill while it was written) is cut off first, so
+  the new lines never join it into one that does not parse. On a bucket the object is read
+  and written again whole: objects cannot be appended to."""
   if not has_scheme(path):
-    with open(path, "a", encoding="utf-8") as f:
-      f.write(text)
+    with open(path, "a+b") as f:
+      f.truncate(_complete_lines_end(f))
+      f.write(text.encode("utf-8"))
     return
   p = as_path(path)
-  p.write_text((p.read_text() if p.exists() else "") + text)
+  old = p.read_bytes() if p.exists() else b""
+  p.write_bytes(old[:old.rfind(b"\n") + 1] + text.encode("utf-8"))
+
+
+def _complete_lines_end(f, chunk: int = 1 << 16) -> int:
+  """The length of the binary file `f`'s text up to and with its last newline (0 if none);
+  reads backwards from the end, usually one byte."""
+  end = f.seek(0, os.SEEK_END)
+  pos = end
+  while pos > 0:
+    start = max(0, pos - chunk)
+    f.seek(start)
+    block = f.read(pos - start)
+    if start + len(block) == end and block.endswith(b"\n"):
+      return end
+    cut = block.rfind(b"\n")
+    if cut >= 0:
+      return start + cut + 1
+    pos = start
+  return 0
 
 
 class RewrittenFile(io.RawIOBase):
@@ -253,15 +285,16 @@ def bounded(what: str, fn: Callable[[], T], timeout_s: float = REMOTE_TIMEOUT_S,
   return result.get("value")
 
 
-def probe_write(path: str, timeout_s: float = REMOTE_TIMEOUT_S) -> None:
+def probe_write(path: str, timeout_s: float = REMOTE_TIMEOUT_S,
+                flag: str = "--workdir") -> None:
   """Creates the URL folder `path` and writes and removes a small file there, within
-  `timeout_s` seconds; a one-line `RunError` (naming the URL) when it cannot."""
+  `timeout_s` seconds; a one-line `RunError` (naming `flag` and the URL) when it cannot."""
   def write():
     probe = as_path(path) / f".write-probe-{os.getpid()}"
     as_path(path).mkdir(parents=True, exist_ok=True)
     probe.write_text("probe")
     probe.unlink()
-  bounded(f"--workdir={path} cannot be written", write, timeout_s)
+  bounded(f"{flag}={path} cannot be written", write, timeout_s)
 
 
 def local_copy(path: str) -> str:

@@ -241,16 +241,17 @@ def read_records(workdir: str) -> list[dict]:
   record in config.json; [] for a run from before provenance (or an unreadable file)."""
   records = []
   try:
-    with paths.open_file(paths.join(workdir, FILE), encoding="utf-8") as f:
-      for line in f:
-        try:
-          row = json.loads(line)
-        except ValueError:  # a line cut short by a kill
-          continue
-        if isinstance(row, dict):
-          records.append(row)
+    with paths.open_file(paths.join(workdir, FILE), "rb") as f:
+      lines = f.read().split(b"\n")
   except OSError:
-    pass
+    lines = []
+  for line in lines:
+    try:
+      row = json.loads(line.decode("utf-8"))
+    except ValueError:  # a line cut short by a kill, or bytes that are not UTF-8 text
+      continue
+    if isinstance(row, dict):
+      records.append(row)
   if records:
     return records
   try:

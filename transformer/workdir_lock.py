@@ -152,8 +152,8 @@ def read_holder(workdir: str, now: Optional[float] = None) -> Optional[Holder]:
   stale once its mtime is `STALE_AFTER_S` old."""
   path = lock_path(workdir)
   try:
-    with open(path) as f:
-      raw = f.read()
+    with open(path, "rb") as f:  # bytes that are not UTF-8 make a record that does not parse
+      raw = f.read().decode("utf-8", errors="replace")
     mtime = os.stat(path).st_mtime
   except FileNotFoundError:
     return None

@@ -15,6 +15,7 @@ from typing import Any, Collection, Mapping, Optional, Sequence
 
 from transformer import paths
 from transformer.errors import CommandLineError
+from transformer.sweep.slurm import SlurmResources
 
 MODES = ("train", "eval", "sample", "bench", "diagnose", "sweep", "report", "data_bench",
          "prepare")
@@ -34,6 +35,7 @@ READ_BY: dict[str, tuple[str, ...]] = {
     "data_bench_batches": ("data_bench",),
     "data_bench_skip_model": ("data_bench",),
     "prepare_dir": ("prepare",),
+    "overwrite": ("prepare",),
     **{f: ("sweep",) for f in ("sweep", "parallel", "launcher", "dry_run", "reuse_runs_from",
                                *_SLURM)},
     "sweep_dir": ("sweep", "report"),
@@ -79,7 +81,7 @@ def check_flags(mode: str, values: Mapping[str, Any], given: Collection[str],
   if mode == "report":
     check_report(values.get("sweep_dir"), values.get("runs") or [], values.get("report_dir"))
   if mode == "prepare":
-    check_prepare_dir(values.get("prepare_dir"))
+    check_prepare_dir(values.get("prepare_dir"), values.get("overwrite", False))
 
 
 def check_read_by_mode(mode: str, given: Collection[str]) -> None:
@@ -107,10 +109,14 @@ def check_numbers(values: Mapping[str, Any]) -> None:
   check_batch_sizes(values.get("bench_batch_sizes") or [])
 
 
+# Digits 0-9 only: str.isdigit() and a regex's \d also pass '²' or '٣', which int() refuses.
+_ASCII_INT = re.compile(r"^[0-9]+$")
+
+
 def check_batch_sizes(sizes: list[str]) -> None:
   """`--bench_batch_sizes`: positive ints, each once."""
   for size in sizes:
-    if not size.strip().isdigit() or int(size) < 1:
+    if not _ASCII_INT.match(size.strip()) or int(size) < 1:
       raise CommandLineError(f"--bench_batch_sizes={','.join(sizes)}: {size!r} is not a "
                              "positive int (e.g. --bench_batch_sizes=16,32,64).")
   if len({int(s) for s in sizes}) != len(sizes):
@@ -145,7 +151,7 @@ def check_multihost(values: Mapping[str, Any]) -> None:
                            f"--num_processes={values['num_processes']}).")
   address = values["coordinator_address"]
   host, colon, port = address.rpartition(":")
-  if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+  if not colon or not host or not _ASCII_INT.match(port) or not 0 < int(port) < 65536:
     raise CommandLineError(f"--coordinator_address={address}: expected HOST:PORT, e.g. "
                            "10.0.0.1:12345 (process 0's host and a free port).")
 
@@ -204,14 +210,19 @@ def check_step(step: int, workdir: str) -> None:
                            f"step; it has steps {shown}. Leave --step out for the latest.")
 
 
-def check_prepare_dir(path: Optional[str]) -> None:
-  """--mode=prepare writes its token file into a folder (created if missing)."""
+def check_prepare_dir(path: Optional[str], overwrite: bool = False) -> None:
+  """--mode=prepare writes its token file into a folder (created if missing) that holds no
+  token file yet, unless --overwrite."""
   if not path:
     raise CommandLineError("--mode=prepare needs --prepare_dir=DIR, the folder to write the "
                            "token file into (created if missing).")
   if os.path.exists(path) and not os.path.isdir(path):
     raise CommandLineError(f"--prepare_dir={path} is a file, not a directory; give the folder "
                            "to write the token file into (created if missing).")
+  meta = os.path.join(path, "meta.json")
+  if os.path.exists(meta) and not overwrite:
+    raise CommandLineError(f"--prepare_dir={path} already holds a token file ({meta}); give "
+                           "another folder, or --overwrite to replace it.")
 
 
 def _sweep_file(spec: str) -> str:
@@ -290,8 +301,22 @@ def _check_sweep_dir(path: str, flag: str) -> None:
                            "made by --mode=sweep.")
 
 
-_SLURM_TIME = re.compile(r"^(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2})$")
-_SLURM_MEM = re.compile(r"^\d+[KMGT]?$", re.IGNORECASE)
+_SLURM_TIME = re.compile(r"^(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2})$", re.ASCII)
+_SLURM_MEM = re.compile(r"^\d+[KMGT]?$", re.IGNORECASE | re.ASCII)
+
+
+def slurm_seconds(time: str) -> int:
+  """Seconds in a SLURM time limit (sbatch's forms: MINUTES, MINUTES:SECONDS, HH:MM:SS,
+  DAYS-HOURS, DAYS-HOURS:MINUTES, DAYS-HOURS:MINUTES:SECONDS)."""
+  days, _, rest = time.rpartition("-")
+  parts = [int(p) for p in rest.split(":")]
+  if days:  # DAYS-HOURS[:MINUTES[:SECONDS]]
+    hours, minutes, seconds = (parts + [0, 0])[:3]
+  elif len(parts) == 3:  # HH:MM:SS
+    hours, minutes, seconds = parts
+  else:  # MINUTES or MINUTES:SECONDS
+    hours, (minutes, seconds) = 0, (parts + [0])[:2]
+  return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
 _SLURM_OPTION = re.compile(r"^-{0,2}[A-Za-z][\w-]*(=\S+)?$")
 
 
@@ -301,6 +326,11 @@ def check_slurm(values: Mapping[str, Any]) -> None:
   if time and not _SLURM_TIME.match(time):
     raise CommandLineError(f"--slurm_time={time}: expected MINUTES, HH:MM:SS or D-HH:MM:SS "
                            "(e.g. 04:00:00).")
+  lead = SlurmResources.signal_lead_s
+  if time and slurm_seconds(time) <= lead:
+    raise CommandLineError(f"--slurm_time={time}: must be longer than the {lead} s before the "
+                           "limit at which each task is told to save and requeue "
+                           f"(--signal=B:USR1@{lead}); give e.g. --slurm_time=00:30:00.")
   mem = values.get("slurm_mem") or ""
   if mem and not _SLURM_MEM.match(mem):
     raise CommandLineError(f"--slurm_mem={mem}: expected a size such as 32G or 16000M.")

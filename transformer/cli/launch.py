@@ -41,6 +41,8 @@ _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "sample", "bench", 
                           "--config.data.name=token_file --config.data.source_dir=DIR).")
 _PREPARE_DIR = flags.DEFINE_string("prepare_dir", None, "prepare: the folder to write the token "
                                    "file into (train.bin, <eval split>.bin, meta.json).")
+_OVERWRITE = flags.DEFINE_bool("overwrite", False, "prepare: replace the token file that "
+                               "--prepare_dir already holds.")
 _PROMPT = flags.DEFINE_string("prompt", "", "sample: the text to continue.")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 200, "sample: tokens to generate.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.8, "sample: softmax temperature; 0 = greedy.")

@@ -126,18 +126,48 @@ def read_meta(directory: str) -> dict:
     raise ConfigError(f"{path} is not a {FORMAT} sidecar; {fix}.")
   if meta.get("dtype") not in ("uint16", "uint32"):
     raise ConfigError(f"{path}: dtype {meta.get('dtype')!r} must be uint16 or uint32.")
+  vocab = meta.get("vocab_size")
+  if type(vocab) is not int or vocab < 1:
+    raise ConfigError(f"{path}: vocab_size {vocab!r} is not a positive int; {fix}.")
+  splits = meta.get("splits")
+  if not isinstance(splits, dict) or not splits or not all(
+      isinstance(e, dict) and isinstance(e.get("file"), str) and type(e.get("tokens")) is int
+      for e in splits.values()):
+    raise ConfigError(f"{path}: 'splits' must map each split to {{\"file\": NAME, \"tokens\": "
+                      f"COUNT}}; {fix}.")
   return meta
 
 
 def load_tokens(directory: str, meta: dict, split: str) -> np.ndarray:
-  """`[tokens]` ids of `split`, memory-mapped (nothing is read until used)."""
+  """`[tokens]` ids of `split`, memory-mapped. Checked first: the file is there, not empty, a
+  whole number of ids, as many as the sidecar says, and each id below its vocab_size (one
+  pass of max() over the map)."""
   entry = meta["splits"][split]
   path = os.path.join(directory, entry["file"])
   dtype = np.dtype(meta["dtype"]).newbyteorder("<")
-  tokens = np.memmap(path, dtype=dtype, mode="r")
+  fix = ("prepare the folder again (python launch.py --mode=prepare --prepare_dir=DIR), or "
+         "restore the file from a copy")
+  try:
+    size = os.path.getsize(path)
+  except OSError as e:
+    raise ConfigError(f"{path} (split {split!r} of {META_FILE}) cannot be read: "
+                      f"{e.strerror or e}; {fix}.") from None
+  if size == 0 or size % dtype.itemsize:
+    what = "is empty" if size == 0 else f"has {size} bytes, not a whole number of {dtype.name} ids"
+    raise ConfigError(f"{path} {what} ({META_FILE} says {entry['tokens']} tokens): the file "
+                      f"is truncated or not this sidecar's; {fix}.")
+  try:
+    tokens = np.memmap(path, dtype=dtype, mode="r")
+  except OSError as e:
+    raise ConfigError(f"{path} cannot be read: {e.strerror or e}; {fix}.") from None
   if tokens.size != entry["tokens"]:
     raise ConfigError(f"{path} holds {tokens.size} tokens; {META_FILE} says "
-                      f"{entry['tokens']}: the file is truncated or not this sidecar's.")
+                      f"{entry['tokens']}: the file is truncated or not this sidecar's; {fix}.")
+  largest = int(tokens.max())
+  if largest >= meta["vocab_size"]:
+    raise ConfigError(f"{path} holds token id {largest}, but {META_FILE} says vocab_size "
+                      f"{meta['vocab_size']} (ids 0..{meta['vocab_size'] - 1}): the file is "
+                      f"not this sidecar's tokenizer's; {fix}.")
   return tokens
 
 

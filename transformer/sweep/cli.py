@@ -97,6 +97,8 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
   configs = sweep_lib.validate_points(config_dict, points)
   given_dir = _SWEEP_DIR.value or default_sweep_dir(_SWEEP.value)
   sweep_dir = paths.absolute(given_dir)
+  if paths.has_scheme(sweep_dir):  # reach the bucket once, bounded, before writing anything
+    paths.probe_write(sweep_dir, flag="--sweep_dir")
   given_config = config_arg
   path, colon, variant = config_arg.partition(":")  # children may run in another directory
   config_arg = os.path.abspath(path) + colon + variant

@@ -30,6 +30,7 @@ import numpy as np
 
 from transformer import kinds
 from transformer.config import ConfigError, ExperimentConfig
+from transformer.errors import out_of_memory
 from transformer.train import optim, peaks
 from transformer.train.parallel import Parallel
 from transformer.train.profiler import StepProfiler
@@ -213,7 +214,15 @@ def run_benchmarks(config: ExperimentConfig, batch_sizes: list[int], steps: int 
   for size in batch_sizes or [config.train.batch_size]:
     sized = dataclasses.replace(config, train=dataclasses.replace(config.train,
                                                                   batch_size=size))
-    results.append(run_benchmark(sized, steps, warmup, workdir))
+    try:
+      results.append(run_benchmark(sized, steps, warmup, workdir))
+    except Exception as e:  # noqa: BLE001 -- XLA's OOM is many lines; anything else re-raised
+      oom = out_of_memory(e, f"--mode=bench: batch {size} on {jax.devices()[0].device_kind}",
+                          "Give smaller --bench_batch_sizes, or more --config.train."
+                          "micro_batches.")
+      if oom is None:
+        raise
+      raise oom from None
     rows.append(summary_row(sized, results[-1], jax.devices()[0]))
   if len(results) > 1:
     best = max(range(len(results)), key=lambda i: results[i]["tokens_per_s"])
