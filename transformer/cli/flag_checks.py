@@ -17,7 +17,7 @@ from transformer import paths
 from transformer.errors import CommandLineError
 
 MODES = ("train", "eval", "sample", "bench", "diagnose", "sweep", "report", "data_bench",
-         "prepare")
+         "prepare", "compile")
 _DEVICE_MODES = ("train", "eval", "sample", "bench", "diagnose", "data_bench")
 _SLURM = ("slurm_gpus_per_task", "slurm_cpus_per_task", "slurm_mem", "slurm_time",
           "slurm_partition", "slurm_account", "slurm_extra")
@@ -34,6 +34,7 @@ READ_BY: dict[str, tuple[str, ...]] = {
     "data_bench_batches": ("data_bench",),
     "data_bench_skip_model": ("data_bench",),
     "prepare_dir": ("prepare",),
+    **{f: ("compile",) for f in ("topology", "num_slices", "compile_sweep", "compile_eval")},
     **{f: ("sweep",) for f in ("sweep", "parallel", "launcher", "dry_run", "reuse_runs_from",
                                *_SLURM)},
     "sweep_dir": ("sweep", "report"),
@@ -48,7 +49,7 @@ READ_BY: dict[str, tuple[str, ...]] = {
 MINIMUM = {"max_new_tokens": 1, "num_samples": 1, "beam_size": 1, "top_k": 0, "step": 0,
            "bench_steps": 1, "data_bench_batches": 1, "parallel": 1, "num_processes": 1,
            "process_id": 0, "distributed_timeout": 1, "heartbeat_timeout": 1,
-           "slurm_gpus_per_task": 0, "slurm_cpus_per_task": 0}
+           "slurm_gpus_per_task": 0, "slurm_cpus_per_task": 0, "num_slices": 1}
 
 _HELP = "`python launch.py --help` lists the modes and flags."
 _NOT_READ_HINT = {("workdir", "sweep"): "each point runs in <--sweep_dir>/<point name>",
@@ -80,6 +81,8 @@ def check_flags(mode: str, values: Mapping[str, Any], given: Collection[str],
     check_report(values.get("sweep_dir"), values.get("runs") or [], values.get("report_dir"))
   if mode == "prepare":
     check_prepare_dir(values.get("prepare_dir"))
+  if mode == "compile":
+    check_compile(values)
 
 
 def check_read_by_mode(mode: str, given: Collection[str]) -> None:
@@ -212,6 +215,20 @@ def check_prepare_dir(path: Optional[str]) -> None:
   if os.path.exists(path) and not os.path.isdir(path):
     raise CommandLineError(f"--prepare_dir={path} is a file, not a directory; give the folder "
                            "to write the token file into (created if missing).")
+
+
+def check_compile(values: Mapping[str, Any]) -> None:
+  """`--topology` names a slice of `transformer.train.topologies`; sweep and eval not both."""
+  from transformer.train import topologies  # noqa: PLC0415 -- no JAX
+  name = values.get("topology")
+  if not name:
+    raise CommandLineError("--mode=compile needs --topology=NAME, the TPU slice to compile for: "
+                           f"{topologies.names_help()}.")
+  if name not in topologies.TOPOLOGIES:
+    raise CommandLineError(f"--topology={name}: not a TPU slice this knows; choose one of "
+                           f"{topologies.names_help()}.")
+  if values.get("compile_sweep") and values.get("compile_eval"):
+    raise CommandLineError("--compile_sweep compiles train steps only; drop --compile_eval.")
 
 
 def _sweep_file(spec: str) -> str:
