@@ -126,13 +126,19 @@ def _over_hbm(error: Exception) -> Optional[OverHbm]:
   text = str(error)
   if not re.search(r"RESOURCE_EXHAUSTED|HbmOom|[Oo]ut of memory|exceeds the memory", text):
     return None
-  sizes = re.search(r"([0-9.]+)([MGT])i?B?\s*>\s*([0-9.]+)([MGT])", text)
+  # "... required for HLO temporaries (17.50G) exceeds available HBM (15.75G)" (libtpu 0.0.50),
+  # or "15.98G > 15.75G": the first two sizes are the needed and the available bytes.
+  sizes = re.findall(r"(?<![\w.])([0-9]+(?:\.[0-9]+)?)([KMGT])(?:i?B)?\b", text)
   needed = available = None
-  if sizes:
-    scale = {"M": 2 ** 20, "G": GIB, "T": 2 ** 40}
-    needed = float(sizes.group(1)) * scale[sizes.group(2)]
-    available = float(sizes.group(3)) * scale[sizes.group(4)]
+  if len(sizes) >= 2:
+    scale = {"K": 2 ** 10, "M": 2 ** 20, "G": GIB, "T": 2 ** 40}
+    needed, available = (float(v) * scale[u] for v, u in sizes[:2])
   return OverHbm("over HBM", needed, available)
+
+
+def _first_line(error: Exception, limit: int = 300) -> str:
+  line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+  return line if len(line) <= limit else line[:limit] + " ..."
 
 
 def _describe_oom(oom: OverHbm, config: ExperimentConfig, where: str) -> str:
@@ -140,8 +146,8 @@ def _describe_oom(oom: OverHbm, config: ExperimentConfig, where: str) -> str:
   now = (f"batch {config.train.batch_size}, remat={m.remat}, data={p.data} fsdp={p.fsdp} "
          f"tensor={p.tensor}, loss_chunk={config.train.loss_chunk}")
   if oom.needed:
-    need = (f"needs {oom.needed / GIB:.2f} GiB per device, {where} has "
-            f"{oom.available / GIB:.2f} GiB for it")
+    need = (f"needs {oom.needed / GIB:.2f} GiB per device and {where} has "
+            f"{oom.available / GIB:.2f} GiB (XLA's figures)")
   else:
     need = f"needs more HBM per device than {where} has"
   return f"the train step does not fit: it {need} ({now}); {OVER_HBM_HINT}."
@@ -183,7 +189,9 @@ def compile_steps(config: ExperimentConfig, devices: Sequence, *, eval_step: boo
     except Exception as e:  # noqa: BLE001 -- XLA raises its runtime error type
       oom = _over_hbm(e)
       if oom is None:
-        raise
+        raise RunError(f"XLA could not compile the {name} for {where}: "
+                       f"{_first_line(e)} (a compiler error, not a config error: the README's "
+                       "'Compile for a TPU slice' section lists the known ones).") from None
       raise OverHbm(_describe_oom(oom, config, where).replace("the train step", f"the {name}"),
                     oom.needed, oom.available) from None
     results.append(_stats(name, compiled, time.perf_counter() - t0))
