@@ -261,6 +261,19 @@ def test_the_report_says_when_loops_make_the_compiled_count_low():
   assert "model.scan_layers, train.loss_chunk" in note and "once" in note
 
 
+def test_gpu_config_lowers_for_cuda_with_its_padded_vocabulary():
+  """No GPU here: JAX lowers for CUDA anyway. GPT-2's :gpu variant (bfloat16; XLA attention,
+  since cuDNN's cannot be traced without cuDNN) computes 50304 logit columns and drops the 47
+  padding ones."""
+  config = _config("gpu", gpt2_small, model__attention_impl="xla", model__num_layers=1,
+                   data__seq_len=128, train__batch_size=4)
+  text = aot.lower_for_platform(config, jax.devices()[:1], "cuda")
+  assert "x50304x" in text and "x50257x" in text and "bf16" in text
+  with pytest.raises(ValueError, match="cudnn.*needs a GPU backend"):
+    aot.lower_for_platform(_config("gpu", gpt2_small, model__num_layers=1, data__seq_len=128,
+                                   train__batch_size=4), jax.devices()[:1], "cuda")
+
+
 # --- the presets of the README's table ---------------------------------------------------
 
 

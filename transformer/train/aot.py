@@ -198,6 +198,23 @@ def compile_steps(config: ExperimentConfig, devices: Sequence, *, eval_step: boo
   return config, par, results
 
 
+def lower_for_platform(config: ExperimentConfig, devices: Sequence, platform: str) -> str:
+  """The train step's StableHLO lowered for `platform` (e.g. "cuda") on `devices`' mesh.
+
+  JAX 0.12 lowers for CUDA without a GPU but cannot compile for it (no CUDA topology without
+  the CUDA plugin), and cuDNN attention cannot even be traced without cuDNN
+  (`jax.nn.dot_product_attention` asks cuDNN its version): this checks what the lowering
+  shows, e.g. a GPU config's padded vocabulary (README, "Compile for a TPU slice")."""
+  from transformer.train import bench, optim  # noqa: PLC0415
+  from transformer.train.parallel import build_parallel  # noqa: PLC0415
+  task = bench.bench_task(config)
+  config = task.config
+  par = build_parallel(config, task, optim.build_optimizer(config.optim, config.train.num_steps),
+                       devices=devices)
+  return par.lower_train_step(_batch_shapes(task, config.train.batch_size),
+                              platforms=(platform,)).as_text()
+
+
 def compiled_flops_note(config: ExperimentConfig) -> str:
   """Why the compiled FLOPs count may be low for `config` ("" when it should not be)."""
   loops = [name for name, on in (("model.scan_layers", config.model.scan_layers),

@@ -324,13 +324,17 @@ class JitParallel(Parallel):
     return jax.jit(self._init_fn(profile_batch), in_shardings=(self.replicated,) * len(args),
                    out_shardings=self.state_shardings)(*args)
 
-  def lower_train_step(self, batch_shapes: dict) -> jax.stages.Lowered:
+  def lower_train_step(self, batch_shapes: dict,
+                       platforms: Optional[Sequence[str]] = None) -> jax.stages.Lowered:
     """The train step lowered on abstract inputs, for ahead-of-time compilation on devices
     that need not exist (`transformer.train.aot`): `batch_shapes` maps each batch key to a
-    `jax.ShapeDtypeStruct` of the global batch `[batch, ...]`."""
+    `jax.ShapeDtypeStruct` of the global batch `[batch, ...]`. `platforms` (e.g. `("cuda",)`)
+    lowers for another platform than the devices' (StableHLO only: not compilable here)."""
     rng = jax.eval_shape(lambda: jax.random.PRNGKey(0))
-    return self._train.lower(self.abstract_state, self._abstract_batch(batch_shapes),
-                             jax.ShapeDtypeStruct(rng.shape, rng.dtype, sharding=self.replicated))
+    traced = self._train.trace(self.abstract_state, self._abstract_batch(batch_shapes),
+                               jax.ShapeDtypeStruct(rng.shape, rng.dtype,
+                                                    sharding=self.replicated))
+    return traced.lower(lowering_platforms=tuple(platforms)) if platforms else traced.lower()
 
   def lower_eval_step(self, batch_shapes: dict) -> jax.stages.Lowered:
     """The eval step (`eval_sums`) lowered on abstract inputs, as `lower_train_step`."""
