@@ -75,6 +75,7 @@ def test_each_topology_gives_its_chips_as_compile_only_devices():
                         "v6e": "TPU v6 lite"}
   two = aot.topology_devices(topologies.get("v5e-4"), num_slices=2)
   assert len(two) == 8 and sorted({d.slice_index for d in two}) == [0, 1]
+  assert "TPU_WORKER_HOSTNAMES" not in os.environ  # libtpu's settings do not outlive the call
 
 
 # --- flags, config checks, the missing extra ---------------------------------------------

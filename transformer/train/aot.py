@@ -26,6 +26,7 @@ layouts, the largest batch per device that compiles within HBM.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import os
@@ -95,13 +96,30 @@ def check_compiler() -> None:
 def topology_devices(topology: Topology, num_slices: int = 1) -> list:
   """The compile-only devices of `num_slices` slices of `topology` (no TPU needed)."""
   check_compiler()
-  # libtpu would otherwise take /tmp/libtpu_lockfile (one TPU user per machine; a compile
-  # uses no TPU) and warn that it cannot find the TPU VM's hosts and type.
-  os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
-  os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
-  os.environ.setdefault("TPU_ACCELERATOR_TYPE", topology.accelerator_type())
-  from jax.experimental import topologies as jax_topologies  # noqa: PLC0415 -- loads libtpu
-  return list(jax_topologies.get_topology_desc(**topology.desc_kwargs(num_slices)).devices)
+  from jax.experimental import topologies as jax_topologies  # noqa: PLC0415
+  with _libtpu_environment(topology):
+    return list(jax_topologies.get_topology_desc(**topology.desc_kwargs(num_slices)).devices)
+
+
+@contextlib.contextmanager
+def _libtpu_environment(topology: Topology):
+  """While libtpu loads (its first use in the process): without these it takes
+  /tmp/libtpu_lockfile (one TPU user per machine, though a compile uses no TPU, so a second
+  compile or a test worker would fail) and warns that it cannot find the TPU VM's hosts and
+  type. Restored afterwards, so nothing later (JAX's cluster detectors) sees them."""
+  wanted = {"ALLOW_MULTIPLE_LIBTPU_LOAD": "1", "TPU_WORKER_HOSTNAMES": "localhost",
+            "TPU_ACCELERATOR_TYPE": topology.accelerator_type()}
+  saved = {k: os.environ.get(k) for k in wanted}
+  for k, v in wanted.items():
+    os.environ.setdefault(k, v)
+  try:
+    yield
+  finally:
+    for k, v in saved.items():
+      if v is None:
+        os.environ.pop(k, None)
+      else:
+        os.environ[k] = v
 
 
 def check_config(config: ExperimentConfig, num_slices: int = 1) -> None:
