@@ -18,7 +18,7 @@ so `model.scan_layers`, `train.loss_chunk` (a `lax.map` over chunks) and `train.
 > 1 undercount; the report says so. Its time estimate (`optimal_seconds`, negative on v5e and
 v6e) is not used.
 
-A config over the chip's HBM fails to compile; `compile_train_step` turns XLA's error into a
+A config over the chip's HBM fails to compile; `compile_steps` turns XLA's error into a
 `RunError` of one line naming the GiB needed and available, and what to try.
 `largest_batches` (`--compile_sweep`) finds, for remat none / minimal / full and data vs fsdp
 layouts, the largest batch per device that compiles within HBM.
