@@ -41,36 +41,43 @@ def _resolve(path: str) -> Any:
   return getattr(importlib.import_module(module), name)
 
 
-# Forward matmul FLOPs per kind: `(cfg, batch, length, source_length) -> FLOPs`.
+# Forward matmul FLOPs per kind: `(cfg, batch, length, source_length, masked_too=False) ->
+# FLOPs`; `masked_too` counts causal attention whole (`flops.block_flops`).
 
-def _decoder_lm_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0) -> float:
+def _decoder_lm_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
+                      masked_too: bool = False) -> float:
   del src_len
-  return (flops.block_flops(cfg, b, length, causal=True) * cfg.num_layers
-          + 2 * b * length * cfg.d_model * cfg.padded_vocab_size)
+  return (flops.block_flops(cfg, b, length, causal=True, masked_too=masked_too)
+          * cfg.num_layers + 2 * b * length * cfg.d_model * cfg.padded_vocab_size)
 
 
-def _encoder_decoder_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0) -> float:
+def _encoder_decoder_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
+                           masked_too: bool = False) -> float:
   encoder = flops.block_flops(cfg, b, src_len, causal=False) * cfg.num_layers
-  decoder = (flops.block_flops(cfg, b, length, causal=True, cross_len=src_len)
-             * cfg.decoder_layers)
+  decoder = flops.block_flops(cfg, b, length, causal=True, cross_len=src_len,
+                              masked_too=masked_too) * cfg.decoder_layers
   return encoder + decoder + 2 * b * length * cfg.d_model * cfg.padded_vocab_size
 
 
-def _masked_lm_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0) -> float:
-  del src_len  # plus the head's d_model x d_model transform
+def _masked_lm_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
+                     masked_too: bool = False) -> float:
+  del src_len, masked_too  # not causal; plus the head's d_model x d_model transform
   return (flops.block_flops(cfg, b, length, causal=False) * cfg.num_layers
           + 2 * b * length * cfg.d_model * cfg.padded_vocab_size + 2 * b * length * cfg.d_model ** 2)
 
 
-def _classifier_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0) -> float:
-  del src_len  # pooled features through one linear layer
+def _classifier_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
+                      masked_too: bool = False) -> float:
+  del src_len, masked_too  # not causal; pooled features through one linear layer
   return (flops.block_flops(cfg, b, length, causal=False) * cfg.num_layers
           + 2 * b * cfg.d_model * cfg.num_classes)
 
 
-def _vit_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0) -> float:
+def _vit_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
+               masked_too: bool = False) -> float:
   """`length` = tokens per image (patches, plus [CLS]); `src_len` = pixels x channels of one
-  patch, which the patch embedding maps to d_model."""
+  patch, which the patch embedding maps to d_model. Not causal: `masked_too` changes nothing."""
+  del masked_too
   patches = length - (1 if cfg.pooling == "cls" else 0)
   return (2 * b * patches * src_len * cfg.d_model
           + flops.block_flops(cfg, b, length, causal=False) * cfg.num_layers
@@ -193,17 +200,19 @@ def build_data_and_task(config: ExperimentConfig, workdir: str | None = None) ->
 
 
 def training_flops_per_step(cfg: ModelConfig, batch_size: int, seq_len: int,
-                            src_len: int = 0) -> float:
+                            src_len: int = 0, masked_too: bool = False) -> float:
   """Model FLOPs of one training step on `batch_size` rows: `flops.TRAINING_FACTOR` (3) times
   the forward FLOPs the kind declares.
 
   `seq_len` is the row length (for `encoder_decoder`, the target length; the encoder reads
-  `src_len` tokens).
+  `src_len` tokens). `masked_too` counts causal attention whole (`flops.block_flops`).
   """
-  return flops.TRAINING_FACTOR * get(cfg.kind).forward_flops(cfg, batch_size, seq_len, src_len)
+  return flops.TRAINING_FACTOR * get(cfg.kind).forward_flops(cfg, batch_size, seq_len, src_len,
+                                                             masked_too=masked_too)
 
 
-def experiment_flops_per_step(config: ExperimentConfig) -> float:
+def experiment_flops_per_step(config: ExperimentConfig, masked_too: bool = False) -> float:
   """`training_flops_per_step` with the row lengths an `ExperimentConfig`'s data gives."""
   length, src_len = get(config.model.kind).lengths(config)
-  return training_flops_per_step(config.model, config.train.batch_size, length, src_len)
+  return training_flops_per_step(config.model, config.train.batch_size, length, src_len,
+                                 masked_too=masked_too)

@@ -18,7 +18,7 @@ from transformer.errors import CommandLineError
 from transformer.sweep.slurm import SlurmResources
 
 MODES = ("train", "eval", "sample", "bench", "diagnose", "sweep", "report", "data_bench",
-         "prepare")
+         "prepare", "compile")
 _DEVICE_MODES = ("train", "eval", "sample", "bench", "diagnose", "data_bench")
 _SLURM = ("slurm_gpus_per_task", "slurm_cpus_per_task", "slurm_mem", "slurm_time",
           "slurm_partition", "slurm_account", "slurm_extra")
@@ -36,6 +36,7 @@ READ_BY: dict[str, tuple[str, ...]] = {
     "data_bench_skip_model": ("data_bench",),
     "prepare_dir": ("prepare",),
     "overwrite": ("prepare",),
+    **{f: ("compile",) for f in ("topology", "num_slices", "compile_sweep", "compile_eval")},
     **{f: ("sweep",) for f in ("sweep", "parallel", "launcher", "dry_run", "reuse_runs_from",
                                *_SLURM)},
     "sweep_dir": ("sweep", "report"),
@@ -50,7 +51,7 @@ READ_BY: dict[str, tuple[str, ...]] = {
 MINIMUM = {"max_new_tokens": 1, "num_samples": 1, "beam_size": 1, "top_k": 0, "step": 0,
            "bench_steps": 1, "data_bench_batches": 1, "parallel": 1, "num_processes": 1,
            "process_id": 0, "distributed_timeout": 1, "heartbeat_timeout": 1,
-           "slurm_gpus_per_task": 0, "slurm_cpus_per_task": 0}
+           "slurm_gpus_per_task": 0, "slurm_cpus_per_task": 0, "num_slices": 1}
 
 _HELP = "`python launch.py --help` lists the modes and flags."
 _NOT_READ_HINT = {("workdir", "sweep"): "each point runs in <--sweep_dir>/<point name>",
@@ -82,6 +83,8 @@ def check_flags(mode: str, values: Mapping[str, Any], given: Collection[str],
     check_report(values.get("sweep_dir"), values.get("runs") or [], values.get("report_dir"))
   if mode == "prepare":
     check_prepare_dir(values.get("prepare_dir"), values.get("overwrite", False))
+  if mode == "compile":
+    check_compile(values)
 
 
 def check_read_by_mode(mode: str, given: Collection[str]) -> None:
@@ -223,6 +226,20 @@ def check_prepare_dir(path: Optional[str], overwrite: bool = False) -> None:
   if os.path.exists(meta) and not overwrite:
     raise CommandLineError(f"--prepare_dir={path} already holds a token file ({meta}); give "
                            "another folder, or --overwrite to replace it.")
+
+
+def check_compile(values: Mapping[str, Any]) -> None:
+  """`--topology` names a slice of `transformer.train.topologies`; sweep and eval not both."""
+  from transformer.train import topologies  # noqa: PLC0415 -- no JAX
+  name = values.get("topology")
+  if not name:
+    raise CommandLineError("--mode=compile needs --topology=NAME, the TPU slice to compile for: "
+                           f"{topologies.names_help()}.")
+  if name not in topologies.TOPOLOGIES:
+    raise CommandLineError(f"--topology={name}: not a TPU slice this knows; choose one of "
+                           f"{topologies.names_help()}.")
+  if values.get("compile_sweep") and values.get("compile_eval"):
+    raise CommandLineError("--compile_sweep compiles train steps only; drop --compile_eval.")
 
 
 def _sweep_file(spec: str) -> str:

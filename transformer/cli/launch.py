@@ -18,7 +18,7 @@ from transformer.sweep import cli as sweep_cli  # noqa: F401 -- defines the swee
 from transformer.cli.args import DEFAULT_CONFIG, config_arg, parse_flags
 from transformer.config import ConfigError, from_config_dict
 from transformer.errors import CommandLineError, RunError, exit_with
-from transformer.train import runtime
+from transformer.train import runtime, topologies
 
 _CONFIG = config_flags.DEFINE_config_file(
     "config", DEFAULT_CONFIG,
@@ -27,7 +27,8 @@ _CONFIG = config_flags.DEFINE_config_file(
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory. Default: runs/<config name>[:variant][+overrides].")
 _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "sample", "bench", "diagnose",
-                                           "sweep", "report", "data_bench", "prepare"],
+                                           "sweep", "report", "data_bench", "prepare",
+                                           "compile"],
                           "train: train and evaluate (resuming); eval: score a checkpoint of "
                           "--workdir; sample: continue --prompt (LM) or decode --source "
                           "(encoder-decoder) with the run in --workdir; bench: time train steps; "
@@ -38,11 +39,23 @@ _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "sample", "bench", 
                           "data_bench: input pipeline vs train step tokens/s; prepare: "
                           "write the configured dataset, tokenized, as a token file in "
                           "--prepare_dir (train on it without TensorFlow: "
-                          "--config.data.name=token_file --config.data.source_dir=DIR).")
+                          "--config.data.name=token_file --config.data.source_dir=DIR); "
+                          "compile: compile the train step for --topology, a TPU slice that "
+                          "is not here, and print its memory and FLOPs per device "
+                          "(transformer/train/aot.py; needs the [tpu] extra).")
 _PREPARE_DIR = flags.DEFINE_string("prepare_dir", None, "prepare: the folder to write the token "
                                    "file into (train.bin, <eval split>.bin, meta.json).")
 _OVERWRITE = flags.DEFINE_bool("overwrite", False, "prepare: replace the token file that "
                                "--prepare_dir already holds.")
+_TOPOLOGY = flags.DEFINE_string(
+    "topology", None, "compile: the TPU slice to compile for, by its Cloud name: "
+    + topologies.names_help() + " (v4 and v5p count cores, two per chip).")
+_NUM_SLICES = flags.DEFINE_integer("num_slices", 1, "compile: slices of --topology joined by "
+                                   "the data-center network (set parallel.dcn_data to match).")
+_COMPILE_SWEEP = flags.DEFINE_bool(
+    "compile_sweep", False, "compile: instead of the config's batch, find the largest batch per "
+    "device that fits for each remat (none, minimal, full) and layout (data, fsdp); one table.")
+_COMPILE_EVAL = flags.DEFINE_bool("compile_eval", False, "compile: compile the eval step too.")
 _PROMPT = flags.DEFINE_string("prompt", "", "sample: the text to continue.")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 200, "sample: tokens to generate.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.8, "sample: softmax temperature; 0 = greedy.")
@@ -234,6 +247,9 @@ def main(argv: list[str]) -> None:
   if _MODE.value == "prepare":  # one process, no devices: TFDS and the tokenizer only
     _prepare(config)
     return
+  if _MODE.value == "compile":  # no device used: compile-only TPU devices, on the CPU backend
+    _compile(config)
+    return
   # Accelerator settings (issue 11): XLA flags before JAX starts a backend, then the cache.
   added = runtime.add_gpu_xla_flags(config.train.xla_gpu_flags)
   if added:
@@ -315,6 +331,17 @@ def _prepare(config) -> None:
   from transformer.data.prepare import prepare  # noqa: PLC0415 -- TensorFlow
   try:
     prepare(config.data, _PREPARE_DIR.value)
+  except (ConfigError, RunError) as e:
+    _exit_with(e)
+
+
+def _compile(config) -> None:
+  import jax  # noqa: PLC0415 -- before any backend starts: the compile needs none of this host's
+  jax.config.update("jax_platforms", "cpu")
+  from transformer.train.aot import run_compile  # noqa: PLC0415
+  try:
+    run_compile(config, _TOPOLOGY.value, _NUM_SLICES.value, eval_step=_COMPILE_EVAL.value,
+                sweep=_COMPILE_SWEEP.value)
   except (ConfigError, RunError) as e:
     _exit_with(e)
 

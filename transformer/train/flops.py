@@ -31,17 +31,21 @@ TRAINING_FACTOR = 3.0
 
 
 def block_flops(cfg: ModelConfig, batch: int, length: int, *, causal: bool,
-                cross_len: int = 0) -> float:
+                cross_len: int = 0, masked_too: bool = False) -> float:
   """Forward matmul FLOPs of one block on `batch` rows of `length` tokens; `cross_len` > 0
   adds cross-attention to that many encoder tokens. The per-kind totals (embeddings, heads,
-  stacks) are in the registry, `transformer.kinds`."""
+  stacks) are in the registry, `transformer.kinds`.
+
+  `masked_too` counts causal attention whole, as XLA computes it (the masked half included):
+  what a compiled program's `cost_analysis()` sees (`transformer.train.aot`), not MFU's
+  convention."""
   tokens = batch * length
   inner = cfg.num_heads * cfg.head_dim
   kv_inner = (cfg.num_kv_heads or cfg.num_heads) * cfg.head_dim
   qkv = 2 * tokens * cfg.d_model * (inner + 2 * kv_inner)
   projection = 2 * tokens * inner * cfg.d_model
   ffn = 2 * tokens * cfg.d_model * cfg.d_ff * (3 if cfg.activation == "swiglu" else 2)
-  attention = 4 * batch * length ** 2 * inner * (0.5 if causal else 1.0)
+  attention = 4 * batch * length ** 2 * inner * (0.5 if causal and not masked_too else 1.0)
   total = qkv + projection + ffn + attention
   if cross_len:  # queries from this stack, keys/values from cross_len encoder tokens
     total += (2 * tokens * cfg.d_model * inner + 2 * batch * cross_len * cfg.d_model * 2 * kv_inner

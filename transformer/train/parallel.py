@@ -324,6 +324,26 @@ class JitParallel(Parallel):
     return jax.jit(self._init_fn(profile_batch), in_shardings=(self.replicated,) * len(args),
                    out_shardings=self.state_shardings)(*args)
 
+  def lower_train_step(self, batch_shapes: dict,
+                       platforms: Optional[Sequence[str]] = None) -> jax.stages.Lowered:
+    """The train step lowered on abstract inputs, for ahead-of-time compilation on devices
+    that need not exist (`transformer.train.aot`): `batch_shapes` maps each batch key to a
+    `jax.ShapeDtypeStruct` of the global batch `[batch, ...]`. `platforms` (e.g. `("cuda",)`)
+    lowers for another platform than the devices' (StableHLO only: not compilable here)."""
+    rng = jax.eval_shape(lambda: jax.random.PRNGKey(0))
+    traced = self._train.trace(self.abstract_state, self._abstract_batch(batch_shapes),
+                               jax.ShapeDtypeStruct(rng.shape, rng.dtype,
+                                                    sharding=self.replicated))
+    return traced.lower(lowering_platforms=tuple(platforms)) if platforms else traced.lower()
+
+  def lower_eval_step(self, batch_shapes: dict) -> jax.stages.Lowered:
+    """The eval step (`eval_sums`) lowered on abstract inputs, as `lower_train_step`."""
+    return self._eval.lower(self.abstract_state.params, self._abstract_batch(batch_shapes))
+
+  def _abstract_batch(self, batch_shapes: dict) -> dict:
+    return {k: jax.ShapeDtypeStruct(v.shape, v.dtype, sharding=self.batch_sharding)
+            for k, v in batch_shapes.items()}
+
   def to_checkpoint(self, state: TrainState) -> TrainState:
     return state
 
@@ -408,10 +428,11 @@ class PmapParallel(Parallel):
     return jax.tree.map(lambda x: x[0], tree)
 
 
-def build_parallel(config: ExperimentConfig, task, tx: optax.GradientTransformation
-                   ) -> Parallel:
-  """The device placement and compiled steps of `task` for `config.parallel`."""
-  return Parallel(config.parallel, init_params=task.init_params, tx=tx,
+def build_parallel(config: ExperimentConfig, task, tx: optax.GradientTransformation,
+                   devices: Optional[Sequence[Any]] = None) -> Parallel:
+  """The device placement and compiled steps of `task` for `config.parallel`, over `devices`
+  (default: every device; `--mode=compile` gives a TPU topology's compile-only devices)."""
+  return Parallel(config.parallel, init_params=task.init_params, tx=tx, devices=devices,
                   loss_sums=task.loss_sums, eval_sums=task.eval_sums,
                   global_batch_size=config.train.batch_size,
                   micro_batches=config.train.micro_batches,
