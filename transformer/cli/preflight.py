@@ -80,6 +80,11 @@ def check_files(config: ExperimentConfig) -> None:
   if config.data.tokenizer == "sentencepiece" and spm and not os.path.isfile(spm):
     raise ConfigError(f"--config.data.spm_model={spm!r}: no such file. Point it at a "
                       "SentencePiece .model file, or set it to '' to train one into the workdir.")
+  kind, colon, file = config.data.tokenizer.partition(":")
+  if colon and not os.path.isfile(file):  # hf:<tokenizer.json>, gpt2:<ranks file>
+    raise ConfigError(f"--config.data.tokenizer={config.data.tokenizer!r}: {file!r} is not a "
+                      f"file; give the path of a "
+                      f"{'tokenizer.json' if kind == 'hf' else 'tiktoken ranks file'}.")
 
 
 def check_devices(config: ExperimentConfig) -> None:

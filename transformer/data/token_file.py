@@ -5,7 +5,8 @@ document followed by the EOS id, as raw little-endian `uint16` (vocabularies bel
 or `uint32`. `<dir>/meta.json` (the sidecar) says how to read them:
 
   {"format": "transformer-token-file", "version": 1, "dtype": "uint16", "vocab_size": 259,
-   "tokenizer": "bytes" | "sentencepiece", "spm_model": "tokenizer.model" (sentencepiece: the
+   "tokenizer": "bytes" | "sentencepiece" | "hf:tokenizer/tokenizer.json" | "gpt2:<file>"
+   (hf, gpt2: the file, relative to <dir>), "spm_model": "tokenizer.model" (sentencepiece: the
    model file, in <dir>), "pad_id": 0, "bos_id": 1, "eos_id": 2,
    "separator": "eos_after_each_document",
    "splits": {"train": {"file": "train.bin", "tokens": N, "documents": D}, "validation": ...},
@@ -155,8 +156,11 @@ def eval_split_name(meta: dict, requested: str) -> str:
 def load_tokenizer(directory: str, meta: dict):
   """The tokenizer the sidecar names (`transformer.data.tokenizers`)."""
   from transformer.data.tokenizers import ByteTokenizer, build_tokenizer  # noqa: PLC0415
+  kind, colon, file = str(meta["tokenizer"]).partition(":")
   if meta["tokenizer"] == "bytes":
     tokenizer = ByteTokenizer()
+  elif colon:  # hf:<tokenizer.json>, gpt2:<ranks>, relative to the token file's folder
+    tokenizer = build_tokenizer(f"{kind}:{os.path.join(directory, file)}")
   else:
     tokenizer = build_tokenizer("sentencepiece", os.path.join(directory, meta["spm_model"]))
   if tokenizer.vocab_size != meta["vocab_size"]:
