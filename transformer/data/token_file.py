@@ -34,6 +34,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 
+from transformer.data import foreign_tokens
 from transformer.errors import ConfigError
 
 FORMAT = "transformer-token-file"
@@ -135,11 +136,12 @@ def load_tokens(directory: str, meta: dict, split: str) -> np.ndarray:
   entry = meta["splits"][split]
   path = os.path.join(directory, entry["file"])
   dtype = np.dtype(meta["dtype"]).newbyteorder("<")
-  tokens = np.memmap(path, dtype=dtype, mode="r")
+  # header_bytes, id_offset: nanoGPT / llm.c files read as they are (foreign_tokens.py)
+  tokens = np.memmap(path, dtype=dtype, mode="r", offset=entry.get("header_bytes", 0))
   if tokens.size != entry["tokens"]:
     raise ConfigError(f"{path} holds {tokens.size} tokens; {META_FILE} says "
                       f"{entry['tokens']}: the file is truncated or not this sidecar's.")
-  return tokens
+  return foreign_tokens.shifted(tokens, meta)
 
 
 def eval_split_name(meta: dict, requested: str) -> str:
@@ -159,6 +161,8 @@ def load_tokenizer(directory: str, meta: dict):
   kind, colon, file = str(meta["tokenizer"]).partition(":")
   if meta["tokenizer"] == "bytes":
     tokenizer = ByteTokenizer()
+  elif meta["tokenizer"] == "ids":  # a foreign token file given without its tokenizer
+    tokenizer = foreign_tokens.IdsTokenizer(meta["vocab_size"], meta.get("id_offset", 0))
   elif colon:  # hf:<tokenizer.json>, gpt2:<ranks>, relative to the token file's folder
     tokenizer = build_tokenizer(f"{kind}:{os.path.join(directory, file)}")
   else:
