@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from transformer.data import foreign_tokens, token_file
+from transformer.data import foreign_meta, foreign_tokens, token_file
 from transformer.errors import ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,7 +41,7 @@ def test_nanogpt_bins_round_trip(tmp_path):
   train, val = _ids(4000, 0), _ids(700, 1)
   train.astype("<u2").tofile(tmp_path / "train.bin")
   val.astype("<u2").tofile(tmp_path / "val.bin")
-  meta = foreign_tokens.describe(str(tmp_path), "nanogpt", 50257)
+  meta = foreign_meta.describe(str(tmp_path), "nanogpt", 50257)
   assert meta["vocab_size"] == 50260 and meta["splits"]["validation"]["file"] == "val.bin"
   data, _ = _read_back(tmp_path, train)
   assert data.tokenizer.decode([3, 50259]) == "0 50256"  # ids only: no tokenizer given
@@ -59,7 +59,7 @@ def test_llmc_bins_round_trip(tmp_path, magic, version, vocab):
   train, val = _ids(3000, 2, vocab), _ids(500, 3, vocab)
   foreign_tokens.write_llmc(str(tmp_path / "tiny_train.bin"), train, magic, version)
   foreign_tokens.write_llmc(str(tmp_path / "tiny_val.bin"), val, magic, version)
-  meta = foreign_tokens.describe(str(tmp_path), "llmc", vocab)
+  meta = foreign_meta.describe(str(tmp_path), "llmc", vocab)
   assert meta["dtype"] == ("uint16" if version == 1 else "uint32")
   assert meta["splits"]["train"] == {"file": "tiny_train.bin", "tokens": 3000,
                                      "documents": None, "header_bytes": 1024}
@@ -77,7 +77,7 @@ def test_with_a_tokenizer_the_ids_decode(tmp_path):
   raw = np.asarray(build_tokenizer(f"hf:{path}").encode(text)) - 3  # the tokenizer's own ids
   raw.astype("<u2").tofile(tmp_path / "train.bin")
   raw.astype("<u2").tofile(tmp_path / "val.bin")
-  meta = foreign_tokens.describe(str(tmp_path), "nanogpt", 400, tokenizer=f"hf:{path}")
+  meta = foreign_meta.describe(str(tmp_path), "nanogpt", 400, tokenizer=f"hf:{path}")
   tok = token_file.load_tokenizer(str(tmp_path), meta)
   tokens = token_file.load_tokens(str(tmp_path), meta, "train")
   assert tok.decode(tokens[0:tokens.size]) == text
@@ -90,23 +90,23 @@ def test_bad_files_are_one_line_errors(tmp_path):
   with open(tmp_path / "a_val.bin", "r+b") as f:
     f.truncate(1024 + 60)  # torn
   with pytest.raises(ConfigError, match="header says 50 tokens"):
-    foreign_tokens.describe(str(tmp_path), "llmc", 50257)
+    foreign_meta.describe(str(tmp_path), "llmc", 50257)
   (tmp_path / "a_val.bin").write_bytes(np.zeros(256, "<i4").tobytes())
   with pytest.raises(ConfigError, match="magic 0"):
-    foreign_tokens.describe(str(tmp_path), "llmc", 50257)
+    foreign_meta.describe(str(tmp_path), "llmc", 50257)
   with pytest.raises(ConfigError, match="fewer than llm.c"):
     (tmp_path / "a_val.bin").write_bytes(b"xx")
-    foreign_tokens.describe(str(tmp_path), "llmc", 50257)
+    foreign_meta.describe(str(tmp_path), "llmc", 50257)
   (tmp_path / "train.bin").write_bytes(b"abc")
   (tmp_path / "val.bin").write_bytes(b"ab")
   with pytest.raises(ConfigError, match="odd number of bytes"):
-    foreign_tokens.describe(str(tmp_path), "nanogpt", 50257)
+    foreign_meta.describe(str(tmp_path), "nanogpt", 50257)
 
 
 def test_command_line(tmp_path):
   _ids(400, 4).astype("<u2").tofile(tmp_path / "train.bin")
   _ids(100, 5).astype("<u2").tofile(tmp_path / "val.bin")
-  run = [sys.executable, "-m", "transformer.data.foreign_tokens", str(tmp_path)]
+  run = [sys.executable, "-m", "transformer.data.foreign_meta", str(tmp_path)]
   proc = subprocess.run(run + ["--layout=llmc"], cwd=ROOT, capture_output=True, text=True)
   assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "llm.c" in proc.stderr
   proc = subprocess.run(run + ["--layout=nanogpt"], cwd=ROOT, capture_output=True, text=True)
