@@ -112,3 +112,36 @@ def test_command_line(tmp_path):
   proc = subprocess.run(run + ["--layout=nanogpt"], cwd=ROOT, capture_output=True, text=True)
   assert proc.returncode == 0 and "train: 400 tokens" in proc.stdout
   assert os.path.isfile(tmp_path / "meta.json")
+
+
+@pytest.mark.slow  # a launch.py training run: ~90 s on 2 loaded cores
+def test_launch_trains_on_an_llmc_file_with_a_bpe_tokenizer(tmp_path):
+  """End to end: llm.c files + a BPE tokenizer.json -> launch.py trains, evaluates bits per
+  byte (from the tokenizer's byte lengths) and samples text."""
+  import json  # noqa: PLC0415
+  import textwrap  # noqa: PLC0415
+  from transformer.data.tokenizers import build_tokenizer, train_bpe  # noqa: PLC0415
+  with open(textwrap.__file__, encoding="utf-8") as f:
+    text = f.read()
+  path = train_bpe([text], str(tmp_path / "tok" / "tokenizer.json"), 400)
+  raw = np.asarray(build_tokenizer(f"hf:{path}").encode(text)) - 3
+  data = tmp_path / "data"
+  data.mkdir()
+  cut = int(raw.size * 0.9)
+  foreign_tokens.write_llmc(str(data / "textwrap_train.bin"), raw[:cut])
+  foreign_tokens.write_llmc(str(data / "textwrap_val.bin"), raw[cut:])
+  assert foreign_meta.main([str(data), "--layout=llmc", "--vocab_size=400",
+                            f"--tokenizer=hf:{path}"]) == 0
+  workdir = tmp_path / "run"
+  overrides = {"data.name": "token_file", "data.source_dir": str(data), "data.seq_len": 32,
+               "model.d_model": 32, "model.num_heads": 2, "model.num_layers": 1,
+               "model.d_ff": 64, "train.batch_size": 8, "train.num_steps": 4,
+               "train.eval_every": 4, "data.eval_batches": 2}
+  proc = subprocess.run([sys.executable, "launch.py", "--config=configs/default.py:smoke",
+                         f"--workdir={workdir}"] + [f"--config.{k}={v}"
+                                                    for k, v in overrides.items()],
+                        cwd=ROOT, capture_output=True, text=True, timeout=280)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rows = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
+  bpb = [v for r in rows for k, v in r.items() if "bits_per_byte" in k]
+  assert bpb and all(0 < v < 20 for v in bpb), rows[-1]
