@@ -111,3 +111,15 @@ def test_missing_or_broken_files_are_one_line_errors(tmp_path):
     build_tokenizer(f"hf:{bad}")
   with pytest.raises(ConfigError, match="not a tiktoken ranks file"):
     build_tokenizer(f"gpt2:{bad}")
+
+
+def test_no_bits_per_byte_when_token_bytes_do_not_add_up(tmp_path):
+  """A tokenizer whose decoder joins tokens with spaces: per-token bytes would overcount, so
+  byte_lengths is None (no bits per byte) rather than a wrong figure."""
+  from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: PLC0415
+  tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+  tok.pre_tokenizer = pre_tokenizers.Whitespace()
+  tok.train_from_iterator(["def f x return naïve café"] * 3,
+                          trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
+  tok.save(str(tmp_path / "words.json"))
+  assert build_tokenizer(f"hf:{tmp_path / 'words.json'}").byte_lengths is None

@@ -6,7 +6,7 @@ be reported in bits per byte."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 import numpy as np
 
@@ -134,6 +134,9 @@ def train_sentencepiece(texts, model_path: str, vocab_size: int,
   return prefix + ".model"
 
 
+_PROBE = "def f(x):\n\treturn x  # naïve café, 日本語 🙂\n\n  end"
+
+
 class _ShiftedTokenizer:
   """A tokenizer of another library with the repo's ids: its id `i` is `i + 3` here, and
   0 = pad, 1 = bos, 2 = eos (as for `ByteTokenizer`); `vocab_size` is its vocabulary + 3.
@@ -167,10 +170,23 @@ class _ShiftedTokenizer:
     return ids
 
   @property
-  def byte_lengths(self) -> np.ndarray:
+  def byte_lengths(self) -> Optional[np.ndarray]:
+    """`[vocab_size]` int32 bytes of each id, or None (no bits per byte) when they do not add
+    up to the decoded text's UTF-8 size on a probe text (a decoder that joins tokens with
+    spaces, a normalizer that changes the text): a wrong figure is worse than none."""
+    if not hasattr(self, "_lengths"):
+      self._lengths = self._checked_byte_lengths()
+    return self._lengths
+
+  def _checked_byte_lengths(self) -> Optional[np.ndarray]:
     lengths = np.zeros([self.vocab_size], np.int32)
     for i in range(self._raw_vocab):
       lengths[i + self.offset] = len(self._token_bytes(i))
+    ids = self.encode(_PROBE)
+    if int(lengths[ids].sum()) != len(self.decode(ids).encode("utf-8")):
+      print(f"{self.path}: its tokens' bytes do not add up to the decoded text's, so bits per "
+            "byte are not reported (a byte-level BPE, as GPT-2's, has exact ones).", flush=True)
+      return None
     return lengths
 
 
