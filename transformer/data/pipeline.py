@@ -151,9 +151,9 @@ def _iterator(ds: tf.data.Dataset) -> tf.data.Iterator:
 def tokenizer_for(cfg: DataConfig, builder, text_keys: list[str],
                   workdir: str | None = None) -> Tokenizer:
   """The configured tokenizer (`hf:` and `gpt2:` read the file they name). For
-  `sentencepiece` without `spm_model`, a model trained on the training split's `text_keys` (source and target alike: one shared vocabulary), saved as
-  `<workdir>/tokenizer/spm.model` (or under `<data_dir>/tokenizers/` without a workdir) and
-  reused when it is there."""
+  `sentencepiece` without `spm_model`, a model trained on the training split's `text_keys`
+  (source and target alike: one shared vocabulary), saved as `<workdir>/tokenizer/spm.model`
+  (or under `<data_dir>/tokenizers/` without a workdir) and reused when it is there."""
   if cfg.tokenizer == "bytes":
     return ByteTokenizer()
   if cfg.tokenizer != "sentencepiece":  # hf:<tokenizer.json>, gpt2:<ranks file>
