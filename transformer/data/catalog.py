@@ -90,19 +90,19 @@ def _text_features(builder) -> list[str]:
 
 
 def text_key(builder, cfg: DataConfig) -> str:
-  """The feature holding the (input) text: `data.inputs_key`, else the supervised input,
-  else `text` or `sentence`."""
+  """The feature holding the (input) text: `data.inputs_key`, else the registry's
+  (`transformer.datasets`), else the supervised input, else `text` or `sentence`."""
   features = builder.info.features
   if cfg.inputs_key:
     if cfg.inputs_key in features:
       return cfg.inputs_key
   else:
     candidates = ["text", "sentence", "inputs"]
-    ours = datasets.lookup(cfg.name)
-    if ours:
-      candidates.insert(0, ours.features[0])
     if builder.info.supervised_keys and isinstance(builder.info.supervised_keys[0], str):
       candidates.insert(0, builder.info.supervised_keys[0])
+    ours = datasets.lookup(cfg.name)
+    if ours:  # the registry's keys come first
+      candidates.insert(0, ours.features[0])
     for key in candidates:
       if key in features:
         return key
@@ -117,7 +117,7 @@ def target_key(builder, cfg: DataConfig, want: str) -> str:
   features = builder.info.features
   kind = tfds.features.ClassLabel if want == "label" else tfds.features.Text
   candidates = [cfg.targets_key] if cfg.targets_key else []
-  if not cfg.targets_key:
+  if not cfg.targets_key:  # the registry's key, then the supervised target, then the usual
     ours = datasets.lookup(cfg.name)
     if ours and len(ours.features) > 1:
       candidates.append(ours.features[1])
