@@ -2,12 +2,7 @@
 [--config.section.field=value ...] [--workdir=DIR]`.
 
 Modes (--mode):
-  train   train and evaluate, resuming from the workdir's latest checkpoint (the default)
-  sample  continue --prompt with the language model in --workdir
-  bench   compile and time train steps on random inputs; print tokens/s and MFU
-  sweep   run every point of --sweep=FILE as its own training run (locally or on SLURM)
-  report  the report (markdown, CSV, plots) of the runs in --sweep_dir
-  data_bench  the input pipeline's tokens/s against the train step's
+{modes}
 
 Every config field can be overridden with --config.<section>.<field>=<value>; the fields and
 their meaning are in configs/default.py. All logic lives in `transformer.cli.launch`.
@@ -23,6 +18,9 @@ os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
 from absl import flags  # noqa: E402
 
+from transformer.cli import modes  # noqa: E402 -- light: the one list of modes
+
+__doc__ = __doc__.replace("{modes}", modes.header_lines())  # --help prints it as its header
 from transformer.cli.args import check_config_args  # noqa: E402
 
 check_config_args(sys.argv)  # before the config flag is defined, which applies the overrides

@@ -4,8 +4,10 @@ vocabulary.
 
 `python launch.py --config=configs/gpt2_small.py --mode=bench` times it on random tokens with
 that vocabulary. Training it reads the data section's tokenizer, whose vocabulary replaces
-`model.vocab_size` (bytes: 259 tokens, 85M parameters). Variants: `:gpu` switches to bfloat16
-compute and cuDNN attention.
+`model.vocab_size` (bytes: 259 tokens, 85M parameters; GPT-2's BPE, through
+`--config.data.tokenizer=gpt2:<r50k_base.tiktoken>` or `hf:<GPT-2's tokenizer.json>`, or a
+nanoGPT / llm.c token file: 50257 + 3 ids, 0-2 being pad, BOS, EOS). Variants: `:gpu`
+switches to bfloat16 compute and cuDNN attention.
 """
 
 import ml_collections

@@ -73,11 +73,21 @@ def test_a_bad_flag_of_a_mode_is_one_paragraph_before_anything_runs(args, expect
 
 
 def test_help_lists_the_modes_and_the_projects_flags():
+  from transformer.cli import modes  # noqa: PLC0415
   r = _launch("--help")
   assert r.returncode == 0, r.stderr
-  for text in ("train", "sample", "bench", "--workdir", "--config", "--coordinator_address",
-               "--distributed_timeout", "--prompt"):
+  for text in ("--workdir", "--config", "--coordinator_address", "--distributed_timeout",
+               "--prompt"):
     assert text in r.stdout, text
+  header = r.stdout.split("Modes (--mode):", 1)[1].split("\n\n", 1)[0].splitlines()
+  named = [line.split()[0] for line in header if line[:2] == "  " and line[2:3] != " "]
+  assert named == list(modes.NAMES)  # every mode, from the one list
+  assert flags_mode_choices() == list(modes.NAMES)
+
+
+def flags_mode_choices() -> list:
+  from transformer.cli import launch  # noqa: PLC0415 -- defines --mode from modes.NAMES
+  return list(launch.flags.FLAGS["mode"].parser.enum_values)
 
 
 def _closed_port() -> int:

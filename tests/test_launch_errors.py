@@ -41,12 +41,15 @@ def _assert_clean_failure(rc, stdout, stderr, *phrases, alone=True):
     (["--workdir=/proc/forbidden"], ["--workdir='/proc/forbidden' cannot be used"]),
     (["--config.data.tokenizer=sentencepiece", "--config.data.spm_model=/nowhere/x.model"],
      ["--config.data.spm_model='/nowhere/x.model': no such file"]),
+    (["--config.data.tokenizer=hf:/nowhere/tokenizer.json"],
+     ["--config.data.tokenizer='hf:/nowhere/tokenizer.json': '/nowhere/tokenizer.json' is not "
+      "a file"]),
     (["--config.model.attention_impl=cudnn"], ["attention_impl='cudnn' needs a GPU"]),
     (["--config.train.batch_size=12"], ["batch_size=12", "parallel.data x parallel.fsdp = 8"]),
     (["--config.data.source_dir=/nowhere"], ["--config.data.source_dir='/nowhere' is not a"]),
     (["--config.model.d_model=15", "--config.model.num_heads=5"],
      ["sinusoidal needs an even d_model"]),
-], ids=["unwritable_workdir", "missing_spm_model", "cudnn_on_cpu", "batch_over_devices",
+], ids=["unwritable_workdir", "missing_spm_model", "missing_hf_tokenizer", "cudnn_on_cpu", "batch_over_devices",
         "missing_source_dir", "odd_sinusoidal_width"])
 def test_bad_input_is_one_paragraph_before_anything_is_written(tmp_path, flags, phrases):
   workdir = str(tmp_path / "w")

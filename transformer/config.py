@@ -39,7 +39,7 @@ POSITIONS = ("sinusoidal", "learned", "rope", "none")
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 ATTENTION_IMPLS = ("reference", "xla", "cudnn")
 DTYPES = ("float32", "bfloat16")
-TOKENIZERS = ("bytes", "sentencepiece")
+TOKENIZERS = ("bytes", "sentencepiece", "hf:<tokenizer.json>", "gpt2:<ranks file>")
 PACKINGS = ("concat", "pack", "pad")
 DECAYS = ("cosine", "linear", "constant", "rsqrt")
 DECAY_MASKS = ("role", "ndim")  # optim.decay_mask, see transformer/train/optim.py
@@ -227,7 +227,17 @@ class DataConfig:
 
   def __post_init__(self):
     s = "data"
-    _choice(s, "tokenizer", self.tokenizer, TOKENIZERS)
+    if self.tokenizer.startswith(("hf:", "gpt2:")):  # transformer/data/tokenizers.py
+      if not self.tokenizer.partition(":")[2]:
+        raise ConfigError(f"--config.data.tokenizer={self.tokenizer!r} needs a file after the "
+                          "colon: hf:<path to tokenizer.json> or gpt2:<path to "
+                          "r50k_base.tiktoken>.")
+    elif self.tokenizer == "gpt2":
+      raise ConfigError("--config.data.tokenizer='gpt2': tiktoken would download GPT-2's BPE "
+                        "ranks at run time; give the file instead: gpt2:<path to "
+                        "r50k_base.tiktoken>, or hf:<path to GPT-2's tokenizer.json>.")
+    else:
+      _choice(s, "tokenizer", self.tokenizer, TOKENIZERS)
     _choice(s, "packing", self.packing, PACKINGS)
     for f in ("src_len", "tgt_len", "spm_train_bytes"):
       _positive(s, f, getattr(self, f))

@@ -35,7 +35,7 @@ import sys
 from importlib import metadata
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from transformer import REPO_ROOT, paths
+from transformer import REPO_ROOT, datasets, paths
 from transformer.data.local_files import list_source_files, stdlib_dir
 
 KEY = "provenance"  # config.json's key for the first start's record
@@ -189,6 +189,9 @@ def _tfds_source(data: Mapping) -> dict[str, Any]:
   return {"tfds_dir": base, "prepared": prepared}
 
 
+# `Dataset.identity` (transformer/datasets.py) -> the fingerprint of the bytes it reads
+_IDENTITY = {"local_files": _local_source, "token_file": _token_file_source, "tfds": _tfds_source}
+
 # Where the data lies and which Python lists it: recorded, but not part of the digest (the same
 # bytes elsewhere are the same data).
 _LOCATION = ("folder", "tfds_dir", "python")
@@ -200,13 +203,10 @@ def data_identity(data: Mapping) -> dict[str, Any]:
   not its location.
   Never raises on a missing source: the `source` then says what is missing."""
   name = str(data.get("name", ""))
+  dataset = datasets.lookup(name)
+  fingerprint = _IDENTITY[dataset.identity if dataset else "tfds"]
   try:
-    if name in ("local_text", "stdlib_package"):
-      source = _local_source(data)
-    elif name == "token_file":
-      source = _token_file_source(data)
-    else:
-      source = _tfds_source(data)
+    source = fingerprint(data)
   except OSError as e:
     source = {"error": f"{type(e).__name__}: {e}"}
   content = {k: v for k, v in source.items() if k not in _LOCATION}

@@ -14,11 +14,11 @@ import re
 from typing import Any, Collection, Mapping, Optional, Sequence
 
 from transformer import paths
+from transformer.cli import modes
 from transformer.errors import CommandLineError
 from transformer.sweep.slurm import SlurmResources
 
-MODES = ("train", "eval", "sample", "bench", "diagnose", "sweep", "report", "data_bench",
-         "prepare", "compile")
+MODES = modes.NAMES
 _DEVICE_MODES = ("train", "eval", "sample", "bench", "diagnose", "data_bench")
 _SLURM = ("slurm_gpus_per_task", "slurm_cpus_per_task", "slurm_mem", "slurm_time",
           "slurm_partition", "slurm_account", "slurm_extra")

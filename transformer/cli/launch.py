@@ -15,6 +15,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from transformer.sweep import cli as sweep_cli  # noqa: F401 -- defines the sweep / report flags
+from transformer.cli import modes
 from transformer.cli.args import DEFAULT_CONFIG, config_arg, parse_flags
 from transformer.config import ConfigError, from_config_dict
 from transformer.errors import CommandLineError, RunError, exit_with
@@ -26,23 +27,7 @@ _CONFIG = config_flags.DEFINE_config_file(
     "with --config.section.field=value.", lock_config=True)
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory. Default: runs/<config name>[:variant][+overrides].")
-_MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "sample", "bench", "diagnose",
-                                           "sweep", "report", "data_bench", "prepare",
-                                           "compile"],
-                          "train: train and evaluate (resuming); eval: score a checkpoint of "
-                          "--workdir; sample: continue --prompt (LM) or decode --source "
-                          "(encoder-decoder) with the run in --workdir; bench: time train steps; "
-                          "diagnose: per-layer statistics on one batch, at init or from "
-                          "--workdir's latest checkpoint; sweep: run --sweep's points "
-                          "(transformer/sweep/cli.py); report: the report of --sweep_dir, or "
-                          "of --runs (workdirs launched by hand) into --report_dir; "
-                          "data_bench: input pipeline vs train step tokens/s; prepare: "
-                          "write the configured dataset, tokenized, as a token file in "
-                          "--prepare_dir (train on it without TensorFlow: "
-                          "--config.data.name=token_file --config.data.source_dir=DIR); "
-                          "compile: compile the train step for --topology, a TPU slice that "
-                          "is not here, and print its memory and FLOPs per device "
-                          "(transformer/train/aot.py; needs the [tpu] extra).")
+_MODE = flags.DEFINE_enum("mode", modes.DEFAULT, modes.NAMES, modes.flag_help())
 _PREPARE_DIR = flags.DEFINE_string("prepare_dir", None, "prepare: the folder to write the token "
                                    "file into (train.bin, <eval split>.bin, meta.json).")
 _OVERWRITE = flags.DEFINE_bool("overwrite", False, "prepare: replace the token file that "

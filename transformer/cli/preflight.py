@@ -9,7 +9,7 @@ import os
 import tempfile
 from typing import Optional
 
-from transformer import paths, user_files, workdir_lock
+from transformer import datasets, paths, user_files, workdir_lock
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.errors import RunError
 
@@ -73,13 +73,19 @@ def check_saved_config(workdir: str) -> None:
 def check_files(config: ExperimentConfig) -> None:
   """Files and folders the config names exist."""
   src = config.data.source_dir
-  if config.data.name in ("local_text", "stdlib_package") and src and not os.path.isdir(src):
+  ours = datasets.lookup(config.data.name)
+  if ours and ours.identity == "local_files" and src and not os.path.isdir(src):
     raise ConfigError(f"--config.data.source_dir={src!r} is not a folder; point it at a folder "
                       "of text files, or set it to '' for this Python's standard library.")
   spm = config.data.spm_model
   if config.data.tokenizer == "sentencepiece" and spm and not os.path.isfile(spm):
     raise ConfigError(f"--config.data.spm_model={spm!r}: no such file. Point it at a "
                       "SentencePiece .model file, or set it to '' to train one into the workdir.")
+  kind, colon, file = config.data.tokenizer.partition(":")
+  if colon and not os.path.isfile(file):  # hf:<tokenizer.json>, gpt2:<ranks file>
+    raise ConfigError(f"--config.data.tokenizer={config.data.tokenizer!r}: {file!r} is not a "
+                      f"file; give the path of a "
+                      f"{'tokenizer.json' if kind == 'hf' else 'tiktoken ranks file'}.")
 
 
 def check_devices(config: ExperimentConfig) -> None:

@@ -9,6 +9,7 @@ import socket
 
 import tensorflow_datasets as tfds
 
+from transformer import datasets
 from transformer.config import ConfigError, DataConfig
 
 
@@ -23,8 +24,8 @@ def _how_to_prepare(cfg: DataConfig, data_dir: str) -> str:
       f"tfds.builder('{cfg.name}', data_dir='{data_dir}').download_and_prepare()\"\n"
       f"  (or `tfds build {cfg.name} --data_dir={data_dir}`), then copy the folder "
       f"{data_dir}/{cfg.name.split('/')[0]} to this machine's data dir and pass "
-      f"--config.data.data_dir=<that dir>. Datasets that build offline: local_text, "
-      f"synthetic_seq2seq/{{reverse,sort,add}}, stdlib_package.")
+      f"--config.data.data_dir=<that dir>. Datasets that build offline: "
+      f"{', '.join(datasets.tfds_names())}.")
 
 
 def offline_reason() -> str | None:
@@ -52,8 +53,7 @@ def catalog_builder(cfg: DataConfig) -> tfds.core.DatasetBuilder:
         f"--config.data.name={cfg.name!r} is not a TFDS dataset we can build "
         f"({_short_tfds_error(e)}). Use a "
         "catalog name such as 'lm1b', 'wmt14_translate/de-en', 'c4/en', 'imdb_reviews', "
-        "'glue/sst2', or one of ours: 'local_text', 'synthetic_seq2seq/reverse', "
-        "'stdlib_package'.") from e
+        f"'glue/sst2', or one of ours: {', '.join(datasets.tfds_names())}.") from e
   if builder.is_prepared():
     return builder
   data_dir = str(builder.data_dir_root)
@@ -90,8 +90,8 @@ def _text_features(builder) -> list[str]:
 
 
 def text_key(builder, cfg: DataConfig) -> str:
-  """The feature holding the (input) text: `data.inputs_key`, else the supervised input,
-  else `text` or `sentence`."""
+  """The feature holding the (input) text: `data.inputs_key`, else the registry's
+  (`transformer.datasets`), else the supervised input, else `text` or `sentence`."""
   features = builder.info.features
   if cfg.inputs_key:
     if cfg.inputs_key in features:
@@ -100,6 +100,9 @@ def text_key(builder, cfg: DataConfig) -> str:
     candidates = ["text", "sentence", "inputs"]
     if builder.info.supervised_keys and isinstance(builder.info.supervised_keys[0], str):
       candidates.insert(0, builder.info.supervised_keys[0])
+    ours = datasets.lookup(cfg.name)
+    if ours:  # the registry's keys come first
+      candidates.insert(0, ours.features[0])
     for key in candidates:
       if key in features:
         return key
@@ -114,7 +117,10 @@ def target_key(builder, cfg: DataConfig, want: str) -> str:
   features = builder.info.features
   kind = tfds.features.ClassLabel if want == "label" else tfds.features.Text
   candidates = [cfg.targets_key] if cfg.targets_key else []
-  if not cfg.targets_key:
+  if not cfg.targets_key:  # the registry's key, then the supervised target, then the usual
+    ours = datasets.lookup(cfg.name)
+    if ours and len(ours.features) > 1:
+      candidates.append(ours.features[1])
     if builder.info.supervised_keys and isinstance(builder.info.supervised_keys[1], str):
       candidates.append(builder.info.supervised_keys[1])
     candidates.append("label" if want == "label" else "targets")

@@ -28,9 +28,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from transformer import paths
+from transformer import datasets, paths
 from transformer.config import ConfigError, DataConfig
-from transformer.data import builders, catalog, packing
+from transformer.data import builders, catalog, packing  # noqa: F401 -- registers ours
 from transformer.data.tokenizers import (ByteTokenizer, Tokenizer, build_tokenizer,
                                          train_sentencepiece)
 
@@ -41,29 +41,16 @@ PACK_WINDOW = 256  # examples considered together when packing
 
 
 def get_builder(cfg: DataConfig) -> tfds.core.DatasetBuilder:
-  """The prepared TFDS builder for `cfg.name`: one of ours (built here the first time, offline)
-  or a catalog dataset in `cfg.data_dir` (see `transformer.data.catalog`)."""
-  data_dir = cfg.data_dir or None
-  if cfg.name == "token_file":
-    raise ConfigError("--config.data.name=token_file holds next-token data for "
+  """The prepared TFDS builder for `cfg.name`: one of ours (`transformer.datasets`, built here
+  the first time, offline) or a catalog dataset in `cfg.data_dir` (`transformer.data.catalog`)."""
+  dataset = datasets.lookup(cfg.name)
+  if dataset is None:
+    return catalog.catalog_builder(cfg)
+  if not dataset.builder:  # the token file
+    raise ConfigError(f"--config.data.name={cfg.name} holds next-token data for "
                       "--config.model.kind=decoder_lm only; prepare it from the dataset this "
                       "kind reads instead, and train on that.")
-  if cfg.name == "local_text":
-    suffixes = tuple(s.strip() for s in cfg.suffixes.split(",") if s.strip())
-    builder = builders.local_text_builder(cfg.source_dir, suffixes, cfg.validation_percent,
-                                          data_dir)
-  elif cfg.name.startswith("synthetic_seq2seq"):
-    task = cfg.name.partition("/")[2]
-    if task not in builders.SYNTHETIC_TASKS:
-      raise ConfigError(f"--config.data.name={cfg.name!r}: choose synthetic_seq2seq/<task> with "
-                        f"task in {list(builders.SYNTHETIC_TASKS)}.")
-    builder = builders.synthetic_builder(task, data_dir)
-  elif cfg.name == "sklearn_digits":
-    builder = builders.digits_builder(data_dir)
-  elif cfg.name == "stdlib_package":
-    builder = builders.stdlib_package_builder(cfg.source_dir, cfg.validation_percent, data_dir)
-  else:
-    return catalog.catalog_builder(cfg)
+  builder = dataset.build(cfg)
   builder.download_and_prepare()
   return builder
 
@@ -163,12 +150,14 @@ def _iterator(ds: tf.data.Dataset) -> tf.data.Iterator:
 
 def tokenizer_for(cfg: DataConfig, builder, text_keys: list[str],
                   workdir: str | None = None) -> Tokenizer:
-  """The configured tokenizer. For `sentencepiece` without `spm_model`, a model trained on the
-  training split's `text_keys` (source and target alike: one shared vocabulary), saved as
-  `<workdir>/tokenizer/spm.model` (or under `<data_dir>/tokenizers/` without a workdir) and
-  reused when it is there."""
+  """The configured tokenizer (`hf:` and `gpt2:` read the file they name). For
+  `sentencepiece` without `spm_model`, a model trained on the training split's `text_keys`
+  (source and target alike: one shared vocabulary), saved as `<workdir>/tokenizer/spm.model`
+  (or under `<data_dir>/tokenizers/` without a workdir) and reused when it is there."""
   if cfg.tokenizer == "bytes":
     return ByteTokenizer()
+  if cfg.tokenizer != "sentencepiece":  # hf:<tokenizer.json>, gpt2:<ranks file>
+    return build_tokenizer(cfg.tokenizer)
   if cfg.spm_model:
     return build_tokenizer("sentencepiece", cfg.spm_model)
   if workdir:

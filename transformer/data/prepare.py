@@ -42,8 +42,9 @@ def _source(cfg: DataConfig) -> dict:
 
 
 def _spm_file(tokenizer, directory: str) -> str:
-  """The SentencePiece model as a file inside `directory` (copied there if it is elsewhere);
-  its path relative to `directory`. '' for bytes."""
+  """The tokenizer's file (SentencePiece model, tokenizer.json, tiktoken ranks) inside
+  `directory` (copied there if it is elsewhere); its path relative to `directory`. '' for
+  bytes."""
   if isinstance(tokenizer, ByteTokenizer):
     return ""
   inside = os.path.join(directory, "tokenizer", os.path.basename(tokenizer.path))
@@ -74,8 +75,12 @@ def prepare(cfg: DataConfig, directory: str, log: Callable[[str], None] = print)
     splits[split] = writer.close()
     log(f"{split}: {splits[split]['tokens']:,} tokens from {splits[split]['documents']:,} "
         f"documents -> {writer.path} ({dtype.name})")
+  kept = _spm_file(tokenizer, directory)
+  kind = cfg.tokenizer.partition(":")[0]
   meta = {"dtype": dtype.name, "vocab_size": int(tokenizer.vocab_size),
-          "tokenizer": cfg.tokenizer, "spm_model": _spm_file(tokenizer, directory),
+          # hf / gpt2: the copy in the token file's folder, so the folder is self-contained
+          "tokenizer": f"{kind}:{kept}" if kind in ("hf", "gpt2") else cfg.tokenizer,
+          "spm_model": kept if cfg.tokenizer == "sentencepiece" else "",
           "pad_id": tokenizer.pad_id, "bos_id": tokenizer.bos_id, "eos_id": tokenizer.eos_id,
           "splits": splits, "source": _source(cfg)}
   path = token_file.write_meta(directory, meta)

@@ -5,7 +5,8 @@ document followed by the EOS id, as raw little-endian `uint16` (vocabularies bel
 or `uint32`. `<dir>/meta.json` (the sidecar) says how to read them:
 
   {"format": "transformer-token-file", "version": 1, "dtype": "uint16", "vocab_size": 259,
-   "tokenizer": "bytes" | "sentencepiece", "spm_model": "tokenizer.model" (sentencepiece: the
+   "tokenizer": "bytes" | "sentencepiece" | "hf:tokenizer/tokenizer.json" | "gpt2:<file>"
+   (hf, gpt2: the file, relative to <dir>), "spm_model": "tokenizer.model" (sentencepiece: the
    model file, in <dir>), "pad_id": 0, "bos_id": 1, "eos_id": 2,
    "separator": "eos_after_each_document",
    "splits": {"train": {"file": "train.bin", "tokens": N, "documents": D}, "validation": ...},
@@ -33,6 +34,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 
+from transformer.data import foreign_tokens
 from transformer.errors import ConfigError
 
 FORMAT = "transformer-token-file"
@@ -147,28 +149,36 @@ def load_tokens(directory: str, meta: dict, split: str) -> np.ndarray:
   dtype = np.dtype(meta["dtype"]).newbyteorder("<")
   fix = ("prepare the folder again (python launch.py --mode=prepare --prepare_dir=DIR), or "
          "restore the file from a copy")
+  # header_bytes, id_offset: nanoGPT / llm.c files read as they are (foreign_tokens.py)
+  header = int(entry.get("header_bytes", 0))
   try:
     size = os.path.getsize(path)
   except OSError as e:
     raise ConfigError(f"{path} (split {split!r} of {META_FILE}) cannot be read: "
                       f"{e.strerror or e}; {fix}.") from None
-  if size == 0 or size % dtype.itemsize:
-    what = "is empty" if size == 0 else f"has {size} bytes, not a whole number of {dtype.name} ids"
+  body = size - header
+  if body <= 0 or body % dtype.itemsize:
+    if size == 0:
+      what = "is empty"
+    elif body <= 0:
+      what = f"has no tokens after its {header}-byte header"
+    else:
+      what = f"has {body} bytes of ids, not a whole number of {dtype.name} ids"
     raise ConfigError(f"{path} {what} ({META_FILE} says {entry['tokens']} tokens): the file "
                       f"is truncated or not this sidecar's; {fix}.")
   try:
-    tokens = np.memmap(path, dtype=dtype, mode="r")
+    tokens = np.memmap(path, dtype=dtype, mode="r", offset=header)
   except OSError as e:
     raise ConfigError(f"{path} cannot be read: {e.strerror or e}; {fix}.") from None
   if tokens.size != entry["tokens"]:
     raise ConfigError(f"{path} holds {tokens.size} tokens; {META_FILE} says "
                       f"{entry['tokens']}: the file is truncated or not this sidecar's; {fix}.")
-  largest = int(tokens.max())
+  largest = int(tokens.max()) + int(meta.get("id_offset", 0))
   if largest >= meta["vocab_size"]:
     raise ConfigError(f"{path} holds token id {largest}, but {META_FILE} says vocab_size "
                       f"{meta['vocab_size']} (ids 0..{meta['vocab_size'] - 1}): the file is "
                       f"not this sidecar's tokenizer's; {fix}.")
-  return tokens
+  return foreign_tokens.shifted(tokens, meta)
 
 
 def eval_split_name(meta: dict, requested: str) -> str:
@@ -185,8 +195,13 @@ def eval_split_name(meta: dict, requested: str) -> str:
 def load_tokenizer(directory: str, meta: dict):
   """The tokenizer the sidecar names (`transformer.data.tokenizers`)."""
   from transformer.data.tokenizers import ByteTokenizer, build_tokenizer  # noqa: PLC0415
+  kind, colon, file = str(meta["tokenizer"]).partition(":")
   if meta["tokenizer"] == "bytes":
     tokenizer = ByteTokenizer()
+  elif meta["tokenizer"] == "ids":  # a foreign token file given without its tokenizer
+    tokenizer = foreign_tokens.IdsTokenizer(meta["vocab_size"], meta.get("id_offset", 0))
+  elif colon:  # hf:<tokenizer.json>, gpt2:<ranks>, relative to the token file's folder
+    tokenizer = build_tokenizer(f"{kind}:{os.path.join(directory, file)}")
   else:
     tokenizer = build_tokenizer("sentencepiece", os.path.join(directory, meta["spm_model"]))
   if tokenizer.vocab_size != meta["vocab_size"]:

@@ -6,11 +6,12 @@ be reported in bits per byte."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 import numpy as np
 
 from transformer.config import TOKENIZERS, options_text
+from transformer.errors import ConfigError
 
 if TYPE_CHECKING:  # annotations only: token files train without TensorFlow
   import tensorflow as tf
@@ -133,14 +134,180 @@ def train_sentencepiece(texts, model_path: str, vocab_size: int,
   return prefix + ".model"
 
 
-Tokenizer = Union[ByteTokenizer, SentencePieceTokenizer]
+_PROBE = "def f(x):\n\treturn x  # naïve café, 日本語 🙂\n\n  end"
+
+
+class _ShiftedTokenizer:
+  """A tokenizer of another library with the repo's ids: its id `i` is `i + 3` here, and
+  0 = pad, 1 = bos, 2 = eos (as for `ByteTokenizer`); `vocab_size` is its vocabulary + 3.
+
+  Its own special tokens (GPT-2's `<|endoftext|>`) stay ordinary ids; documents end with id 2.
+  `byte_lengths` are the bytes each token decodes to on its own, so for byte-level BPE (GPT-2,
+  `train_bpe`) they add up to the UTF-8 size of the decoded text and bits per byte are exact.
+  Subclasses give `path`, `_raw_vocab`, `_encode_raw`, `_decode_raw` and `_token_bytes`.
+  """
+
+  pad_id, bos_id, eos_id = 0, 1, 2
+  offset = 3
+
+  @property
+  def vocab_size(self) -> int:
+    return self._raw_vocab + self.offset
+
+  def encode(self, text: str) -> list[int]:
+    return [i + self.offset for i in self._encode_raw(text)]
+
+  def decode(self, ids) -> str:
+    return self._decode_raw([int(i) - self.offset for i in ids if int(i) >= self.offset])
+
+  def tf_encode(self, text: tf.Tensor) -> tf.Tensor:
+    """Scalar tf.string -> `[num_tokens]` int32 (runs the Python tokenizer in tf.data)."""
+    import tensorflow as tf  # noqa: PLC0415 -- as in ByteTokenizer.tf_encode
+    def encode(t):
+      return np.asarray(self.encode(t.decode("utf-8", errors="replace")), np.int32)
+    ids = tf.numpy_function(encode, [text], tf.int32, stateful=False)
+    ids.set_shape([None])
+    return ids
+
+  @property
+  def byte_lengths(self) -> Optional[np.ndarray]:
+    """`[vocab_size]` int32 bytes of each id, or None (no bits per byte) when they do not add
+    up to the decoded text's UTF-8 size on a probe text (a decoder that joins tokens with
+    spaces, a normalizer that changes the text): a wrong figure is worse than none."""
+    if not hasattr(self, "_lengths"):
+      self._lengths = self._checked_byte_lengths()
+    return self._lengths
+
+  def _checked_byte_lengths(self) -> Optional[np.ndarray]:
+    lengths = np.zeros([self.vocab_size], np.int32)
+    for i in range(self._raw_vocab):
+      lengths[i + self.offset] = len(self._token_bytes(i))
+    ids = self.encode(_PROBE)
+    if int(lengths[ids].sum()) != len(self.decode(ids).encode("utf-8")):
+      print(f"{self.path}: its tokens' bytes do not add up to the decoded text's, so bits per "
+            "byte are not reported (a byte-level BPE, as GPT-2's, has exact ones).", flush=True)
+      return None
+    return lengths
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+  """GPT-2's byte-level BPE alphabet: the printable character standing for each byte."""
+  keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+          *range(ord("®"), ord("ÿ") + 1)]
+  chars, extra = {}, 0
+  for b in range(256):
+    if b in keep:
+      chars[chr(b)] = b
+    else:
+      chars[chr(256 + extra)] = b
+      extra += 1
+  return chars
+
+
+class HFTokenizer(_ShiftedTokenizer):
+  """A Hugging Face `tokenizer.json` (the `tokenizers` package): `data.tokenizer=hf:<path>`."""
+
+  def __init__(self, path: str):
+    from tokenizers import Tokenizer as HFFile  # noqa: PLC0415 -- only when configured
+    self.path = path
+    try:
+      self._tok = HFFile.from_file(path)
+    except Exception as e:  # noqa: BLE001 -- the library raises plain Exceptions
+      raise ConfigError(f"--config.data.tokenizer=hf:{path}: not a readable tokenizer.json "
+                        f"({str(e).splitlines()[0][:200]}).") from None
+    self._tok.no_padding()
+    self._tok.no_truncation()
+    self._raw_vocab = self._tok.get_vocab_size(with_added_tokens=True)
+    self._byte_level = type(self._tok.decoder).__name__ == "ByteLevel"
+
+  def _encode_raw(self, text: str) -> list[int]:
+    return self._tok.encode(text, add_special_tokens=False).ids
+
+  def _decode_raw(self, ids: list[int]) -> str:
+    return self._tok.decode(ids, skip_special_tokens=False)
+
+  def _token_bytes(self, i: int) -> bytes:
+    piece = self._tok.id_to_token(i)
+    if piece is None:
+      return b""
+    if self._byte_level and not self._is_added(i):  # a piece spells raw bytes, whole or not
+      alphabet = _BYTE_LEVEL
+      if all(c in alphabet for c in piece):
+        return bytes(alphabet[c] for c in piece)
+    return self._decode_raw([i]).encode("utf-8")
+
+  def _is_added(self, i: int) -> bool:
+    if not hasattr(self, "_added"):
+      self._added = set(self._tok.get_added_tokens_decoder())
+    return i in self._added
+
+
+_BYTE_LEVEL = _byte_level_alphabet()
+
+
+class TiktokenTokenizer(_ShiftedTokenizer):
+  """GPT-2's BPE through `tiktoken`, with its ranks read from a local file in tiktoken's
+  format (`r50k_base.tiktoken`: base64 token, rank per line): `data.tokenizer=gpt2:<path>`.
+  Token `n_ranks` is `<|endoftext|>`, as in GPT-2 (50256 of 50257)."""
+
+  def __init__(self, path: str):
+    import tiktoken  # noqa: PLC0415 -- only when configured
+    from tiktoken.load import load_tiktoken_bpe  # noqa: PLC0415
+    from tiktoken_ext.openai_public import r50k_pat_str  # noqa: PLC0415
+    self.path = path
+    try:
+      ranks = load_tiktoken_bpe(path)
+    except Exception as e:  # noqa: BLE001 -- base64 / value errors of a wrong file
+      raise ConfigError(f"--config.data.tokenizer=gpt2:{path}: not a tiktoken ranks file "
+                        f"(lines of 'base64-token rank'; {str(e)[:200]}).") from None
+    self._raw_vocab = len(ranks) + 1
+    self._enc = tiktoken.Encoding("gpt2-file", pat_str=r50k_pat_str, mergeable_ranks=ranks,
+                                  special_tokens={"<|endoftext|>": len(ranks)})
+
+  def _encode_raw(self, text: str) -> list[int]:
+    return self._enc.encode_ordinary(text)
+
+  def _decode_raw(self, ids: list[int]) -> str:
+    return self._enc.decode(ids, errors="replace")
+
+  def _token_bytes(self, i: int) -> bytes:
+    return self._enc.decode_single_token_bytes(i)
+
+
+def train_bpe(texts, path: str, vocab_size: int) -> str:
+  """Trains a byte-level BPE (GPT-2's kind) of `vocab_size` ids on `texts` (an iterable of str)
+  with the `tokenizers` package, saves it as a `tokenizer.json` at `path` and returns the
+  path. Its last id is `<|endoftext|>`, as in GPT-2."""
+  from tokenizers import Tokenizer as HFFile, decoders, models, pre_tokenizers, trainers  # noqa
+  tok = HFFile(models.BPE())
+  tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+  tok.decoder = decoders.ByteLevel()
+  trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1, show_progress=False,
+                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+  tok.train_from_iterator(texts, trainer)
+  tok.add_special_tokens(["<|endoftext|>"])
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  tok.save(path + ".tmp")
+  os.replace(path + ".tmp", path)
+  return path
+
+
+Tokenizer = Union[ByteTokenizer, SentencePieceTokenizer, HFTokenizer, TiktokenTokenizer]
+FILE_TOKENIZERS = {"hf": HFTokenizer, "gpt2": TiktokenTokenizer}  # `<kind>:<path>`
 
 
 def build_tokenizer(name: str, model_path: str = "") -> Tokenizer:
-  """`bytes`, or `sentencepiece` loaded from `model_path` (train one with
-  `train_sentencepiece`; `transformer.data.pipeline` does that from the config)."""
+  """`bytes`; `sentencepiece` loaded from `model_path` (train one with `train_sentencepiece`;
+  `transformer.data.pipeline` does that from the config); `hf:<tokenizer.json>` or
+  `gpt2:<ranks file>` (see `HFTokenizer`, `TiktokenTokenizer`)."""
   if name == "bytes":
     return ByteTokenizer()
+  kind, colon, path = name.partition(":")
+  if colon and kind in FILE_TOKENIZERS:
+    if not os.path.isfile(path):
+      raise ConfigError(f"--config.data.tokenizer={name!r}: {path!r} is not a file; give the "
+                        f"path of a {'tokenizer.json' if kind == 'hf' else 'tiktoken ranks file'}.")
+    return FILE_TOKENIZERS[kind](path)
   if name == "sentencepiece":
     if not model_path or not os.path.exists(model_path):
       raise ValueError(f"SentencePiece model file {model_path!r} does not exist; set "

@@ -2,8 +2,8 @@
 
 A decoder LM continues a prompt; an encoder-decoder decodes a source (greedy, sampling or beam
 search). Only the workdir is read: `config.json`, the latest checkpoint's parameters, and the
-tokenizer the run used (bytes, `data.spm_model`, or `<workdir>/tokenizer/`); no dataset is
-built. `generate_texts` is also what the training loop calls for the samples it writes at every
+tokenizer the run used (bytes, `hf:`/`gpt2:` files, `data.spm_model`, or
+`<workdir>/tokenizer/`); no dataset is built. `generate_texts` is also what the training loop calls for the samples it writes at every
 eval of a generative run.
 """
 
@@ -34,6 +34,8 @@ def run_tokenizer(config: ExperimentConfig, workdir: str):
     return token_file.load_tokenizer(data.source_dir, token_file.read_meta(data.source_dir))
   if data.tokenizer == "bytes":
     return ByteTokenizer()
+  if data.tokenizer != "sentencepiece":  # hf:<tokenizer.json>, gpt2:<ranks file>
+    return build_tokenizer(data.tokenizer)
   path = data.spm_model or paths.join(workdir, "tokenizer", f"spm{data.spm_vocab_size}.model")
   if not paths.exists(path):
     raise ConfigError(f"The run in {workdir} used a SentencePiece vocabulary at {path}, which "

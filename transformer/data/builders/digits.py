@@ -59,5 +59,10 @@ class SklearnDigits(tfds.core.GeneratorBasedBuilder):
       yield i, {"image": image, "label": int(label)}
 
 
+def from_config(cfg) -> SklearnDigits:
+  """The builder `data.name=sklearn_digits` reads (`transformer.datasets`)."""
+  return digits_builder(cfg.data_dir)
+
+
 def digits_builder(data_dir: str | None = None) -> SklearnDigits:
   return SklearnDigits(data_dir=data_dir or None)

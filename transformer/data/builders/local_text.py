@@ -99,6 +99,12 @@ class LocalText(tfds.core.GeneratorBasedBuilder):
       yield rel, {"text": text, "path": rel.replace(os.sep, "/")}
 
 
+def from_config(cfg) -> LocalText:
+  """The builder `data.name=local_text` reads (`transformer.datasets`)."""
+  suffixes = tuple(s.strip() for s in cfg.suffixes.split(",") if s.strip())
+  return local_text_builder(cfg.source_dir, suffixes, cfg.validation_percent, cfg.data_dir)
+
+
 def local_text_builder(source_dir: str = "", suffixes: tuple[str, ...] = (".py",),
                        validation_percent: int = 5, data_dir: str | None = None) -> LocalText:
   """The builder for one source folder; call `download_and_prepare()` to build it once."""

@@ -115,6 +115,11 @@ class StdlibPackage(tfds.core.GeneratorBasedBuilder):
         yield f"{rel}:{i}", {"text": chunk, "label": rel.split("/")[0], "path": rel}
 
 
+def from_config(cfg) -> StdlibPackage:
+  """The builder `data.name=stdlib_package` reads (`transformer.datasets`)."""
+  return stdlib_package_builder(cfg.source_dir, cfg.validation_percent, cfg.data_dir)
+
+
 def stdlib_package_builder(source_dir: str = "", validation_percent: int = 10,
                            data_dir: str | None = None, chunk_chars: int = 1000
                            ) -> StdlibPackage:

@@ -113,3 +113,13 @@ def synthetic_builder(task: str, data_dir: str | None = None, **sizes) -> Synthe
   name = task + "_" + "_".join(f"{k}{v}" for k, v in sorted(sizes.items()))
   return SyntheticSeq2seq(config=SyntheticConfig(name=name, task=task, **sizes),
                           data_dir=data_dir or None)
+
+
+def from_config(cfg) -> SyntheticSeq2seq:
+  """The builder `data.name=synthetic_seq2seq/<task>` reads (`transformer.datasets`)."""
+  from transformer.errors import ConfigError  # noqa: PLC0415
+  task = cfg.name.partition("/")[2]
+  if task not in TASKS:
+    raise ConfigError(f"--config.data.name={cfg.name!r}: choose synthetic_seq2seq/<task> with "
+                      f"task in {list(TASKS)}.")
+  return synthetic_builder(task, cfg.data_dir)
