@@ -120,6 +120,8 @@ def initialize_distributed(coordinator_address: str | None = None,
       raise ConfigError("--distributed=on, but JAX's cluster detectors find no SLURM job step, "
                         "Open MPI job or Cloud TPU slice here; give --coordinator_address, "
                         "--num_processes and --process_id, or use --distributed=auto.")
+    if cluster is cluster_lib.JAX_DETECTS:
+      return _initialize_by_jax_detection(distributed, join_timeout, heartbeat_timeout)
     if cluster is None or (distributed == "auto" and cluster.num_processes < 2):
       return False
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -138,6 +140,26 @@ def initialize_distributed(coordinator_address: str | None = None,
     where = os.environ.get("JAX_COORDINATOR_ADDRESS", f"(detected by JAX's {cluster.kind})")
     with _join_deadline(where, None, cluster.num_processes, join_timeout):
       jax.distributed.initialize(cluster_detection_method=cluster.name, **timeouts)
+  return True
+
+
+def _initialize_by_jax_detection(distributed: str, join_timeout: int,
+                                 heartbeat_timeout: int) -> bool:
+  """The fallback when `jax._src.clusters` has moved: `jax.distributed.initialize()` detects
+  the cluster itself. Its ValueError (no coordinator found) means a plain machine: one process
+  under auto, an error under on."""
+  import jax  # noqa: PLC0415
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  try:
+    with _join_deadline("(detected by jax.distributed.initialize)", None, "?", join_timeout):
+      jax.distributed.initialize(heartbeat_timeout_seconds=heartbeat_timeout,
+                                 initialization_timeout=join_timeout + 60)
+  except ValueError as e:
+    if distributed == "on":
+      raise ConfigError(f"--distributed=on, but jax.distributed.initialize() finds no cluster "
+                        f"here ({e}); give --coordinator_address, --num_processes and "
+                        "--process_id, or use --distributed=auto.") from None
+    return False
   return True
 
 
