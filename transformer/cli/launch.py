@@ -27,7 +27,8 @@ _CONFIG = config_flags.DEFINE_config_file(
 _WORKDIR = flags.DEFINE_string(
     "workdir", None, "Run directory. Default: runs/<config name>[:variant][+overrides].")
 _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "sample", "bench", "diagnose",
-                                           "sweep", "report", "data_bench", "prepare"],
+                                           "sweep", "report", "data_bench", "prepare",
+                                           "export"],
                           "train: train and evaluate (resuming); eval: score a checkpoint of "
                           "--workdir; sample: continue --prompt (LM) or decode --source "
                           "(encoder-decoder) with the run in --workdir; bench: time train steps; "
@@ -38,9 +39,13 @@ _MODE = flags.DEFINE_enum("mode", "train", ["train", "eval", "sample", "bench", 
                           "data_bench: input pipeline vs train step tokens/s; prepare: "
                           "write the configured dataset, tokenized, as a token file in "
                           "--prepare_dir (train on it without TensorFlow: "
-                          "--config.data.name=token_file --config.data.source_dir=DIR).")
+                          "--config.data.name=token_file --config.data.source_dir=DIR); "
+                          "export: --workdir's latest checkpoint as Hugging Face GPT-2 "
+                          "weights in --export_dir (model.safetensors, config.json).")
 _PREPARE_DIR = flags.DEFINE_string("prepare_dir", None, "prepare: the folder to write the token "
                                    "file into (train.bin, <eval split>.bin, meta.json).")
+_EXPORT_DIR = flags.DEFINE_string("export_dir", None, "export: the folder to write "
+                                  "model.safetensors and config.json into.")
 _PROMPT = flags.DEFINE_string("prompt", "", "sample: the text to continue.")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 200, "sample: tokens to generate.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.8, "sample: softmax temperature; 0 = greedy.")
@@ -76,7 +81,8 @@ _DATA_BENCH_SKIP_MODEL = flags.DEFINE_bool("data_bench_skip_model", False,
 # --mode=eval and the encoder-decoder side of --mode=sample.
 _EVAL_SPLIT = flags.DEFINE_string("eval_split", "", "eval: TFDS split to score; default: the "
                                   "run's data.eval_split.")
-_STEP = flags.DEFINE_integer("step", None, "eval: checkpoint step; default: the latest.")
+_STEP = flags.DEFINE_integer("step", None, "eval, export: checkpoint step; default: the "
+                             "latest.")
 _SOURCE = flags.DEFINE_string("source", "", "sample (encoder-decoder): the source to decode.")
 _BEAM_SIZE = flags.DEFINE_integer("beam_size", 1, "sample (encoder-decoder): beams; 1 = greedy "
                                   "(--temperature 0) or sampling.")
@@ -253,6 +259,10 @@ def main(argv: list[str]) -> None:
                             config_arg(sys.argv[1:], "configs/default.py"), sys.argv))
   if _MODE.value == "prepare":  # one process, no devices: TFDS and the tokenizer only
     _prepare(config)
+    return
+  if _MODE.value == "export":  # one process: the run's checkpoint to Hugging Face files
+    from transformer.cli.export import export  # noqa: PLC0415
+    export(workdir, _EXPORT_DIR.value)
     return
   # Accelerator settings (issue 11): XLA flags before JAX starts a backend, then the cache.
   added = runtime.add_gpu_xla_flags(config.train.xla_gpu_flags)
