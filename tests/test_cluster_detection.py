@@ -117,3 +117,33 @@ def test_launch_with_distributed_on_and_no_cluster_is_one_line(plain_env, tmp_pa
   lines = [line for line in r.stderr.splitlines() if line.strip()]
   assert lines[-1].startswith("Config error: --distributed=on, but"), r.stderr[-2000:]
   assert not (tmp_path / "w").exists()  # nothing written, nothing compiled
+
+
+def test_the_private_cluster_api_this_code_reads_still_exists():
+  """Fails when a JAX upgrade moves `jax._src.clusters` or the names cluster.py reads: the
+  launcher would then fall back to jax.distributed.initialize()'s own detection (still working,
+  but without --distributed=auto's process count); update transformer/cli/cluster.py."""
+  from jax._src import clusters  # noqa: PLC0415
+  for owner, names in cluster.PRIVATE_NAMES.items():
+    cls = getattr(clusters, owner)
+    for name in names:
+      assert hasattr(cls, name), f"jax._src.clusters.{owner}.{name} is gone"
+  detectors = cluster._cluster_types()  # noqa: SLF001
+  assert {"SlurmCluster", "OmpiCluster"} <= {d.__name__ for d in detectors}
+  assert all(isinstance(d.name, str) for d in detectors)
+
+
+def test_a_moved_private_api_falls_back_to_jax_own_detection(plain_env, joins, monkeypatch):
+  def moved():
+    raise ImportError("cannot import name 'clusters' from 'jax._src'")
+  monkeypatch.setattr(cluster, "_cluster_types", moved)
+  assert cluster.detect() is cluster.JAX_DETECTS
+  assert initialize_distributed(distributed="auto") is True  # jax.distributed decides
+  assert joins[-1].keys() == {"heartbeat_timeout_seconds", "initialization_timeout"}
+
+  def no_cluster(**kw):
+    raise ValueError("coordinator_address should be defined.")
+  monkeypatch.setattr(jax.distributed, "initialize", no_cluster)
+  assert initialize_distributed(distributed="auto") is False  # a plain machine: one process
+  with pytest.raises(ConfigError, match="--distributed=on, but jax.distributed.initialize"):
+    initialize_distributed(distributed="on")

@@ -46,7 +46,8 @@ DECAY_MASKS = ("role", "ndim")  # optim.decay_mask, see transformer/train/optim.
 # Fields added after runs were made: the value a saved config.json without the field was
 # made with (what resuming and --reuse_runs_from compare it as).
 LEGACY_DEFAULTS = {"optim.decay_mask": "ndim", "model.vocab_pad_multiple": 0,
-                   "parallel.dcn_data": 1, "train.loss_chunk": 0}
+                   "parallel.dcn_data": 1, "train.loss_chunk": 0, "train.wandb_project": "",
+                   "train.wandb_entity": "", "train.wandb_group": "", "train.wandb_tags": ""}
 REMAT_POLICIES = ("none", "full", "minimal")
 STRATEGIES = ("jit", "pmap")
 NONFINITE_MODES = ("stop", "skip")  # train.nonfinite: what a non-finite loss/gradient does
@@ -328,9 +329,22 @@ class TrainConfig:
   # GPU speed (issue 19): tokens per chunk of the chunked output layer + cross entropy, which
   # never holds the float32 [batch, length, vocab] logits at once; 0 = off (decoder_lm only).
   loss_chunk: int = 0
+  # Weights & Biases (transformer/train/wandb_writer.py; needs the [wandb] extra): "" = off.
+  wandb_project: str = ""
+  wandb_entity: str = ""  # "" = wandb's default entity
+  wandb_group: str = ""  # "" = the config without its seed (a sweep's seeds share a group)
+  wandb_tags: str = ""  # comma-separated
 
   def __post_init__(self):
     _choice("train", "nonfinite", self.nonfinite, NONFINITE_MODES)
+    for f in ("wandb_project", "wandb_entity", "wandb_group", "wandb_tags"):
+      value = getattr(self, f)
+      if not isinstance(value, str) or (f != "wandb_tags" and any(c.isspace() for c in value)):
+        raise ConfigError(f"--config.train.{f}={value!r} must be a string without spaces "
+                          "(\"\" = " + ("off)." if f == "wandb_project" else "wandb's default)."))
+    if any(not t.strip() for t in self.wandb_tags.split(",")) and self.wandb_tags:
+      raise ConfigError(f"--config.train.wandb_tags={self.wandb_tags!r}: give comma-separated "
+                        "non-empty tags, e.g. norm,baseline.")
     for f in ("batch_size", "num_steps", "log_every", "eval_every", "micro_batches"):
       _positive("train", f, getattr(self, f))
     if not 0.0 <= self.label_smoothing < 1.0:

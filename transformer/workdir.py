@@ -32,7 +32,8 @@ RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.eval_every",
                      "train.peak_flops_per_device", "parallel.strategy", "parallel.data",
                      "parallel.fsdp", "parallel.tensor", "parallel.rules", "train.nonfinite",
                      "train.prefetch", "train.profile_steps", "train.compilation_cache_dir",
-                     "train.xla_gpu_flags", "train.diagnostics_every")
+                     "train.xla_gpu_flags", "train.diagnostics_every", "train.wandb_project",
+                     "train.wandb_entity", "train.wandb_group", "train.wandb_tags")
 
 
 # --- metrics.jsonl ----------------------------------------------------------------------------

@@ -11,6 +11,11 @@ Cost: the SLURM and Open MPI detectors read environment variables. The Cloud TPU
 only where `import jax` found TPU chips and libtpu (`running_in_cloud_tpu_vm`); there they ask
 the VM's metadata server, which answers at once on a real TPU VM. Any detector that has not
 answered within `timeout_s` seconds is an error naming it, never a hang.
+
+`jax._src.clusters` is private. If it moves (an import or attribute error), `detect()` returns
+`JAX_DETECTS`: the caller then leaves detection to `jax.distributed.initialize()` itself.
+`PRIVATE_NAMES` lists what this module reads there; tests/test_cluster_detection.py fails when
+one of them disappears, so a JAX upgrade that moves them is noticed, not silently degraded.
 """
 
 from __future__ import annotations
@@ -30,8 +35,19 @@ class Cluster:
   num_processes: int
 
 
+# Unknown environment: jax._src.clusters could not be read, so jax.distributed.initialize()
+# is left to detect the cluster (or to find none) on its own.
+JAX_DETECTS = Cluster("", "jax.distributed.initialize's own detection", -1)
+
+# What this module reads in the private module: (attribute of jax._src.clusters.ClusterEnv or
+# of each detector class). A test asserts each exists.
+PRIVATE_NAMES = {"ClusterEnv": ("_cluster_types", "is_env_present", "get_process_count",
+                                "opt_in_only_method", "name")}
+
+
 def _cluster_types() -> list:
-  """JAX's ClusterEnv subclasses in its detection order (importing jax registers them)."""
+  """JAX's ClusterEnv subclasses in its detection order (importing jax registers them).
+  Raises ImportError or AttributeError if the private module has moved."""
   import jax  # noqa: PLC0415, F401 -- registers the detectors; callers are past flag parsing
   from jax._src import clusters  # noqa: PLC0415 -- private, but the detectors live only here
   return [env for env in clusters.ClusterEnv._cluster_types  # noqa: SLF001
@@ -39,7 +55,11 @@ def _cluster_types() -> list:
 
 
 def _detect_now() -> Optional[Cluster]:
-  for env in _cluster_types():
+  try:
+    types = _cluster_types()
+  except (ImportError, AttributeError):
+    return JAX_DETECTS
+  for env in types:
     if env.is_env_present():
       return Cluster(getattr(env, "name", env.__name__), env.__name__,
                      int(env.get_process_count()))
@@ -47,7 +67,8 @@ def _detect_now() -> Optional[Cluster]:
 
 
 def detect(timeout_s: float = 30.0) -> Optional[Cluster]:
-  """The first cluster environment JAX's detectors find here (None: a plain machine).
+  """The first cluster environment JAX's detectors find here (None: a plain machine;
+  `JAX_DETECTS` when the private detectors cannot be read).
 
   Raises RunError if the detectors have not answered within `timeout_s` seconds (a
   metadata server that does not respond) or one of them fails.

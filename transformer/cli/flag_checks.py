@@ -25,10 +25,10 @@ _SLURM = ("slurm_gpus_per_task", "slurm_cpus_per_task", "slurm_mem", "slurm_time
 
 # The modes that read a flag; a flag not listed here is read by every mode.
 READ_BY: dict[str, tuple[str, ...]] = {
-    "workdir": ("train", "eval", "sample", "bench", "diagnose"),
+    "workdir": ("train", "eval", "sample", "bench", "diagnose", "export"),
     **{f: ("sample",) for f in ("prompt", "source", "max_new_tokens", "temperature", "top_k",
                                 "top_p", "num_samples", "sample_seed", "beam_size")},
-    "step": ("eval", "sample"),
+    "step": ("eval", "sample", "export"),
     "eval_split": ("eval",),
     "bench_steps": ("bench", "data_bench"),
     "bench_batch_sizes": ("bench",),
@@ -37,6 +37,7 @@ READ_BY: dict[str, tuple[str, ...]] = {
     "prepare_dir": ("prepare",),
     "overwrite": ("prepare",),
     **{f: ("compile",) for f in ("topology", "num_slices", "compile_sweep", "compile_eval")},
+    "export_dir": ("export",),
     **{f: ("sweep",) for f in ("sweep", "parallel", "launcher", "dry_run", "reuse_runs_from",
                                *_SLURM)},
     "sweep_dir": ("sweep", "report"),
@@ -75,7 +76,7 @@ def check_flags(mode: str, values: Mapping[str, Any], given: Collection[str],
   check_multihost(values)
   if mode in READ_BY["workdir"]:
     check_workdir(mode, workdir, "workdir" in given)
-  if mode in ("eval", "sample") and values.get("step") is not None:
+  if mode in ("eval", "sample", "export") and values.get("step") is not None:
     check_step(values["step"], workdir)
   if mode == "sweep":
     check_sweep(values)
@@ -85,6 +86,8 @@ def check_flags(mode: str, values: Mapping[str, Any], given: Collection[str],
     check_prepare_dir(values.get("prepare_dir"), values.get("overwrite", False))
   if mode == "compile":
     check_compile(values)
+  if mode == "export":
+    check_export_dir(values.get("export_dir"), values.get("step"), workdir)
 
 
 def check_read_by_mode(mode: str, given: Collection[str]) -> None:
@@ -159,6 +162,9 @@ def check_multihost(values: Mapping[str, Any]) -> None:
                            "10.0.0.1:12345 (process 0's host and a free port).")
 
 
+_READS_A_RUN = ("eval", "sample", "export")  # modes whose --workdir is a trained run
+
+
 def _workdir_flag(workdir: str, given: bool) -> str:
   return f"--workdir={workdir}" if given else f"--workdir (default {workdir})"
 
@@ -169,14 +175,14 @@ def check_workdir(mode: str, workdir: str, given: bool) -> None:
   flag = _workdir_flag(workdir, given)
   if paths.has_scheme(workdir):
     paths.check_backend(workdir)
-    if mode in ("eval", "sample"):
+    if mode in _READS_A_RUN:
       _check_remote_run(flag, mode, workdir)
     return
   if os.path.exists(workdir) and not os.path.isdir(workdir):
     raise CommandLineError(f"{flag} is a file, not a directory. Give a run's directory"
-                           + (" (it is created if missing)." if mode not in ("eval", "sample")
+                           + (" (it is created if missing)." if mode not in _READS_A_RUN
                               else "."))
-  if mode not in ("eval", "sample"):
+  if mode not in _READS_A_RUN:
     return
   if not os.path.isdir(workdir):
     raise CommandLineError(f"{flag} does not exist; --mode={mode} reads a trained run: point "
@@ -240,6 +246,22 @@ def check_compile(values: Mapping[str, Any]) -> None:
                            f"{topologies.names_help()}.")
   if values.get("compile_sweep") and values.get("compile_eval"):
     raise CommandLineError("--compile_sweep compiles train steps only; drop --compile_eval.")
+
+
+def check_export_dir(path: Optional[str], step: Optional[int], workdir: str) -> None:
+  """--mode=export writes into a local folder (created if missing), never into the run."""
+  if not path:
+    raise CommandLineError("--mode=export needs --export_dir=DIR, the folder to write "
+                           "model.safetensors and config.json into (created if missing).")
+  if paths.has_scheme(path):
+    raise CommandLineError(f"--export_dir={path}: give a local folder (copy it to the bucket "
+                           "afterwards).")
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise CommandLineError(f"--export_dir={path} is a file, not a directory; give the folder "
+                           "to write model.safetensors and config.json into.")
+  if not paths.has_scheme(workdir) and os.path.abspath(path) == os.path.abspath(workdir):
+    raise CommandLineError(f"--export_dir={path} is the run's --workdir, whose config.json it "
+                           "would replace; give another folder.")
 
 
 def _sweep_file(spec: str) -> str:

@@ -41,6 +41,8 @@ _COMPILE_SWEEP = flags.DEFINE_bool(
     "compile_sweep", False, "compile: instead of the config's batch, find the largest batch per "
     "device that fits for each remat (none, minimal, full) and layout (data, fsdp); one table.")
 _COMPILE_EVAL = flags.DEFINE_bool("compile_eval", False, "compile: compile the eval step too.")
+_EXPORT_DIR = flags.DEFINE_string("export_dir", None, "export: the folder to write "
+                                  "model.safetensors and config.json into.")
 _PROMPT = flags.DEFINE_string("prompt", "", "sample: the text to continue.")
 _MAX_NEW = flags.DEFINE_integer("max_new_tokens", 200, "sample: tokens to generate.")
 _TEMPERATURE = flags.DEFINE_float("temperature", 0.8, "sample: softmax temperature; 0 = greedy.")
@@ -76,7 +78,8 @@ _DATA_BENCH_SKIP_MODEL = flags.DEFINE_bool("data_bench_skip_model", False,
 # --mode=eval and the encoder-decoder side of --mode=sample.
 _EVAL_SPLIT = flags.DEFINE_string("eval_split", "", "eval: TFDS split to score; default: the "
                                   "run's data.eval_split.")
-_STEP = flags.DEFINE_integer("step", None, "eval: checkpoint step; default: the latest.")
+_STEP = flags.DEFINE_integer("step", None, "eval, export: checkpoint step; default: the "
+                             "latest.")
 _SOURCE = flags.DEFINE_string("source", "", "sample (encoder-decoder): the source to decode.")
 _BEAM_SIZE = flags.DEFINE_integer("beam_size", 1, "sample (encoder-decoder): beams; 1 = greedy "
                                   "(--temperature 0) or sampling.")
@@ -120,6 +123,8 @@ def initialize_distributed(coordinator_address: str | None = None,
       raise ConfigError("--distributed=on, but JAX's cluster detectors find no SLURM job step, "
                         "Open MPI job or Cloud TPU slice here; give --coordinator_address, "
                         "--num_processes and --process_id, or use --distributed=auto.")
+    if cluster is cluster_lib.JAX_DETECTS:
+      return _initialize_by_jax_detection(distributed, join_timeout, heartbeat_timeout)
     if cluster is None or (distributed == "auto" and cluster.num_processes < 2):
       return False
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -138,6 +143,26 @@ def initialize_distributed(coordinator_address: str | None = None,
     where = os.environ.get("JAX_COORDINATOR_ADDRESS", f"(detected by JAX's {cluster.kind})")
     with _join_deadline(where, None, cluster.num_processes, join_timeout):
       jax.distributed.initialize(cluster_detection_method=cluster.name, **timeouts)
+  return True
+
+
+def _initialize_by_jax_detection(distributed: str, join_timeout: int,
+                                 heartbeat_timeout: int) -> bool:
+  """The fallback when `jax._src.clusters` has moved: `jax.distributed.initialize()` detects
+  the cluster itself. Its ValueError (no coordinator found) means a plain machine: one process
+  under auto, an error under on."""
+  import jax  # noqa: PLC0415
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  try:
+    with _join_deadline("(detected by jax.distributed.initialize)", None, "?", join_timeout):
+      jax.distributed.initialize(heartbeat_timeout_seconds=heartbeat_timeout,
+                                 initialization_timeout=join_timeout + 60)
+  except ValueError as e:
+    if distributed == "on":
+      raise ConfigError(f"--distributed=on, but jax.distributed.initialize() finds no cluster "
+                        f"here ({e}); give --coordinator_address, --num_processes and "
+                        "--process_id, or use --distributed=auto.") from None
+    return False
   return True
 
 
@@ -234,6 +259,10 @@ def main(argv: list[str]) -> None:
     return
   if _MODE.value == "compile":  # no device used: compile-only TPU devices, on the CPU backend
     _compile(config)
+    return
+  if _MODE.value == "export":  # one process: the run's checkpoint to Hugging Face files
+    from transformer.cli.export import export  # noqa: PLC0415
+    export(workdir, _EXPORT_DIR.value)
     return
   # Accelerator settings (issue 11): XLA flags before JAX starts a backend, then the cache.
   added = runtime.add_gpu_xla_flags(config.train.xla_gpu_flags)

@@ -20,6 +20,8 @@ MODES = (  # (name, what it does), the default first
     ("compile", "compile the train step for --topology, a TPU slice that is not here, and print "
                 "its memory and FLOPs per device (transformer/train/aot.py; needs the [tpu] "
                 "extra)"),
+    ("export", "--workdir's latest checkpoint (or --step) as Hugging Face GPT-2 weights in "
+               "--export_dir (model.safetensors, config.json)"),
 )
 NAMES = tuple(name for name, _ in MODES)
 DEFAULT = NAMES[0]

@@ -109,6 +109,8 @@ def check_before_run(config: ExperimentConfig, workdir: Optional[str]
   workdir, and on processes other than 0): the caller releases it when the run ends."""
   check_files(config)
   check_devices(config)
+  from transformer.train.wandb_writer import check_available  # noqa: PLC0415
+  check_available(config.train.wandb_project)
   if workdir is None:
     return None
   lock = lock_workdir(workdir)

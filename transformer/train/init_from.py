@@ -1,4 +1,5 @@
-"""Starting a run from another run's parameters (`model.init_from=<workdir>[:step]`).
+"""Starting a run from another run's parameters (`model.init_from=<workdir>[:step]`), or from
+Hugging Face GPT-2 weights (`model.init_from=hf:<dir>`, transformer/train/hf_gpt2.py).
 
 Only parameters are taken (not the optimizer state, not the step): every parameter of the new
 model whose path and shape match one in the checkpoint starts from it, the others start fresh.
@@ -17,6 +18,9 @@ from transformer import paths, user_files
 from transformer.config import ConfigError
 from transformer.errors import RunError
 from transformer.workdir import CONFIG_FILE, choose_step
+
+
+HF_PREFIX = "hf:"  # model.init_from=hf:<dir>: a Hugging Face GPT-2 folder
 
 
 def parse_init_from(spec: str) -> tuple[str, Optional[int]]:
@@ -84,9 +88,22 @@ def matching_params(spec: str, abstract_params: Any,
   """The checkpoint's parameters that fit `abstract_params` (same path, same shape), keyed by
   path; logs which were loaded, which start fresh and which did not fit. Raises ConfigError
   when none fits (a different model altogether)."""
-  workdir, step = parse_init_from(spec)
-  params, saved, step = load_params(workdir, step)
-  got, want = _flat(params), _flat(abstract_params)
+  want = _flat(abstract_params)
+  if spec.startswith(HF_PREFIX):  # Hugging Face GPT-2 weights (transformer/train/hf_gpt2.py)
+    from transformer.train import hf_gpt2  # noqa: PLC0415
+    workdir, step = spec[len(HF_PREFIX):], "hf"
+    tensors, hf = hf_gpt2.read_hf_dir(workdir, f"--config.model.init_from={spec}")
+    rows = want.get("embedder/token_embedding/embedding")
+    try:
+      params = hf_gpt2.from_gpt2(tensors, hf, rows.shape[0] if rows is not None else None)
+    except (KeyError, ValueError) as e:
+      raise ConfigError(f"--config.model.init_from={spec!r}: not a GPT-2 layout "
+                        f"({type(e).__name__}: {e}).") from None
+    saved = {"model": {"kind": "Hugging Face GPT-2"}}
+  else:
+    workdir, step = parse_init_from(spec)
+    params, saved, step = load_params(workdir, step)
+  got = _flat(params)
   loaded = {p: np.asarray(got[p]) for p, leaf in want.items()
             if p in got and tuple(np.shape(got[p])) == tuple(leaf.shape)}
   misfit = sorted(p for p in want if p in got and p not in loaded)

@@ -88,6 +88,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   config = task.config  # now with the tokenizer's vocab_size
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
   par = build_parallel(config, task, optim.build_optimizer(config.optim, config.train.num_steps))
+  first = None
   if jax.process_index() == 0:  # only once every check on the config has passed
     steps = checkpoint_steps(paths.join(workdir, "checkpoints"))
     first = provenance.record_start(workdir, config.to_dict()["data"], sys.argv,
@@ -97,7 +98,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   checkpointer = _checkpointer(config, workdir)
   state, first_batch = _restore_or_init(config, par, checkpointer, data, init_rng, workdir)
   _log_model(config, par, state)
-  writer = MetricWriter(workdir)
+  writer = MetricWriter(workdir, sinks=_extra_sinks(config, workdir, first))
   writer.write_hparams(config.to_dict(), trial_id=os.path.basename(workdir))
   step = int(par.to_checkpoint(state).step)
 
@@ -177,6 +178,14 @@ def _eval_of_finished_run(task, data, par: Parallel, state: TrainState, step: in
   log(f"The run in {writer.workdir} is already at step {step} of "
       f"{task.config.train.num_steps}; nothing to train.")
   return final_eval
+
+
+def _extra_sinks(config, workdir: str, first) -> list:
+  """Metric sinks beside TensorBoard: wandb when train.wandb_project is set (process 0)."""
+  if not config.train.wandb_project or jax.process_index() != 0:
+    return []
+  from transformer.train.wandb_writer import WandbSink  # noqa: PLC0415 -- optional package
+  return [WandbSink(workdir, config.to_dict(), first)]
 
 
 def _end_diverged(e: NonFiniteError, checkpointer: Checkpointer, writer: MetricWriter) -> None:

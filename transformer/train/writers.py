@@ -24,11 +24,14 @@ from transformer import paths
 
 class MetricWriter:
   """Writes `{"step", "split", ...metrics}` lines to `<workdir>/metrics.jsonl` and scalars to
-  TensorBoard under `<workdir>/tensorboard/<split>`. Only process 0 writes."""
+  TensorBoard under `<workdir>/tensorboard/<split>`, and the same rows, at the same steps, to
+  each of `sinks` (objects with `log(step, split, metrics)` and `close()`, e.g. wandb: see
+  transformer/train/wandb_writer.py), as clu's MultiWriter fans out. Only process 0 writes."""
 
-  def __init__(self, workdir: str):
+  def __init__(self, workdir: str, sinks=()):
     import jax  # noqa: PLC0415 -- as in `log`
     self.enabled = jax.process_index() == 0
+    self.sinks = list(sinks) if self.enabled else []
     self.workdir = workdir
     self.path = paths.join(workdir, "metrics.jsonl")
     self._tb = {}
@@ -44,6 +47,8 @@ class MetricWriter:
     for k, v in metrics.items():
       events.add(k, v, int(step))  # a str (e.g. the BLEU signature) is text, the rest scalars
     events.flush()
+    for sink in self.sinks:
+      sink.log(int(step), split, metrics)
 
   def write_text(self, step: int, tag: str, text: str) -> None:
     """A text summary (TensorBoard's Text tab) under `<workdir>/tensorboard/samples`."""
@@ -70,6 +75,9 @@ class MetricWriter:
   def close(self) -> None:
     for w in self._tb.values():
       w.close()
+    for sink in self.sinks:
+      sink.close()
+    self.sinks = []
 
 
 class EventWriter:

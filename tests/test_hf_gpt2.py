@@ -1,0 +1,154 @@
+"""Hugging Face GPT-2 export and import (transformer/train/hf_gpt2.py, `--mode=export`,
+`model.init_from=hf:DIR`).
+
+The test of record: the exported files, run by an independent float64 NumPy transcription of
+GPT-2's forward pass (tests/gpt2_numpy_reference.py, which reads only the safetensors file and
+config.json), give our model's logits within ATOL. Torch is not installed, so Hugging Face's own
+GPT2LMHeadModel is not run here.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax.core import meta
+
+from configs import gpt2_small
+from gpt2_numpy_reference import gpt2_logits
+from transformer import kinds
+from transformer.config import ConfigError, from_config_dict
+from transformer.train import hf_gpt2, init_from
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# float32 model vs float64 reference, logits of magnitude ~1-10 after the random perturbation
+# below (max |logit| 4.8): measured max |difference| 4.0e-6; the bound leaves room for other CPUs' reductions.
+ATOL = 2e-5
+TINY = dict(d_model=32, num_heads=4, num_layers=2, d_ff=64, vocab_size=50, max_len=16)
+
+
+def tiny_config(**model):
+  c = gpt2_small.get_config()
+  for k, v in {**TINY, **model}.items():
+    setattr(c.model, k, v)
+  return from_config_dict(c)
+
+
+def random_params(cfg, seed=0):
+  """Init, then every leaf perturbed (LayerNorm gains and all biases away from 1 and 0)."""
+  model = kinds.build_model(cfg.model)
+  params = meta.unbox(model.init(jax.random.PRNGKey(seed), jnp.zeros((1, 8), jnp.int32))
+                      ["params"])
+  leaves, treedef = jax.tree_util.tree_flatten(params)
+  keys = jax.random.split(jax.random.PRNGKey(seed + 1), len(leaves))
+  leaves = [np.asarray(x + 0.2 * jax.random.normal(k, x.shape)) for x, k in zip(leaves, keys)]
+  return model, jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+@pytest.mark.parametrize("pad", [0, 64])
+def test_independent_gpt2_forward_pass_gives_our_logits(tmp_path, pad):
+  cfg = tiny_config(vocab_pad_multiple=pad)
+  model, params = random_params(cfg)
+  hf_gpt2.write_hf_dir(cfg.model, params, str(tmp_path))
+  ids = np.random.default_rng(0).integers(0, TINY["vocab_size"], (2, TINY["max_len"]))
+  ours = np.asarray(model.apply({"params": params}, jnp.asarray(ids)), np.float64)
+  ref = gpt2_logits(str(tmp_path), ids)
+  assert ours.shape == ref.shape == (2, TINY["max_len"], TINY["vocab_size"])
+  assert np.abs(ref).max() > 1  # not a vanishing signal
+  np.testing.assert_allclose(ours, ref, rtol=0, atol=ATOL)
+  saved = json.loads((tmp_path / "config.json").read_text())
+  assert saved["activation_function"] == "gelu_new"
+  assert saved["layer_norm_epsilon"] == cfg.model.norm_epsilon
+
+
+def test_export_then_import_is_bitwise(tmp_path):
+  cfg = tiny_config(vocab_pad_multiple=64)  # 50 real rows of 64: padding dropped, zero-filled
+  _, params = random_params(cfg, seed=3)
+  hf_gpt2.write_hf_dir(cfg.model, params, str(tmp_path))
+  loaded = init_from.matching_params(f"hf:{tmp_path}", params, log=lambda s: None)
+  want = init_from._flat(params)  # noqa: SLF001
+  assert loaded.keys() == want.keys()
+  for path, leaf in want.items():
+    got = loaded[path]
+    assert got.dtype == leaf.dtype and got.shape == leaf.shape, path
+    if path == "embedder/token_embedding/embedding":
+      assert np.array_equal(got[:50], leaf[:50]) and not got[50:].any()
+    else:
+      assert np.array_equal(got, leaf), path
+  merged = init_from.merge(params, loaded)
+  again = tmp_path / "again"
+  hf_gpt2.write_hf_dir(cfg.model, merged, str(again))
+  assert (again / "model.safetensors").read_bytes() == (tmp_path / "model.safetensors").read_bytes()
+
+
+@pytest.mark.parametrize("field,value,named", [
+    ("norm_placement", "post", "norm_placement=post"), ("positions", "rope", "positions=rope"),
+    ("activation", "swiglu", "activation=swiglu"), ("norm", "rmsnorm", "norm=rmsnorm"),
+    ("tie_embeddings", False, "tie_embeddings=False"), ("use_bias", False, "use_bias=False"),
+    ("embed_scale", True, "embed_scale=True"), ("qk_norm", True, "qk_norm=True")])
+def test_what_gpt2_lacks_is_named(field, value, named):
+  cfg = tiny_config(**{field: value})
+  with pytest.raises(ConfigError, match=f"GPT-2 lacks model.{named}"):
+    hf_gpt2.check_exportable(cfg.model, "the run")
+  assert hf_gpt2.gpt2_lacks(tiny_config().model) == []
+
+
+def test_init_from_a_folder_that_is_not_gpt2_is_one_line(tmp_path):
+  cfg = tiny_config()
+  _, params = random_params(cfg)
+  with pytest.raises(ConfigError, match="does not exist"):
+    init_from.matching_params(f"hf:{tmp_path}", params)
+  hf_gpt2.write_hf_dir(cfg.model, params, str(tmp_path))
+  (tmp_path / "model.safetensors").write_bytes(b"\x00torn")
+  with pytest.raises(ConfigError, match="cannot be read as safetensors"):
+    init_from.matching_params(f"hf:{tmp_path}", params)
+
+
+def _launch(*args, timeout=240):
+  return subprocess.run([sys.executable, "launch.py", *args], cwd=ROOT, capture_output=True,
+                        text=True, timeout=timeout, env=dict(os.environ))
+
+
+def test_export_refuses_a_run_gpt2_cannot_express_in_one_line(tmp_path):
+  cfg = gpt2_small.get_config()
+  cfg.model.norm_placement = "post"
+  workdir = tmp_path / "w"
+  workdir.mkdir()
+  (workdir / "config.json").write_text(json.dumps(cfg.to_dict()))
+  r = _launch(f"--workdir={workdir}", "--mode=export", f"--export_dir={tmp_path / 'hf'}")
+  lines = [line for line in r.stderr.splitlines() if line.strip()]
+  assert r.returncode != 0 and len(lines) == 1, r.stderr[-2000:]
+  assert "GPT-2 lacks model.norm_placement=post" in lines[0]
+  assert not (tmp_path / "hf").exists()
+  r = _launch(f"--workdir={workdir}", "--mode=export")
+  assert r.returncode == 2 and "--mode=export needs --export_dir" in r.stderr
+
+
+@pytest.mark.slow
+def test_train_gpt2_small_scaled_down_export_and_the_independent_logits_match(tmp_path):
+  """The issue's "done when": train configs/gpt2_small.py scaled down, export it with
+  --mode=export, run the files with the NumPy reference, compare with our logits."""
+  workdir, out = tmp_path / "w", tmp_path / "hf"
+  r = _launch("--config=configs/gpt2_small.py", f"--workdir={workdir}",
+              "--config.model.d_model=32", "--config.model.num_heads=2",
+              "--config.model.num_layers=2", "--config.model.d_ff=64",
+              "--config.model.max_len=64", "--config.data.seq_len=32",
+              "--config.train.num_steps=4", "--config.train.batch_size=8",
+              "--config.train.eval_every=4", "--config.checkpoint.every_steps=4",
+              "--config.data.eval_batches=1", "--config.optim.warmup_steps=1",
+              "--config.train.samples_at_eval=False", timeout=280)
+  assert r.returncode == 0, r.stderr[-2000:]
+  r = _launch("--mode=export", f"--workdir={workdir}", f"--export_dir={out}")
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert "Exported step 4" in r.stdout
+  params, _, _ = init_from.load_params(str(workdir))
+  from transformer.workdir import run_config  # noqa: PLC0415
+  cfg = run_config(str(workdir))
+  ids = np.random.default_rng(1).integers(0, cfg.model.vocab_size, (2, 64))
+  ours = kinds.build_model(cfg.model).apply({"params": meta.unbox(params)}, jnp.asarray(ids))
+  np.testing.assert_allclose(np.asarray(ours, np.float64), gpt2_logits(str(out), ids),
+                             rtol=0, atol=ATOL)

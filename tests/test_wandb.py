@@ -1,0 +1,116 @@
+"""wandb as a second metric sink (transformer/train/wandb_writer.py), offline only: no network.
+
+The records are read back from wandb's offline run files (tests/wandb_records.py).
+"""
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from transformer.config import ConfigError
+from transformer.train import wandb_writer
+from transformer.train.writers import MetricWriter
+from wandb_records import history_steps, run_of
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_group_is_the_config_without_its_seed():
+  a = {"seed": 0, "model": {"d_model": 8}, "train": {"num_steps": 5, "wandb_group": ""}}
+  b = {**a, "seed": 1, "train": {"num_steps": 5, "wandb_group": "", "wandb_tags": "x"}}
+  c = {**a, "model": {"d_model": 16}}
+  assert wandb_writer.group_of(a) == wandb_writer.group_of(b) != wandb_writer.group_of(c)
+
+
+def test_run_id_is_kept_in_the_workdir(tmp_path):
+  first = wandb_writer.run_id(str(tmp_path))
+  assert first == wandb_writer.run_id(str(tmp_path)) and first.isalnum()
+  (tmp_path / wandb_writer.RUN_ID_FILE).write_bytes(b"\xff torn")
+  assert wandb_writer.run_id(str(tmp_path)) != first  # a new id, written again whole
+
+
+def test_missing_wandb_is_one_line_naming_the_extra(monkeypatch):
+  monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb -> ImportError
+  with pytest.raises(ConfigError, match=r"needs the wandb package: pip install 'transformer\[wandb\]'"):
+    wandb_writer.check_available("proj")
+  wandb_writer.check_available("")  # off: wandb is not needed
+
+
+class Recorder:
+  def __init__(self):
+    self.rows, self.closed = [], False
+
+  def log(self, step, split, metrics):
+    self.rows.append((step, split, dict(metrics)))
+
+  def close(self):
+    self.closed = True
+
+
+def test_metric_writer_fans_out_the_same_rows(tmp_path):
+  sink = Recorder()
+  writer = MetricWriter(str(tmp_path), sinks=[sink])
+  writer.write(5, "train", {"loss": 2.5})
+  writer.write(10, "eval", {"loss": 2.0, "bleu_signature": "x"})
+  writer.close()
+  rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert [(r["step"], r["split"]) for r in rows] == [(s, p) for s, p, _ in sink.rows]
+  assert sink.rows[0][2] == {"loss": 2.5} and sink.closed
+
+
+def _train(workdir, steps):
+  env = dict(os.environ, WANDB_MODE="offline", WANDB_SILENT="true")
+  return subprocess.Popen(
+      [sys.executable, "launch.py", "--config=configs/default.py:smoke", f"--workdir={workdir}",
+       f"--config.train.num_steps={steps}", "--config.train.eval_every=1000",
+       "--config.train.samples_at_eval=False", "--config.checkpoint.async_save=False",
+       "--config.train.wandb_project=t32", "--config.train.wandb_tags=a,b"],
+      cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      start_new_session=True)
+
+
+@pytest.mark.slow
+def test_a_run_killed_and_resumed_logs_into_one_wandb_run(tmp_path):
+  workdir = tmp_path / "w"
+  metrics = workdir / "metrics.jsonl"
+  proc = _train(workdir, 300)
+  deadline = time.monotonic() + 240
+  while time.monotonic() < deadline and proc.poll() is None:
+    rows = metrics.read_text().splitlines() if metrics.exists() else []
+    if any(json.loads(r)["step"] >= 25 for r in rows) and (workdir / "checkpoints/20").exists():
+      break
+    time.sleep(0.2)
+  assert proc.poll() is None, "the run ended before it could be killed"
+  os.killpg(proc.pid, signal.SIGKILL)  # the whole job, as a node loss would
+  proc.wait()
+  run_id = (workdir / "wandb_run_id").read_text().strip()
+  killed_at = max(json.loads(r)["step"] for r in metrics.read_text().splitlines())
+
+  proc = _train(workdir, 300)
+  _, err = proc.communicate(timeout=280)
+  assert proc.returncode == 0, err[-2000:]
+  assert (workdir / "wandb_run_id").read_text().strip() == run_id
+  files = sorted(glob.glob(str(workdir / "wandb/offline-run-*/run-*.wandb")))
+  assert len(files) == 2 and all(f.endswith(f"run-{run_id}.wandb") for f in files), files
+  before, after = (history_steps(f, "train/loss") for f in files)
+  resumed = json.loads((workdir / "provenance.jsonl").read_text().splitlines()[-1])
+  resumed = resumed["resumed_from"]
+  assert resumed >= 20
+  # The killed process: its rows from the start, up to what wandb had written when killed
+  # (kill -9 loses the rows wandb had not yet written, in one measured run all of them;
+  # metrics.jsonl and TensorBoard keep them).
+  assert before == list(range(5, 5 * len(before) + 1, 5)) and len(before) * 5 <= killed_at
+  # The resumed process, in the same wandb run: every row after its checkpoint.
+  assert after == list(range(resumed + 5, 301, 5))
+  for f in files:
+    run = run_of(f)
+    assert run.run_id == run_id and run.run_group.startswith("cfg-")
+    assert list(run.tags) == ["a", "b"]
+    config = {i.key: json.loads(i.value_json) for i in run.config.update}
+    assert config["train"]["num_steps"] == 300 and "commit" in json.dumps(config["provenance"])

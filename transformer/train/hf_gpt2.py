@@ -1,0 +1,211 @@
+"""Hugging Face GPT-2 weights: export a run (`--mode=export`), import them (`init_from=hf:DIR`).
+
+The layout is PyTorch `GPT2LMHeadModel`'s as `save_pretrained` writes it: `model.safetensors`
+with float32 tensors named `transformer.wte.weight` `[vocab, d]`, `transformer.wpe.weight`
+`[n_positions, d]`, per layer N `transformer.h.N.ln_1.{weight,bias}` `[d]`,
+`transformer.h.N.attn.c_attn.{weight [d, 3d], bias [3d]}` (Conv1D: `[in, out]`, query | key |
+value, heads major), `transformer.h.N.attn.c_proj.{weight [d, d], bias [d]}`,
+`transformer.h.N.ln_2.*`, `transformer.h.N.mlp.c_fc.{weight [d, d_ff], bias}`,
+`transformer.h.N.mlp.c_proj.{weight [d_ff, d], bias}`, `transformer.ln_f.*`; the output layer
+is tied to `wte` (no `lm_head.weight`), as GPT-2's. Beside it a GPT-2 `config.json`.
+
+GPT-2 is: pre-norm LayerNorm (with bias) blocks, a final LayerNorm, learned positions added to
+unscaled token embeddings, multi-head attention and a GELU MLP with biases, tied embeddings.
+`activation_function` is `gelu_new`, the tanh approximation, which is what our "gelu"
+(`jax.nn.gelu`, approximate=True by default) computes. `layer_norm_epsilon` carries our
+`model.norm_epsilon` (1e-6 by default here, GPT-2's own is 1e-5). Vocabulary padding
+(`vocab_pad_multiple`) is dropped on export (the padded rows never reach a logit) and zero-filled
+on import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from transformer.config import ConfigError, ModelConfig
+from transformer.errors import RunError
+
+WEIGHTS_FILE = "model.safetensors"
+CONFIG_FILE = "config.json"
+PREFIX = "transformer."
+
+
+def gpt2_lacks(cfg: ModelConfig) -> list[str]:
+  """What of this model GPT-2 cannot express (empty: exportable), as `field=value (why)`."""
+  checks = [
+      (cfg.kind == "decoder_lm", f"kind={cfg.kind} (GPT-2 is a decoder-only LM)"),
+      (cfg.norm_placement == "pre", f"norm_placement={cfg.norm_placement} (GPT-2 is pre-norm)"),
+      (cfg.norm == "layernorm", f"norm={cfg.norm} (GPT-2 has LayerNorm)"),
+      (cfg.norm_bias, "norm_bias=False (GPT-2's LayerNorm has a bias)"),
+      (not cfg.qk_norm, "qk_norm=True (GPT-2 has no query/key norm)"),
+      (cfg.positions == "learned", f"positions={cfg.positions} (GPT-2 has learned positions)"),
+      (cfg.activation == "gelu", f"activation={cfg.activation} (GPT-2 has GELU)"),
+      (cfg.tie_embeddings, "tie_embeddings=False (GPT-2 ties its output layer to wte)"),
+      (cfg.use_bias, "use_bias=False (GPT-2 has biases)"),
+      (not cfg.embed_scale, "embed_scale=True (GPT-2 adds unscaled token embeddings)"),
+      (cfg.num_kv_heads in (0, cfg.num_heads),
+       f"num_kv_heads={cfg.num_kv_heads} (GPT-2 has no grouped-query attention)"),
+      (not cfg.scan_layers, "scan_layers=True (stacked layers: not exported yet; train with "
+                            "scan_layers=False)"),
+  ]
+  return [why for ok, why in checks if not ok]
+
+
+def check_exportable(cfg: ModelConfig, what: str) -> None:
+  """Raises ConfigError (one line) naming what GPT-2 lacks for this run."""
+  lacks = gpt2_lacks(cfg)
+  if lacks:
+    raise ConfigError(f"{what} cannot be written as GPT-2: GPT-2 lacks model."
+                      + "; model.".join(lacks) + ".")
+
+
+def hf_config(cfg: ModelConfig) -> dict[str, Any]:
+  """The GPT-2 `config.json` of `cfg` (transformers' GPT2Config fields)."""
+  return {
+      "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+      "vocab_size": cfg.vocab_size, "n_positions": cfg.max_len, "n_ctx": cfg.max_len,
+      "n_embd": cfg.d_model, "n_layer": cfg.num_layers, "n_head": cfg.num_heads,
+      "n_inner": cfg.d_ff, "activation_function": "gelu_new",
+      "layer_norm_epsilon": cfg.norm_epsilon, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
+      "attn_pdrop": 0.0, "scale_attn_weights": True, "tie_word_embeddings": True,
+      "torch_dtype": "float32",
+  }
+
+
+def to_gpt2(cfg: ModelConfig, params: Any) -> dict[str, np.ndarray]:
+  """Our DecoderLM `params` (unboxed; `params["embedder"]`, `params["decoder"]`) -> GPT-2
+  tensors by name, float32, C-contiguous."""
+  f32 = lambda a: np.ascontiguousarray(np.asarray(a, dtype=np.float32))  # noqa: E731
+  d = cfg.d_model
+  emb, dec = params["embedder"], params["decoder"]
+  out = {"wte.weight": f32(emb["token_embedding"]["embedding"])[:cfg.vocab_size],
+         "wpe.weight": f32(emb["position_table"]["table"]),
+         "ln_f.weight": f32(dec["final_norm"]["scale"]),
+         "ln_f.bias": f32(dec["final_norm"]["bias"])}
+  for i in range(cfg.num_layers):
+    layer, h = dec[f"layer_{i}"], f"h.{i}."
+    attn, ff = layer["self_attention"], layer["feed_forward"]
+    out[h + "ln_1.weight"] = f32(layer["self_attention_norm"]["scale"])
+    out[h + "ln_1.bias"] = f32(layer["self_attention_norm"]["bias"])
+    out[h + "attn.c_attn.weight"] = np.concatenate(
+        [f32(attn[n]["kernel"]).reshape(d, -1) for n in ("query", "key", "value")], axis=1)
+    out[h + "attn.c_attn.bias"] = np.concatenate(
+        [f32(attn[n]["bias"]).reshape(-1) for n in ("query", "key", "value")])
+    out[h + "attn.c_proj.weight"] = f32(attn["out"]["kernel"]).reshape(-1, d)
+    out[h + "attn.c_proj.bias"] = f32(attn["out"]["bias"])
+    out[h + "ln_2.weight"] = f32(layer["feed_forward_norm"]["scale"])
+    out[h + "ln_2.bias"] = f32(layer["feed_forward_norm"]["bias"])
+    out[h + "mlp.c_fc.weight"] = f32(ff["wi"]["kernel"])
+    out[h + "mlp.c_fc.bias"] = f32(ff["wi"]["bias"])
+    out[h + "mlp.c_proj.weight"] = f32(ff["wo"]["kernel"])
+    out[h + "mlp.c_proj.bias"] = f32(ff["wo"]["bias"])
+  return {PREFIX + k: np.ascontiguousarray(v) for k, v in out.items()}
+
+
+def from_gpt2(tensors: dict[str, np.ndarray], hf: dict[str, Any],
+              padded_vocab_size: int | None = None) -> dict[str, Any]:
+  """GPT-2 tensors (names with or without the `transformer.` prefix) and their config.json
+  -> our DecoderLM params tree (numpy). The embedding is zero-padded to `padded_vocab_size`
+  rows when given. Raises KeyError for a missing tensor."""
+  t = {k[len(PREFIX):] if k.startswith(PREFIX) else k: v for k, v in tensors.items()}
+  d, n = int(hf["n_embd"]), int(hf["n_head"])
+  wte = t["wte.weight"]
+  if padded_vocab_size and padded_vocab_size > wte.shape[0]:
+    wte = np.concatenate([wte, np.zeros((padded_vocab_size - wte.shape[0], d), wte.dtype)])
+  decoder: dict[str, Any] = {"final_norm": {"scale": t["ln_f.weight"], "bias": t["ln_f.bias"]}}
+  for i in range(int(hf["n_layer"])):
+    h = f"h.{i}."
+    q, k, v = np.split(t[h + "attn.c_attn.weight"], 3, axis=1)
+    qb, kb, vb = np.split(t[h + "attn.c_attn.bias"], 3)
+    decoder[f"layer_{i}"] = {
+        "self_attention_norm": {"scale": t[h + "ln_1.weight"], "bias": t[h + "ln_1.bias"]},
+        "self_attention": {
+            name: {"kernel": w.reshape(d, n, d // n), "bias": b.reshape(n, d // n)}
+            for name, w, b in (("query", q, qb), ("key", k, kb), ("value", v, vb))}
+        | {"out": {"kernel": t[h + "attn.c_proj.weight"].reshape(n, d // n, d),
+                   "bias": t[h + "attn.c_proj.bias"]}},
+        "feed_forward_norm": {"scale": t[h + "ln_2.weight"], "bias": t[h + "ln_2.bias"]},
+        "feed_forward": {"wi": {"kernel": t[h + "mlp.c_fc.weight"], "bias": t[h + "mlp.c_fc.bias"]},
+                         "wo": {"kernel": t[h + "mlp.c_proj.weight"],
+                                "bias": t[h + "mlp.c_proj.bias"]}},
+    }
+  return {"embedder": {"token_embedding": {"embedding": wte},
+                       "position_table": {"table": t["wpe.weight"]}},
+          "decoder": decoder}
+
+
+def read_hf_dir(directory: str, what: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+  """`(tensors, config)` of a GPT-2 folder (model.safetensors + config.json). A missing,
+  torn or foreign file is a one-line ConfigError naming it; nothing is written."""
+  from safetensors import SafetensorError  # noqa: PLC0415
+  from safetensors.numpy import load_file  # noqa: PLC0415
+  from transformer import user_files  # noqa: PLC0415
+  weights, config_path = (os.path.join(directory, f) for f in (WEIGHTS_FILE, CONFIG_FILE))
+  for path in (config_path, weights):
+    if not os.path.isfile(path):
+      raise ConfigError(f"{what}: {path} does not exist; give a folder with a Hugging Face "
+                        "GPT-2 model.safetensors and config.json (--mode=export writes one).")
+  hf = user_files.read_json_object(config_path, "a Hugging Face config.json",
+                                   "write it again with --mode=export or save_pretrained")
+  if hf.get("model_type") != "gpt2":
+    raise ConfigError(f"{what}: {config_path} has model_type={hf.get('model_type')!r}; only "
+                      "GPT-2 (model_type gpt2) is read.")
+  try:
+    tensors = load_file(weights)
+  except (SafetensorError, OSError, ValueError) as e:
+    raise ConfigError(f"{what}: {weights} cannot be read as safetensors ({user_files.one_line(e)}"
+                      "); it is torn or not a safetensors file.") from None
+  return tensors, hf
+
+
+def export_run(workdir: str, export_dir: str, step: int | None = None,
+               log=print) -> list[str]:
+  """Writes `<export_dir>/model.safetensors` and `config.json` from `workdir`'s checkpoint
+  `step` (default: the latest); returns the paths written. The run's config is checked first,
+  so a run GPT-2 cannot express is refused before any checkpoint is read."""
+  from flax.core import meta  # noqa: PLC0415
+  from transformer.train.init_from import load_params  # noqa: PLC0415
+  from transformer.workdir import run_config  # noqa: PLC0415
+  config = run_config(workdir)
+  check_exportable(config.model, f"The run in {workdir}")
+  params, _, step = load_params(workdir, step, what="--workdir")
+  written = write_hf_dir(config.model, meta.unbox(params), export_dir)
+  # HOOK (issue 32, tokenizers): when the run's data.tokenizer is `hf:<tokenizer.json>` or
+  # `gpt2`, copy that tokenizer.json here. Those tokenizers are added by the other helper of
+  # issue 32; until they are merged, no tokenizer is written.
+  log(f"Exported step {step} of {workdir} as GPT-2 ({config.model.num_layers} layers, "
+      f"d_model {config.model.d_model}, vocab {config.model.vocab_size}) to {export_dir}: "
+      + ", ".join(os.path.basename(p) for p in written))
+  return written
+
+
+def write_hf_dir(cfg: ModelConfig, params: Any, export_dir: str) -> list[str]:
+  """Writes `export_dir`/model.safetensors and config.json of our unboxed DecoderLM `params`,
+  each through a temporary file (a crash never leaves a torn file under the final name);
+  returns the paths written."""
+  from safetensors.numpy import save_file  # noqa: PLC0415
+  tensors = to_gpt2(cfg, params)
+  os.makedirs(export_dir, exist_ok=True)
+  written = []
+  for name, write in (
+      (WEIGHTS_FILE, lambda p: save_file(tensors, p, metadata={"format": "pt"})),
+      (CONFIG_FILE, lambda p: _write_text(p, json.dumps(hf_config(cfg), indent=2)))):
+    path = os.path.join(export_dir, name)
+    tmp = path + ".tmp"
+    try:
+      write(tmp)
+      os.chmod(tmp, 0o644)
+      os.replace(tmp, path)
+    except OSError as e:
+      raise RunError(f"--export_dir={export_dir}: cannot write {name} ({e}).") from None
+    written.append(path)
+  return written
+
+
+def _write_text(path: str, text: str) -> None:
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(text + "\n")
