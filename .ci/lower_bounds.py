@@ -17,9 +17,16 @@ SAME_AS = {"jaxlib": "jax"}
 
 def requirements(extras: list[str]) -> list[str]:
   project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-  reqs = list(project["dependencies"])
-  for extra in extras:
-    reqs += project["optional-dependencies"][extra]
+  reqs, todo, seen = list(project["dependencies"]), list(extras), set()
+  while todo:  # `transformer[digits,wandb]` inside an extra names those extras too
+    extra = todo.pop()
+    if extra in seen:
+      continue
+    seen.add(extra)
+    for req in project["optional-dependencies"][extra]:
+      named = re.match(r"transformer\[([^\]]+)\]", req)
+      todo += named.group(1).split(",") if named else []
+      reqs.append(req)
   return reqs
 
 
@@ -29,7 +36,7 @@ def lower_bounds(reqs: list[str]) -> dict[str, str]:
     spec = req.split(";")[0]
     name = re.match(r"[A-Za-z0-9_.-]+", spec).group(0)
     low = re.search(r">=\s*([0-9][^,\s]*)", spec)
-    if name != "transformer" and low:  # `transformer[digits]`: its extra is named too
+    if name != "transformer" and low:  # `transformer[digits]`: its extras are read above
       pins[name] = low.group(1)
   for name, source in SAME_AS.items():
     if source in pins:
