@@ -81,7 +81,14 @@ def test_train_resume_eval_sample_without_tensorflow(tmp_path):
   _no_tf(*_flags(straight, tokens))
 
   _stop_after(resumed, tokens, 4)
+  first_baselines = open(f"{resumed}/baselines.json").read()  # written at the first start
   out = _no_tf(*_flags(resumed, tokens))
+  assert open(f"{resumed}/baselines.json").read() == first_baselines  # not re-measured
+  baselines = json.loads(first_baselines)
+  assert 0 < baselines["bigram_nats"] < baselines["unigram_nats"] < np.log(256), baselines
+  assert baselines["train_tokens"] == NUM_STEPS * OVERRIDES["train.batch_size"] \
+      * OVERRIDES["data.seq_len"]
+  assert baselines["scored_tokens"] > 0 and baselines["params"] > 0
   assert f"Resumed from {resumed}/checkpoints at step 4" in out  # saved where it stopped
   a, b = _final_params(straight, NUM_STEPS), _final_params(resumed, NUM_STEPS)
   for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a), jax.tree.leaves(b)):

@@ -21,7 +21,7 @@ import numpy as np
 from transformer import kinds, paths, provenance
 from transformer.config import ExperimentConfig
 from transformer.evaluation import evaluate as evaluation
-from transformer.train import diagnostics, optim, peaks
+from transformer.train import baselines, diagnostics, optim, peaks
 from transformer.train.checkpoint import Checkpointer
 from transformer.train.health import HealthGuard, NonFiniteError
 from transformer.train.parallel import Parallel, build_parallel, on_any_process
@@ -98,6 +98,8 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   checkpointer = _checkpointer(config, workdir)
   state, first_batch = _restore_or_init(config, par, checkpointer, data, init_rng, workdir)
   _log_model(config, par, state)
+  if jax.process_index() == 0 and config.model.kind == "decoder_lm":
+    _record_baselines(config, data, workdir, count_params(par.params(state)))
   writer = MetricWriter(workdir, sinks=_extra_sinks(config, workdir, first))
   writer.write_hparams(config.to_dict(), trial_id=os.path.basename(workdir))
   step = int(par.to_checkpoint(state).step)
@@ -165,6 +167,23 @@ def _log_model(config: ExperimentConfig, par: Parallel, state: TrainState) -> No
       f"norm_placement={config.model.norm_placement}; data: {config.data.name}, "
       f"batch {config.train.batch_size} x {kinds.get(config.model.kind).row_shape(config)} "
       f"tokens; {par.describe()}.")
+
+
+def _record_baselines(config: ExperimentConfig, data, workdir: str, params: int) -> None:
+  """`baselines.json` at a run's first start: the eval split's unigram and bigram levels and
+  the run's token budget, which the study reports read (`transformer.train.baselines`)."""
+  t = time.time()
+  train_tokens = config.train.num_steps * config.train.batch_size * config.data.seq_len
+  split = config.data.eval_split
+  if jax.process_count() > 1:  # each process reads its own shard of the split
+    split += f" (process 0's shard of {jax.process_count()})"
+  written = baselines.record(workdir, data, split,
+                             train_tokens=train_tokens, params=params)
+  if written:
+    log(f"Baselines of the eval split ({written['scored_tokens']:,} tokens, "
+        f"{time.time() - t:.1f}s): unigram {written['unigram_nats']:.4f}, bigram "
+        f"{written['bigram_nats']:.4f} nats/token; {train_tokens:,} training tokens, "
+        f"{written['tokens_per_param']:.2f} per parameter.")
 
 
 def _eval_of_finished_run(task, data, par: Parallel, state: TrainState, step: int,
