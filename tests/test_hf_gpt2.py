@@ -19,7 +19,7 @@ import pytest
 from flax.core import meta
 
 from configs import gpt2_small
-from gpt2_numpy_reference import gpt2_logits
+from tests.gpt2_numpy_reference import gpt2_logits
 from transformer import kinds
 from transformer.config import ConfigError, from_config_dict
 from transformer.train import hf_gpt2, init_from

@@ -16,7 +16,7 @@ import pytest
 from transformer.config import ConfigError
 from transformer.train import wandb_writer
 from transformer.train.writers import MetricWriter
-from wandb_records import history_steps, run_of
+from tests.wandb_records import history_steps, run_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

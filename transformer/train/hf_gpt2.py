@@ -162,27 +162,6 @@ def read_hf_dir(directory: str, what: str) -> tuple[dict[str, np.ndarray], dict[
   return tensors, hf
 
 
-def export_run(workdir: str, export_dir: str, step: int | None = None,
-               log=print) -> list[str]:
-  """Writes `<export_dir>/model.safetensors` and `config.json` from `workdir`'s checkpoint
-  `step` (default: the latest); returns the paths written. The run's config is checked first,
-  so a run GPT-2 cannot express is refused before any checkpoint is read."""
-  from flax.core import meta  # noqa: PLC0415
-  from transformer.train.init_from import load_params  # noqa: PLC0415
-  from transformer.workdir import run_config  # noqa: PLC0415
-  config = run_config(workdir)
-  check_exportable(config.model, f"The run in {workdir}")
-  params, _, step = load_params(workdir, step, what="--workdir")
-  written = write_hf_dir(config.model, meta.unbox(params), export_dir)
-  # HOOK (issue 32, tokenizers): when the run's data.tokenizer is `hf:<tokenizer.json>` or
-  # `gpt2`, copy that tokenizer.json here. Those tokenizers are added by the other helper of
-  # issue 32; until they are merged, no tokenizer is written.
-  log(f"Exported step {step} of {workdir} as GPT-2 ({config.model.num_layers} layers, "
-      f"d_model {config.model.d_model}, vocab {config.model.vocab_size}) to {export_dir}: "
-      + ", ".join(os.path.basename(p) for p in written))
-  return written
-
-
 def write_hf_dir(cfg: ModelConfig, params: Any, export_dir: str) -> list[str]:
   """Writes `export_dir`/model.safetensors and config.json of our unboxed DecoderLM `params`,
   each through a temporary file (a crash never leaves a torn file under the final name);
