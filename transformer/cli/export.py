@@ -32,10 +32,12 @@ def export_run(workdir: str, export_dir: str, step: int | None = None,
   check_exportable(config.model, f"The run in {workdir}")
   params, _, step = load_params(workdir, step, what="--workdir")
   written = write_hf_dir(config.model, meta.unbox(params), export_dir)
-  # HOOK (issue 32, tokenizers): when the run's data.tokenizer is `hf:<tokenizer.json>` or
-  # `gpt2`, copy that tokenizer.json here. Those tokenizers are added by the other helper of
-  # issue 32; until they are merged, no tokenizer is written.
+  # Not yet done (issue 32): no tokenizer is written, and the vocabulary rows are this run's
+  # ids; for an hf:/gpt2: run those are the tokenizer's + 3 (rows 0-2: pad, bos, eos). The
+  # printed line says so, so the export is not mistaken for a drop-in GPT-2.
   log(f"Exported step {step} of {workdir} as GPT-2 ({config.model.num_layers} layers, "
       f"d_model {config.model.d_model}, vocab {config.model.vocab_size}) to {export_dir}: "
-      + ", ".join(os.path.basename(p) for p in written))
+      + ", ".join(os.path.basename(p) for p in written)
+      + f"; no tokenizer written: row i is this run's id i (data.tokenizer="
+      f"{config.data.tokenizer!r}; hf:/gpt2: ids are the tokenizer's + 3).")
   return written
