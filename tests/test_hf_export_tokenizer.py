@@ -11,6 +11,7 @@ must encode as tiktoken does).
 """
 
 import base64
+import dataclasses
 import glob
 import json
 import os
@@ -24,7 +25,9 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from gpt2_numpy_reference import gpt2_logits
 from configs import gpt2_small
 from test_hf_gpt2 import ATOL, TINY, random_params, tiny_config
+from transformer import kinds
 from transformer.data import foreign_meta
+from transformer.data.facts import DataFacts
 from transformer.data.tokenizers import build_tokenizer, train_bpe
 from transformer.train import hf_gpt2, hf_tokenizer, init_from
 
@@ -138,6 +141,22 @@ def test_import_puts_three_rows_back_and_export_again_is_bitwise(tmp_path, bpe_p
                                     vocab_size=BPE_VOCAB + 3, id_offset=0)
   assert "embedder/token_embedding/embedding" not in other
   assert any("token embedding starts fresh" in line for line in lines)
+
+
+def test_a_bpe_run_starting_from_the_export_gets_its_rows_back(tmp_path, bpe_path):
+  """`model.init_from=hf:DIR` through the task, as a training run builds it: the run's
+  tokenizer (hf:, ids + 3) decides where the folder's rows go."""
+  cfg = tiny_config(vocab_size=BPE_VOCAB + 3, vocab_pad_multiple=64)
+  _, params = random_params(cfg, seed=7)
+  hf_gpt2.write_hf_dir(cfg.model, params, str(tmp_path / "hf"), id_offset=3)
+  new = dataclasses.replace(
+      cfg, model=dataclasses.replace(cfg.model, init_from=f"hf:{tmp_path / 'hf'}"),
+      data=dataclasses.replace(cfg.data, seq_len=cfg.model.max_len))
+  facts = DataFacts.of_tokenizer(build_tokenizer(f"hf:{bpe_path}"))
+  task = kinds.build_task(new, facts)
+  emb = task.pretrained["embedder/token_embedding/embedding"]
+  ours = params["embedder"]["token_embedding"]["embedding"]
+  assert emb.shape == ours.shape and np.array_equal(emb[3:303], ours[3:303])
 
 
 def _ranks(bpe_path) -> dict[bytes, int]:
