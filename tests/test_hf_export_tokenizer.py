@@ -26,6 +26,7 @@ from gpt2_numpy_reference import gpt2_logits
 from configs import gpt2_small
 from test_hf_gpt2 import ATOL, TINY, random_params, tiny_config
 from transformer import kinds
+from transformer.config import ConfigError
 from transformer.data import foreign_meta
 from transformer.data.facts import DataFacts
 from transformer.data.tokenizers import build_tokenizer, train_bpe
@@ -225,3 +226,32 @@ def test_runs_without_a_hugging_face_tokenizer_say_what_the_ids_mean(
     assert (saved["pad_token_id"], saved["bos_token_id"], saved["eos_token_id"]) == (0, 1, 2)
   else:
     assert "eos_token_id" not in saved
+
+
+def test_a_sentencepiece_run_keeps_its_ids_and_says_so(tmp_path):
+  from transformer.data.tokenizers import train_sentencepiece  # noqa: PLC0415
+  spm = train_sentencepiece(_texts(3), str(tmp_path / "spm.model"), 600)
+  vocab = build_tokenizer("sentencepiece", spm).vocab_size
+  cfg = tiny_config(vocab_size=vocab)
+  _, params = random_params(cfg)
+  workdir = _workdir(tmp_path / "run", params, {"tokenizer": "sentencepiece", "spm_model": spm},
+                     vocab_size=vocab)
+  lines = []
+  hf_gpt2.export_run(workdir, str(tmp_path / "hf"), log=lines.append)
+  assert json.loads((tmp_path / "hf" / "config.json").read_text())["vocab_size"] == vocab
+  assert f"ids are those of {spm}" in lines[0] and not (tmp_path / "hf" / "tokenizer.json").exists()
+
+
+def test_a_missing_or_changed_tokenizer_stops_export_before_the_checkpoint(tmp_path, bpe_path):
+  """One line, nothing written: the run's checkpoint is not even read (there is none here)."""
+  workdir = str(tmp_path / "run")
+  for tokenizer, vocab, message in ((f"hf:{tmp_path / 'gone.json'}", 303, "is not a file"),
+                                    (f"hf:{bpe_path}", 259, "export needs the tokenizer")):
+    c = gpt2_small.get_config()
+    c.data.tokenizer, c.model.vocab_size = tokenizer, vocab
+    os.makedirs(workdir, exist_ok=True)
+    with open(os.path.join(workdir, "config.json"), "w") as f:
+      json.dump(c.to_dict(), f)
+    with pytest.raises(ConfigError, match=message):
+      hf_gpt2.export_run(workdir, str(tmp_path / "hf"))
+    assert not (tmp_path / "hf").exists()

@@ -235,11 +235,12 @@ def write_hf_dir(cfg: ModelConfig, params: Any, export_dir: str, id_offset: int 
   written."""
   from safetensors.numpy import save_file  # noqa: PLC0415
   tensors = to_gpt2(cfg, params, id_offset)
+  settings = json.dumps(hf_config(cfg, id_offset, special_ids), indent=2)
   os.makedirs(export_dir, exist_ok=True)
   written = []
   for name, write in (
       (WEIGHTS_FILE, lambda p: save_file(tensors, p, metadata={"format": "pt"})),
-      (CONFIG_FILE, lambda p: _write_text(p, json.dumps(hf_config(cfg, id_offset, special_ids), indent=2)))):
+      (CONFIG_FILE, lambda p: _write_text(p, settings))):
     path = os.path.join(export_dir, name)
     tmp = path + ".tmp"
     try:
