@@ -129,11 +129,24 @@ def test_export_refuses_a_run_gpt2_cannot_express_in_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_train_gpt2_small_scaled_down_export_and_the_independent_logits_match(tmp_path):
-  """The issue's "done when": train configs/gpt2_small.py scaled down, export it with
-  --mode=export, run the files with the NumPy reference, compare with our logits."""
-  workdir, out = tmp_path / "w", tmp_path / "hf"
+def test_train_gpt2_small_scaled_down_export_and_the_independent_logits_match(tmp_path,
+                                                                              tiny_corpus):
+  """The issue's "done when": train a BPE on the corpus, prepare token files with it, train
+  configs/gpt2_small.py scaled down on them, export it with --mode=export (weights and the
+  tokenizer), encode a text with the exported tokenizer.json, run the files with the NumPy
+  reference and compare with our logits for those ids + 3."""
+  from tokenizers import Tokenizer  # noqa: PLC0415
+  from transformer.data.tokenizers import train_bpe  # noqa: PLC0415
+  source = tiny_corpus["source_dir"]
+  texts = [open(os.path.join(d, f)).read() for d, _, fs in os.walk(source) for f in fs]
+  bpe = train_bpe(texts, str(tmp_path / "bpe" / "tokenizer.json"), vocab_size=300)
+  tokens, workdir, out = tmp_path / "tokens", tmp_path / "w", tmp_path / "hf"
+  r = _launch("--mode=prepare", f"--prepare_dir={tokens}", f"--config.data.source_dir={source}",
+              f"--config.data.data_dir={tiny_corpus['data_dir']}",
+              f"--config.data.tokenizer=hf:{bpe}")
+  assert r.returncode == 0, r.stderr[-2000:]
   r = _launch("--config=configs/gpt2_small.py", f"--workdir={workdir}",
+              "--config.data.name=token_file", f"--config.data.source_dir={tokens}",
               "--config.model.d_model=32", "--config.model.num_heads=2",
               "--config.model.num_layers=2", "--config.model.d_ff=64",
               "--config.model.max_len=64", "--config.data.seq_len=32",
@@ -144,11 +157,15 @@ def test_train_gpt2_small_scaled_down_export_and_the_independent_logits_match(tm
   assert r.returncode == 0, r.stderr[-2000:]
   r = _launch("--mode=export", f"--workdir={workdir}", f"--export_dir={out}")
   assert r.returncode == 0, r.stderr[-2000:]
-  assert "Exported step 4" in r.stdout
+  assert "Exported step 4" in r.stdout and "tokenizer.json" in r.stdout
+  assert json.loads((out / "config.json").read_text())["vocab_size"] == 300
+  ids = np.asarray([Tokenizer.from_file(str(out / "tokenizer.json")).encode(
+      open(os.path.join(source, "pkg", "mod_00.py")).read()).ids[:64]])
+  assert ids.shape == (1, 64)
   params, _, _ = init_from.load_params(str(workdir))
   from transformer.workdir import run_config  # noqa: PLC0415
   cfg = run_config(str(workdir))
-  ids = np.random.default_rng(1).integers(0, cfg.model.vocab_size, (2, 64))
-  ours = kinds.build_model(cfg.model).apply({"params": meta.unbox(params)}, jnp.asarray(ids))
-  np.testing.assert_allclose(np.asarray(ours, np.float64), gpt2_logits(str(out), ids),
-                             rtol=0, atol=ATOL)
+  assert cfg.model.vocab_size == 303  # the tokenizer's 300 + our pad, BOS, EOS
+  ours = kinds.build_model(cfg.model).apply({"params": meta.unbox(params)}, jnp.asarray(ids + 3))
+  np.testing.assert_allclose(np.asarray(ours, np.float64)[..., 3:303],
+                             gpt2_logits(str(out), ids), rtol=0, atol=ATOL)

@@ -145,7 +145,10 @@ class TaskBase:
     if self.config.model.init_from:
       abstract = jax.eval_shape(lambda r: nn.meta.unbox(self.init_boxed_params(r)),
                                 jax.random.PRNGKey(0))
-      self.pretrained = init_from.matching_params(self.config.model.init_from, abstract, log)
+      from transformer.train.hf_tokenizer import id_offset  # noqa: PLC0415
+      self.pretrained = init_from.matching_params(
+          self.config.model.init_from, abstract, log, vocab_size=self.config.model.vocab_size,
+          id_offset=id_offset(self.facts.tokenizer))
 
   def apply(self, params, *inputs, rng: Optional[jax.Array] = None, sow: bool = False,
             **kwargs):

@@ -21,7 +21,7 @@ MODES = (  # (name, what it does), the default first
                 "its memory and FLOPs per device (transformer/train/aot.py; needs the [tpu] "
                 "extra)"),
     ("export", "--workdir's latest checkpoint (or --step) as Hugging Face GPT-2 weights in "
-               "--export_dir (model.safetensors, config.json)"),
+               "--export_dir (model.safetensors, config.json, the run's tokenizer)"),
 )
 NAMES = tuple(name for name, _ in MODES)
 DEFAULT = NAMES[0]

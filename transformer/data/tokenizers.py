@@ -260,6 +260,7 @@ class TiktokenTokenizer(_ShiftedTokenizer):
     except Exception as e:  # noqa: BLE001 -- base64 / value errors of a wrong file
       raise ConfigError(f"--config.data.tokenizer=gpt2:{path}: not a tiktoken ranks file "
                         f"(lines of 'base64-token rank'; {str(e)[:200]}).") from None
+    self.ranks = ranks  # token bytes -> rank; export converts them (train/hf_tokenizer.py)
     self._raw_vocab = len(ranks) + 1
     self._enc = tiktoken.Encoding("gpt2-file", pat_str=r50k_pat_str, mergeable_ranks=ranks,
                                   special_tokens={"<|endoftext|>": len(ranks)})

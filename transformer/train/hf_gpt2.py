@@ -16,6 +16,18 @@ unscaled token embeddings, multi-head attention and a GELU MLP with biases, tied
 `model.norm_epsilon` (1e-6 by default here, GPT-2's own is 1e-5). Vocabulary padding
 (`vocab_pad_multiple`) is dropped on export (the padded rows never reach a logit) and zero-filled
 on import.
+
+Token ids (transformer/train/hf_tokenizer.py has the tokenizer files). A run whose ids are
+another tokenizer's shifted up by `id_offset` = 3 (`hf:`, `gpt2:`, nanoGPT / llm.c token files;
+0, 1, 2 are our pad, BOS, EOS) is exported without embedding rows 0..2: exported row `i` is
+our row `i + 3`, the tokenizer's id `i`, and config.json's `vocab_size` is the tokenizer's.
+`model.init_from=hf:DIR` into a run with `id_offset` 3 and `vocab_size` = the folder's + 3
+puts the folder's row `i` at row `i + 3` and fills rows 0..2 with the mean of the folder's rows
+(computed in float64, cast to the folder's dtype; a zero row would give pad/BOS/EOS a logit of
+0, far above a trained GPT-2's usual logits). The shared rows, and every other tensor, are
+bitwise what was exported, so export -> import -> export writes the same file. A folder whose
+vocabulary is not the run's (`vocab_size` != the folder's + `id_offset`) leaves the embedding
+fresh. Runs with `bytes` or `sentencepiece` (`id_offset` 0) keep every row.
 """
 
 from __future__ import annotations
@@ -63,26 +75,29 @@ def check_exportable(cfg: ModelConfig, what: str) -> None:
                       + "; model.".join(lacks) + ".")
 
 
-def hf_config(cfg: ModelConfig) -> dict[str, Any]:
-  """The GPT-2 `config.json` of `cfg` (transformers' GPT2Config fields)."""
+def hf_config(cfg: ModelConfig, id_offset: int = 0,
+              special_ids: dict[str, int] | None = None) -> dict[str, Any]:
+  """The GPT-2 `config.json` of `cfg` (transformers' GPT2Config fields): `vocab_size` without
+  the first `id_offset` ids, plus `special_ids` (`bos_token_id`, `eos_token_id`) when known."""
   return {
       "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
-      "vocab_size": cfg.vocab_size, "n_positions": cfg.max_len, "n_ctx": cfg.max_len,
+      "vocab_size": cfg.vocab_size - id_offset, "n_positions": cfg.max_len, "n_ctx": cfg.max_len,
       "n_embd": cfg.d_model, "n_layer": cfg.num_layers, "n_head": cfg.num_heads,
       "n_inner": cfg.d_ff, "activation_function": "gelu_new",
       "layer_norm_epsilon": cfg.norm_epsilon, "resid_pdrop": 0.0, "embd_pdrop": 0.0,
       "attn_pdrop": 0.0, "scale_attn_weights": True, "tie_word_embeddings": True,
-      "torch_dtype": "float32",
+      "torch_dtype": "float32", **(special_ids or {}),
   }
 
 
-def to_gpt2(cfg: ModelConfig, params: Any) -> dict[str, np.ndarray]:
+def to_gpt2(cfg: ModelConfig, params: Any, id_offset: int = 0) -> dict[str, np.ndarray]:
   """Our DecoderLM `params` (unboxed; `params["embedder"]`, `params["decoder"]`) -> GPT-2
-  tensors by name, float32, C-contiguous."""
+  tensors by name, float32, C-contiguous; `wte` is our embedding's rows
+  `id_offset .. vocab_size - 1` (the module docstring)."""
   f32 = lambda a: np.ascontiguousarray(np.asarray(a, dtype=np.float32))  # noqa: E731
   d = cfg.d_model
   emb, dec = params["embedder"], params["decoder"]
-  out = {"wte.weight": f32(emb["token_embedding"]["embedding"])[:cfg.vocab_size],
+  out = {"wte.weight": f32(emb["token_embedding"]["embedding"])[id_offset:cfg.vocab_size],
          "wpe.weight": f32(emb["position_table"]["table"]),
          "ln_f.weight": f32(dec["final_norm"]["scale"]),
          "ln_f.bias": f32(dec["final_norm"]["bias"])}
@@ -106,16 +121,33 @@ def to_gpt2(cfg: ModelConfig, params: Any) -> dict[str, np.ndarray]:
   return {PREFIX + k: np.ascontiguousarray(v) for k, v in out.items()}
 
 
+def embedding_rows(wte: np.ndarray, padded_vocab_size: int | None = None,
+                   vocab_size: int | None = None, id_offset: int = 0) -> np.ndarray | None:
+  """The folder's `wte` `[V, d]` as our embedding `[padded_vocab_size, d]`: `id_offset` rows
+  of its mean in front, then `wte`, then zero rows (vocabulary padding). None when
+  `vocab_size` is given and is not `V + id_offset` (another vocabulary: the embedding starts
+  fresh). Without `vocab_size`, `wte` is only zero-padded (`id_offset` is ignored)."""
+  if vocab_size is not None:
+    if vocab_size != wte.shape[0] + id_offset:
+      return None
+    if id_offset:
+      mean = wte.astype(np.float64).mean(axis=0).astype(wte.dtype)
+      wte = np.concatenate([np.broadcast_to(mean, (id_offset, wte.shape[1])), wte])
+  if padded_vocab_size and padded_vocab_size > wte.shape[0]:
+    wte = np.concatenate([wte, np.zeros((padded_vocab_size - wte.shape[0], wte.shape[1]),
+                                        wte.dtype)])
+  return wte
+
+
 def from_gpt2(tensors: dict[str, np.ndarray], hf: dict[str, Any],
-              padded_vocab_size: int | None = None) -> dict[str, Any]:
+              padded_vocab_size: int | None = None, vocab_size: int | None = None,
+              id_offset: int = 0) -> dict[str, Any]:
   """GPT-2 tensors (names with or without the `transformer.` prefix) and their config.json
-  -> our DecoderLM params tree (numpy). The embedding is zero-padded to `padded_vocab_size`
-  rows when given. Raises KeyError for a missing tensor."""
+  -> our DecoderLM params tree (numpy). The embedding is `embedding_rows(wte, ...)` (left out
+  of the tree when it is None). Raises KeyError for a missing tensor."""
   t = {k[len(PREFIX):] if k.startswith(PREFIX) else k: v for k, v in tensors.items()}
   d, n = int(hf["n_embd"]), int(hf["n_head"])
-  wte = t["wte.weight"]
-  if padded_vocab_size and padded_vocab_size > wte.shape[0]:
-    wte = np.concatenate([wte, np.zeros((padded_vocab_size - wte.shape[0], d), wte.dtype)])
+  wte = embedding_rows(t["wte.weight"], padded_vocab_size, vocab_size, id_offset)
   decoder: dict[str, Any] = {"final_norm": {"scale": t["ln_f.weight"], "bias": t["ln_f.bias"]}}
   for i in range(int(hf["n_layer"])):
     h = f"h.{i}."
@@ -133,9 +165,10 @@ def from_gpt2(tensors: dict[str, np.ndarray], hf: dict[str, Any],
                          "wo": {"kernel": t[h + "mlp.c_proj.weight"],
                                 "bias": t[h + "mlp.c_proj.bias"]}},
     }
-  return {"embedder": {"token_embedding": {"embedding": wte},
-                       "position_table": {"table": t["wpe.weight"]}},
-          "decoder": decoder}
+  embedder: dict[str, Any] = {"position_table": {"table": t["wpe.weight"]}}
+  if wte is not None:
+    embedder["token_embedding"] = {"embedding": wte}
+  return {"embedder": embedder, "decoder": decoder}
 
 
 def read_hf_dir(directory: str, what: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
@@ -162,17 +195,20 @@ def read_hf_dir(directory: str, what: str) -> tuple[dict[str, np.ndarray], dict[
   return tensors, hf
 
 
-def write_hf_dir(cfg: ModelConfig, params: Any, export_dir: str) -> list[str]:
-  """Writes `export_dir`/model.safetensors and config.json of our unboxed DecoderLM `params`,
-  each through a temporary file (a crash never leaves a torn file under the final name);
-  returns the paths written."""
+def write_hf_dir(cfg: ModelConfig, params: Any, export_dir: str, id_offset: int = 0,
+                 special_ids: dict[str, int] | None = None) -> list[str]:
+  """Writes `export_dir`/model.safetensors and config.json of our unboxed DecoderLM `params`
+  (without embedding rows 0 .. `id_offset` - 1, see the module docstring), each through a
+  temporary file (a crash never leaves a torn file under the final name); returns the paths
+  written."""
   from safetensors.numpy import save_file  # noqa: PLC0415
-  tensors = to_gpt2(cfg, params)
+  tensors = to_gpt2(cfg, params, id_offset)
+  settings = json.dumps(hf_config(cfg, id_offset, special_ids), indent=2)
   os.makedirs(export_dir, exist_ok=True)
   written = []
   for name, write in (
       (WEIGHTS_FILE, lambda p: save_file(tensors, p, metadata={"format": "pt"})),
-      (CONFIG_FILE, lambda p: _write_text(p, json.dumps(hf_config(cfg), indent=2)))):
+      (CONFIG_FILE, lambda p: _write_text(p, settings))):
     path = os.path.join(export_dir, name)
     tmp = path + ".tmp"
     try:

@@ -83,11 +83,17 @@ def _flat(tree: Any) -> dict[str, Any]:
           for path, leaf in leaves}
 
 
-def matching_params(spec: str, abstract_params: Any,
-                    log: Callable[[str], None] = print) -> dict[str, np.ndarray]:
+def matching_params(spec: str, abstract_params: Any, log: Callable[[str], None] = print,
+                    vocab_size: Optional[int] = None, id_offset: int = 0
+                    ) -> dict[str, np.ndarray]:
   """The checkpoint's parameters that fit `abstract_params` (same path, same shape), keyed by
   path; logs which were loaded, which start fresh and which did not fit. Raises ConfigError
-  when none fits (a different model altogether)."""
+  when none fits (a different model altogether).
+
+  For `hf:DIR`, `vocab_size` (this run's, unpadded) and `id_offset` (3 when its ids are a
+  tokenizer's + 3: `transformer.train.hf_tokenizer.id_offset`) place the folder's embedding
+  rows (`hf_gpt2.embedding_rows`: row i -> row i + id_offset, rows before it the folder's
+  mean); without `vocab_size` its rows are taken as ours, zero-padded."""
   want = _flat(abstract_params)
   if spec.startswith(HF_PREFIX):  # Hugging Face GPT-2 weights (transformer/train/hf_gpt2.py)
     from transformer.train import hf_gpt2  # noqa: PLC0415
@@ -95,10 +101,15 @@ def matching_params(spec: str, abstract_params: Any,
     tensors, hf = hf_gpt2.read_hf_dir(workdir, f"--config.model.init_from={spec}")
     rows = want.get("embedder/token_embedding/embedding")
     try:
-      params = hf_gpt2.from_gpt2(tensors, hf, rows.shape[0] if rows is not None else None)
+      params = hf_gpt2.from_gpt2(tensors, hf, rows.shape[0] if rows is not None else None,
+                                 vocab_size, id_offset)
     except (KeyError, ValueError) as e:
       raise ConfigError(f"--config.model.init_from={spec!r}: not a GPT-2 layout "
                         f"({type(e).__name__}: {e}).") from None
+    if "token_embedding" not in params["embedder"]:
+      log(f"init_from {workdir}: its vocabulary ({hf.get('vocab_size')} ids) is not this "
+          f"run's ({vocab_size} ids, {id_offset} of them ours before the tokenizer's), so the "
+          "token embedding starts fresh.")
     saved = {"model": {"kind": "Hugging Face GPT-2"}}
   else:
     workdir, step = parse_init_from(spec)

@@ -1,0 +1,162 @@
+"""The run's tokenizer beside its Hugging Face GPT-2 export (`--mode=export`, hf_gpt2.py).
+
+The id contract. A run whose tokenizer is another library's (`data.tokenizer=hf:` or `gpt2:`,
+or a nanoGPT / llm.c token file, `tokenizer: ids` included) sees that tokenizer's id `i` as
+`i + 3`; 0, 1, 2 are our pad, BOS and EOS (`transformer.data.tokenizers._ShiftedTokenizer`).
+Its `id_offset` is 3. Export drops embedding rows 0..2, so the exported row `i` is the
+tokenizer's id `i` and `vocab_size` in config.json is the tokenizer's own; import
+(`model.init_from=hf:DIR` into such a run) puts 3 rows back in front (hf_gpt2.from_gpt2). Runs
+with `bytes` or `sentencepiece` keep every row (their ids are this project's own: `bytes` is
+byte + 3, SentencePiece models trained here have pad/bos/eos = 0/1/2): `id_offset` 0.
+
+Files written beside model.safetensors:
+  hf:    `tokenizer.json`, copied as it is;
+  gpt2:  `vocab.json` + `merges.txt` (GPT-2's Hugging Face files, what `GPT2Tokenizer` reads),
+         converted from tiktoken's ranks (`ranks_to_bpe`), and the `tokenizer.json` they make;
+  both:  `tokenizer_config.json` naming `PreTrainedTokenizerFast`, so that
+         `AutoTokenizer.from_pretrained(D)` reads `tokenizer.json`.
+bytes, sentencepiece and `ids` token files have no Hugging Face tokenizer: nothing is written
+and the export's output line says what the ids mean (`ids_meaning`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from typing import Any, Callable
+
+from transformer.errors import RunError
+
+TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_CONFIG = "tokenizer_config.json"
+VOCAB_FILE, MERGES_FILE = "vocab.json", "merges.txt"
+END_OF_TEXT = "<|endoftext|>"
+
+
+def id_offset(tokenizer) -> int:
+  """3 for a tokenizer whose ids are another library's shifted up (hf:, gpt2:, a foreign
+  token file's `ids`), 0 for one whose ids are this project's own (bytes, sentencepiece)."""
+  from transformer.data.foreign_tokens import IdsTokenizer  # noqa: PLC0415
+  from transformer.data.tokenizers import HFTokenizer, TiktokenTokenizer  # noqa: PLC0415
+  if isinstance(tokenizer, (HFTokenizer, TiktokenTokenizer, IdsTokenizer)):
+    return int(tokenizer.offset)
+  return 0
+
+
+def ids_meaning(tokenizer) -> str:
+  """One sentence: what the exported ids mean, for a run whose tokenizer is not written."""
+  from transformer.data.tokenizers import ByteTokenizer  # noqa: PLC0415
+  if isinstance(tokenizer, ByteTokenizer):
+    return ("no Hugging Face tokenizer for data.tokenizer=bytes: id = UTF-8 byte + 3, "
+            "0 = pad, 1 = BOS, 2 = EOS")
+  if id_offset(tokenizer):  # a foreign token file without its tokenizer
+    return ("no tokenizer file (the run's token files named none): ids are the token files' "
+            "own")
+  return (f"no Hugging Face tokenizer for SentencePiece: ids are those of {tokenizer.path} "
+          "(0 = pad, 1 = BOS, 2 = EOS, 3 = unk)")
+
+
+def byte_to_unicode() -> dict[int, str]:
+  """GPT-2's byte-level alphabet: the printable character that stands for each byte."""
+  from transformer.data.tokenizers import _byte_level_alphabet  # noqa: PLC0415
+  return {b: c for c, b in _byte_level_alphabet().items()}
+
+
+def ranks_to_bpe(ranks: dict[bytes, int]) -> tuple[dict[str, int], list[tuple[str, str]]]:
+  """tiktoken's `{token bytes: rank}` -> Hugging Face's byte-level BPE `(vocab, merges)`.
+
+  vocab: each token spelled in GPT-2's byte alphabet -> its rank. merges: for each token of
+  two or more bytes, in rank order, the pair of tokens tiktoken's BPE joins last when it
+  builds that token (run the BPE on the token's bytes using only ranks below its own: it
+  stops at exactly two parts). Hugging Face's BPE applies merges in list order, tiktoken
+  joins the lowest-ranked pair, so the two encode alike. A ranks file that no BPE made (a
+  token not reachable as two lower-ranked tokens) raises ValueError.
+  """
+  alphabet = byte_to_unicode()
+  spell = lambda b: "".join(alphabet[x] for x in b)  # noqa: E731
+  merges = []
+  for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
+    if len(token) == 1:
+      continue
+    parts = _bpe(ranks, token, rank)
+    if len(parts) != 2:
+      raise ValueError(f"rank {rank} ({token!r}) is not the merge of two lower-ranked tokens")
+    merges.append((spell(parts[0]), spell(parts[1])))
+  return {spell(t): r for t, r in ranks.items()}, merges
+
+
+def _bpe(ranks: dict[bytes, int], token: bytes, below: int) -> list[bytes]:
+  """tiktoken's BPE on `token`'s bytes, joining only pairs whose rank is below `below`."""
+  parts = [bytes([b]) for b in token]
+  while len(parts) > 1:
+    pair_ranks = [ranks.get(a + b, below) for a, b in zip(parts, parts[1:])]
+    best = min(range(len(pair_ranks)), key=pair_ranks.__getitem__)
+    if pair_ranks[best] >= below:
+      break
+    parts[best:best + 2] = [parts[best] + parts[best + 1]]
+  return parts
+
+
+def bpe_tokenizer_json(vocab: dict[str, int], merges: list[tuple[str, str]],
+                       end_of_text: int | None) -> str:
+  """The `tokenizer.json` of a GPT-2 style byte-level BPE (`tokenizers` builds it)."""
+  from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: PLC0415
+  from tokenizers import AddedToken  # noqa: PLC0415
+  vocab = dict(vocab)
+  if end_of_text is not None:
+    vocab[END_OF_TEXT] = end_of_text
+  tok = Tokenizer(models.BPE(vocab, merges))
+  tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+  tok.decoder = decoders.ByteLevel()
+  if end_of_text is not None:
+    tok.add_special_tokens([AddedToken(END_OF_TEXT, special=True, normalized=False)])
+  return tok.to_str()
+
+
+def write_tokenizer(tokenizer, export_dir: str, max_len: int) -> tuple[list[str], dict[str, int]]:
+  """Writes the Hugging Face files of an hf: or gpt2: `tokenizer` into `export_dir` (none for
+  others); returns `(paths written, {"bos_token_id": i, "eos_token_id": i})`, the ids being
+  `<|endoftext|>`'s when the tokenizer has it (GPT-2: 50256), else empty. Each file goes
+  through a temporary name (a crash leaves no torn file under the final name)."""
+  from transformer.data.tokenizers import HFTokenizer, TiktokenTokenizer  # noqa: PLC0415
+  files: dict[str, Callable[[str], Any]] = {}
+  if isinstance(tokenizer, HFTokenizer):
+    end = tokenizer._tok.token_to_id(END_OF_TEXT)  # noqa: SLF001
+    files[TOKENIZER_FILE] = lambda p: shutil.copyfile(tokenizer.path, p)
+  elif isinstance(tokenizer, TiktokenTokenizer):
+    end = len(tokenizer.ranks)  # TiktokenTokenizer's <|endoftext|>
+    try:
+      vocab, merges = ranks_to_bpe(tokenizer.ranks)
+    except ValueError as e:
+      raise RunError(f"{tokenizer.path}: cannot be written as Hugging Face BPE files ({e}); "
+                     "export a run trained with hf:<tokenizer.json> instead.") from None
+    with_end = {**vocab, END_OF_TEXT: end}
+    files[VOCAB_FILE] = lambda p: _write(p, json.dumps(with_end, ensure_ascii=False))
+    files[MERGES_FILE] = lambda p: _write(p, "#version: 0.2\n"
+                                          + "\n".join(f"{a} {b}" for a, b in merges))
+    files[TOKENIZER_FILE] = lambda p: _write(p, bpe_tokenizer_json(vocab, merges, end))
+  else:
+    return [], {}
+  special = {} if end is None else {"bos_token_id": end, "eos_token_id": end}
+  settings = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_len,
+              "clean_up_tokenization_spaces": False}
+  if end is not None:
+    settings |= {"bos_token": END_OF_TEXT, "eos_token": END_OF_TEXT}
+  files[TOKENIZER_CONFIG] = lambda p: _write(p, json.dumps(settings, indent=2))
+  written = []
+  for name, write in files.items():
+    path = os.path.join(export_dir, name)
+    try:
+      write(path + ".tmp")
+      os.chmod(path + ".tmp", 0o644)
+      os.replace(path + ".tmp", path)
+    except OSError as e:
+      raise RunError(f"--export_dir={export_dir}: cannot write {name} ({e}).") from None
+    written.append(path)
+  return written, special
+
+
+def _write(path: str, text: str) -> None:
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(text + "\n")
