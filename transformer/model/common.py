@@ -1,8 +1,10 @@
-"""Small shared pieces: dtypes and parameter initializers with logical axis names."""
+"""Small shared pieces: dtypes, parameter initializers with logical axis names, and the
+residual stream's activation sharding."""
 
 from typing import Sequence
 
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 from transformer.config import DTYPES
@@ -32,3 +34,23 @@ def zeros_init(logical: Sequence[str]):
 
 def ones_init(logical: Sequence[str]):
   return nn.with_logical_partitioning(nn.initializers.ones_init(), tuple(logical))
+
+
+# The residual stream `[batch, length, d_model]` keeps its batch dimension split over the
+# mesh axes the batch arrives on. Without this, a mesh with fsdp > 1 lets XLA's sharding
+# propagation follow the parameters (d_model split over fsdp) into the activations: measured
+# on GPT-2 small at batch 8 per v5e-8 slice (2 layers), the fsdp step's temporaries were
+# 3.79 GiB against data parallelism's 0.92, and 1.05 GiB with the constraint.
+RESIDUAL_AXES = ("activation_batch", "activation_length", "activation_embed")
+ACTIVATION_RULES = (("activation_batch", ("data", "fsdp")), ("activation_length", None),
+                    ("activation_embed", None))
+
+
+def constrain_residual(x):
+  """`x: [batch, length, d_model]` with its batch split over `(data, fsdp)` when traced under
+  the project's mesh (`JitParallel` steps); unchanged otherwise (init, a plain `apply`, and
+  pmap, whose mesh has one `devices` axis)."""
+  mesh = jax.sharding.get_abstract_mesh()
+  if mesh.empty or not {"data", "fsdp"} <= set(mesh.axis_names):
+    return x
+  return nn.with_logical_constraint(x, RESIDUAL_AXES, rules=ACTIVATION_RULES)

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from transformer.config import ModelConfig
 from transformer.model.block import Block, layer_placement, mix_post_layers, needs_final_norm, norm_for
+from transformer.model.common import constrain_residual
 
 
 # Names of the scanned layer modules: all layers, or Mix-LN's post-norm part and pre-norm part.
@@ -33,8 +34,9 @@ class _LayerBlock(Block):
   scanned: bool = False
 
   def __call__(self, x, mask, encoded, cross_mask, positions):
-    y = super().__call__(x, mask, encoded, cross_mask, positions=positions,
+    y = super().__call__(constrain_residual(x), mask, encoded, cross_mask, positions=positions,
                          deterministic=self.deterministic)
+    y = constrain_residual(y)
     return (y, None) if self.scanned else y
 
 

@@ -20,6 +20,7 @@ with `tensor=2`): sharding it would need padding, and replicating a small table 
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, Optional, Sequence
 
@@ -312,12 +313,23 @@ class JitParallel(Parallel):
     self.batch_sharding = NamedSharding(self.mesh, P(BATCH_AXES))
     self.replicated = NamedSharding(self.mesh, P())
     self._train = jax.jit(
-        self._make_train_step(),
+        self._under_mesh(self._make_train_step()),
         in_shardings=(self.state_shardings, self.batch_sharding, self.replicated),
         out_shardings=(self.state_shardings, self.replicated), donate_argnums=0)
-    self._eval = jax.jit(eval_sums,
+    self._eval = jax.jit(self._under_mesh(eval_sums),
                          in_shardings=(self.state_shardings.params, self.batch_sharding),
                          out_shardings=self.replicated)
+
+  def _under_mesh(self, fn: Callable) -> Callable:
+    """`fn` traced with the mesh's abstract form in context, so that the model's activation
+    constraints (`transformer.model.common.constrain_residual`) name its axes. (`jax.set_mesh`
+    cannot be entered inside `jit`; flax's `logical_axis_rules` context would also rename the
+    parameters' axes.)"""
+    @functools.wraps(fn)
+    def traced(*args):
+      with jax.sharding.use_abstract_mesh(self.mesh.abstract_mesh):
+        return fn(*args)
+    return traced
 
   def init_state(self, rng: jax.Array, profile_batch: Optional[dict] = None) -> TrainState:
     args = (rng,) if profile_batch is None else (rng, profile_batch)
