@@ -11,7 +11,7 @@ lowest LRs; placements are ranked only where their 95% intervals over seeds sepa
 Run this study before warmup_stability, qk_norm_logits and activations: they reuse its runs.
 """
 
-from experiments.presets import LRS, TRAINING_SIZES, WARMUP, training
+from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.config import NORM_PLACEMENTS
 from transformer.sweep import preset, product
 
@@ -24,10 +24,10 @@ LOW = 2  # the grid's lowest LRs left out of the trimmed measure (under-trained 
 
 
 def get_sweep(size: str = "cpu"):
-  base = preset(TRAINING_SIZES, size)  # first: an unknown size is a clear error
-  return product(base, [training(size)], [{"optim.warmup_steps": WARMUP[size]}],
-                 {"model.norm_placement": NORM_PLACEMENTS},
-                 {"optim.learning_rate": LRS[size]}, {"seed": [0, 1, 2]})
+  """The protocol's model, budget, warm-up, LR grid and seeds, for every placement."""
+  base = preset(PROTOCOL_SIZES, size)  # first: an unknown size is a clear error
+  return product(base, [protocol(size)], {"model.norm_placement": NORM_PLACEMENTS},
+                 {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})
 
 
 def measure(runs):

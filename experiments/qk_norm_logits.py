@@ -10,7 +10,7 @@ its learning-rate table the LR sensitivity with and without qk-norm. The qk_norm
 are lr_sensitivity's pre-norm runs (same config): `--reuse_runs_from` links them.
 """
 
-from experiments.presets import LRS, TRAINING_SIZES, WARMUP, training
+from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.sweep import preset, product
 
 CLAIM = ("Wortsman et al. 2023: at high learning rates the attention logits grow (from growing "
@@ -21,11 +21,12 @@ CLAIM = ("Wortsman et al. 2023: at high learning rates the attention logits grow
 
 
 def get_sweep(size: str = "cpu"):
-  base = preset(TRAINING_SIZES, size)  # first: an unknown size is a clear error
-  return product(base, [training(size)],
-                 [{"optim.warmup_steps": WARMUP[size], "model.norm_placement": "pre"}],
+  """The protocol's model, budget, warm-up, LR grid and seeds; pre-norm without and with
+  qk-norm (the runs without are lr_sensitivity's)."""
+  base = preset(PROTOCOL_SIZES, size)  # first: an unknown size is a clear error
+  return product(base, [protocol(size)], [{"model.norm_placement": "pre"}],
                  {"model.qk_norm": [False, True]},
-                 {"optim.learning_rate": LRS[size]}, {"seed": [0, 1, 2]})
+                 {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})
 
 
 def analyze(runs):

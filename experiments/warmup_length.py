@@ -25,7 +25,8 @@ trained at X is tabulated for several X and drawn against the warm-up length in
 which it holds.
 """
 
-from experiments.presets import LRS, TRAINING_SIZES, training
+from experiments.presets import (PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, PROTOCOL_STEPS,
+                                 protocol)
 from transformer.sweep import preset, product
 
 CLAIM = ("Xiong et al. 2020: post-norm is sensitive to the warm-up length (Adam, lr 1e-3: BLEU "
@@ -33,14 +34,18 @@ CLAIM = ("Xiong et al. 2020: post-norm is sensitive to the warm-up length (Adam,
          "so post-norm's largest stable LR should grow with the warm-up length and pre-norm's "
          "should not depend on it.")
 PLACEMENTS = ["post", "pre"]
-WARMUPS = {"cpu": [0, 20, 50, 100, 200], "gpu": [0, 500, 1250, 2500, 5000]}
+# 0, the protocol's 10% of the run, then a quarter, a half and the whole run (the LR only rises).
+WARMUPS = {size: [0, steps // 10, steps // 4, steps // 2, steps]
+           for size, steps in PROTOCOL_STEPS.items()}
 
 
 def get_sweep(size: str = "cpu"):
-  base = preset(TRAINING_SIZES, size)
-  return product(base, [training(size)], {"model.norm_placement": PLACEMENTS},
-                 {"optim.warmup_steps": WARMUPS[size]}, {"optim.learning_rate": LRS[size]},
-                 {"seed": [0, 1, 2]})
+  """The protocol's model, budget, LR grid and seeds; post and pre at each warm-up length (the
+  0 and 10% points are warmup_stability's runs)."""
+  base = preset(PROTOCOL_SIZES, size)
+  return product(base, [protocol(size, varied=("optim.warmup_steps",))],
+                 {"model.norm_placement": PLACEMENTS}, {"optim.warmup_steps": WARMUPS[size]},
+                 {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})
 
 
 FIGURE = "largest_lr_vs_warmup.png"

@@ -20,7 +20,8 @@ counts it rests on.
 
 import math
 
-from experiments.presets import LRS, TRAINING_SIZES, WARMUP, training
+from experiments.presets import (PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES,
+                                 PROTOCOL_WARMUP, protocol)
 from transformer.sweep import preset, product
 
 CLAIM = ("Xiong et al. 2020: Post-LN needs learning-rate warm-up (IWSLT14 with Adam: 8.45 BLEU "
@@ -34,17 +35,19 @@ LOSS_MARGIN = 0.05  # nats/token: a loss cost of dropping warm-up worth naming
 FIGURE = "largest_lr_vs_tolerance.png"
 
 
-# Seeds per placement: the judged placements get SEEDS_NEEDED (5/5 against 0/5 seeds is the
-# first count difference a Fisher test can call significant), the measured ones 3.
-SEEDS = {"post": 5, "pre": 5, "deepnorm": 3, "admin": 3}
+# Seeds: the protocol's, fixed before the runs, the same for every placement.
+SEEDS = {p: len(PROTOCOL_SEEDS) for p in PLACEMENTS}
 
 
 def get_sweep(size: str = "cpu"):
-  base = preset(TRAINING_SIZES, size)
+  """The protocol's model, budget and LR grid; each placement without warm-up and with the
+  protocol's (10% of the run). Post and pre, the judged placements, come first: a sweep cut
+  short has them whole."""
+  base = preset(PROTOCOL_SIZES, size)
   return [point for p in PLACEMENTS for point in product(
-      base, [training(size)], {"model.norm_placement": [p]},
-      {"optim.warmup_steps": [0, WARMUP[size]]}, {"optim.learning_rate": LRS[size]},
-      {"seed": list(range(SEEDS[p]))})]
+      base, [protocol(size, varied=("optim.warmup_steps",))], {"model.norm_placement": [p]},
+      {"optim.warmup_steps": [PROTOCOL_WARMUP[size], 0]},
+      {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})]
 
 
 def _settings(runs):

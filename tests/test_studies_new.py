@@ -203,7 +203,7 @@ def test_norms_verdict_reads_the_gap_to_layernorm():
   lines = norms.analyze(_norm_runs())
   text = "\n".join(lines)
   assert _verdict(lines).startswith("**Agrees.**")
-  assert "| dyt a0=2 | 0.01 |" in text and "| none | 0.01 |" in text
+  assert "| dyt a0=0.05 | 0.01 |" in text and "| none | 0.01 |" in text
   row = next(line for line in lines if line.startswith("| none |"))
   assert "0.5" in row.split("|")[4]  # minus LayerNorm, paired by seed
   lines = norms.analyze(_norm_runs(dyt_gap=0.2))
@@ -215,9 +215,9 @@ def test_norms_verdict_reads_the_gap_to_layernorm():
 
 def test_norms_sweep_sets_alpha_only_for_dyt():
   points = norms.get_sweep("cpu")
-  assert len(points) == 6 * 6 * 3
+  assert len(points) == 7 * 5 * 3  # LayerNorm, RMSNorm, 4 DyT alphas, none; the protocol's grid
   assert all(("model.dyt_alpha_init" in p) == (p["model.norm"] == "dyt") for p in points)
-  assert {p.get("model.dyt_alpha_init") for p in points} == {None, 0.5, 1.0, 2.0}
+  assert {p.get("model.dyt_alpha_init") for p in points} == {None, 0.05, 0.1, 0.2, 0.5}
 
 
 # --- long_training ---------------------------------------------------------------------------

@@ -1,0 +1,76 @@
+"""depth_post (experiments/depth_post.py): post-norm at depth with small LRs and long warm-up,
+judged against the bigram level each run recorded, on constructed runs with a known answer."""
+
+import json
+import math
+import os
+
+from configs.default import get_config
+from experiments import analysis as a
+from experiments import depth_post
+from transformer.sweep import report
+from transformer.sweep import points as sw
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIGRAM = 2.43
+
+
+def _runs(tmp_path, loss_at):
+  """Every point of the cpu sweep, ending at `loss_at(depth, lr, warmup, seed)`."""
+  workdir = tmp_path / "run"
+  workdir.mkdir(exist_ok=True)
+  (workdir / "baselines.json").write_text(json.dumps(
+      {"unigram_nats": 3.36, "bigram_nats": BIGRAM, "train_tokens": 1, "params": 1}))
+  runs = []
+  for p in depth_post.get_sweep("cpu"):
+    o = {k: p[k] for k in (depth_post.DEPTH, a.LR, depth_post.WARM, "seed")}
+    loss = loss_at(o[depth_post.DEPTH], o[a.LR], o[depth_post.WARM], o["seed"])
+    r = report.Run(sw.point_name(p, [p]), o, p["train.num_steps"], str(workdir),
+                   {"train": [{"step": 1, "split": "train", "loss": math.log(259)}],
+                    "eval": [{"step": p["train.num_steps"], "split": "eval", "loss": loss}]})
+    r.status = "finished"
+    runs.append(r)
+  return runs
+
+
+def _verdict(lines):
+  return next(line for line in lines if line.startswith("**"))
+
+
+def test_the_sweep_is_post_norm_at_three_depths_with_small_lrs_and_long_warmup():
+  points = depth_post.get_sweep("cpu")
+  assert len(points) == 3 * 3 * 2 * 2
+  assert {p["model.norm_placement"] for p in points} == {"post"}
+  assert {p[depth_post.WARM] for p in points} == {20, 300}  # short, and half of 600 steps
+  assert {p[a.LR] for p in points} == {1e-4, 3e-4, 1e-3}
+  sw.validate_points(get_config(), points)
+  assert sw.sweep_report_settings(os.path.join(ROOT, "experiments", "depth_post.py"))["claim"]
+
+
+def test_depth_post_agrees_when_no_deep_setting_beats_the_bigram_level(tmp_path):
+  lines = depth_post.analyze(_runs(tmp_path, lambda d, lr, w, s: 1.9 if d == 6 else 2.5))
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert "- 12 layers trains at margin 0.3: no setting." in lines
+
+
+def test_depth_post_disagrees_when_the_long_warmup_rescues_every_depth(tmp_path):
+  def loss(d, lr, w, s):
+    return 1.9 + 0.01 * s if d == 6 or (lr == 1e-4 and w == 300) else 3.3
+  lines = depth_post.analyze(_runs(tmp_path, loss))
+  assert _verdict(lines).startswith("**Disagrees.**")
+  assert "- 24 layers trains at margin 0.3: LR 0.0001 warm-up 300." in lines
+  assert any("The call holds at margins" in line for line in lines)
+
+
+def test_depth_post_is_partly_right_when_only_the_deepest_stack_fails(tmp_path):
+  lines = depth_post.analyze(_runs(tmp_path, lambda d, lr, w, s: {6: 1.9, 12: 2.0}.get(d, 2.5)))
+  assert _verdict(lines).startswith("**Partly agrees.**")
+  assert "trains at 12 layers but not at 24" in _verdict(lines)
+  assert any("The call holds at margins 0.2, 0.3, 0.4" in line for line in lines)
+
+
+def test_depth_post_says_when_a_neighbouring_margin_flips_the_call(tmp_path):
+  # 24 layers ends 0.38 below the bigram level: trained at margins 0.2 and 0.3, not at 0.4.
+  lines = depth_post.analyze(_runs(tmp_path, lambda d, lr, w, s: {6: 1.9, 12: 2.0}.get(d, 2.05)))
+  assert _verdict(lines).startswith("**Disagrees.**")
+  assert any("does not hold at margins 0.2, 0.3, 0.4" in line for line in lines)
