@@ -2,6 +2,7 @@
 # A real single-node SLURM cluster on this machine, for the `slurm` tests (pytest -m slurm).
 #
 #   sudo bash scripts/slurm_local.sh up       # install (once), configure, start, wait until idle
+#   sudo bash scripts/slurm_local.sh install  # the packages only (CI runs it beside pip)
 #   bash scripts/slurm_local.sh status        # sinfo and squeue
 #   sudo bash scripts/slurm_local.sh down     # stop the daemons (the packages stay)
 #
@@ -131,6 +132,9 @@ case ${1:-} in
     start_munge
     start_slurm
     wait_idle ;;
+  install)
+    need_root install
+    install ;;
   down)
     need_root down
     stop "$state/slurmd.pid" slurmd
@@ -143,6 +147,6 @@ case ${1:-} in
     timeout 10 sinfo || die "slurmctld does not answer: run 'bash scripts/slurm_local.sh up'."
     timeout 10 squeue ;;
   *)
-    echo "usage: bash scripts/slurm_local.sh up|down|status" >&2
+    echo "usage: bash scripts/slurm_local.sh up|install|down|status" >&2
     exit 2 ;;
 esac
