@@ -28,6 +28,7 @@ from transformer.data.facts import FIRST_REGULAR_ID, DataFacts
 from transformer.evaluation import decode
 from transformer.model.models import output_projection, shift_right
 from transformer.train import init_from
+from transformer.train.hf_tokenizer import id_offset
 from transformer.train.losses import chunked_cross_entropy_sums, cross_entropy_sums
 
 
@@ -145,7 +146,6 @@ class TaskBase:
     if self.config.model.init_from:
       abstract = jax.eval_shape(lambda r: nn.meta.unbox(self.init_boxed_params(r)),
                                 jax.random.PRNGKey(0))
-      from transformer.train.hf_tokenizer import id_offset  # noqa: PLC0415
       self.pretrained = init_from.matching_params(
           self.config.model.init_from, abstract, log, vocab_size=self.config.model.vocab_size,
           id_offset=id_offset(self.facts.tokenizer))
