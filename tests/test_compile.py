@@ -333,3 +333,28 @@ def test_remat_cuts_the_temporaries_of_a_deeper_model():
   temps = {remat: aot.compile_steps(aot.with_layout(config, remat=remat), devices)[2][0].temp_bytes
            for remat in ("none", "full")}
   assert temps["full"] < temps["none"] / 2, temps
+
+
+@needs_libtpu
+def test_the_readmes_fits_table_has_the_scripts_header_and_a_cell_for_every_compile():
+  """The README's table is the script's output, not typed: its header is `header()`'s (up to
+  the versions, which name the machine that made it), and it has one row per preset, layout
+  and remat in the script's order, each cell GiB or OOM."""
+  import re  # noqa: PLC0415
+  spec = importlib.util.spec_from_file_location("fits_table",
+                                                os.path.join(ROOT, "scripts", "fits_table.py"))
+  ft = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(ft)
+  with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    block = f.read().split(ft.START, 1)[1].split(ft.END, 1)[0].strip("\n").split("\n")
+  devices = {t: aot.topology_devices(topologies.get(t)) for t in ft.TOPOLOGIES}
+  head = ft.header(devices)
+  unversioned = lambda line: line.split(" jax ")[0]  # noqa: E731
+  assert [unversioned(x) for x in block[:len(head)]] == [unversioned(x) for x in head]
+  rows = [line.split(" | ") for line in block[len(head):]]
+  assert [(r[0].strip("| "), r[1], r[2]) for r in rows] == [
+      (p, layout, remat) for p in ft.PRESETS for layout in ft.LAYOUTS for remat in ft.REMATS]
+  for r in rows:
+    cells = [c.strip("| ") for c in r[3:]]
+    assert len(cells) == len(ft.TOPOLOGIES)
+    assert all(re.fullmatch(r"\d+\.\d\d|OOM \(\d+\.\d\)", c) for c in cells), r
