@@ -1,5 +1,7 @@
-"""Launcher settings: GPU XLA flags (GPU only, user flags win) and the compilation cache."""
+"""Launcher settings: GPU XLA flags (GPU only, user flags win), the CPU backend alone where
+libtpu is installed without a TPU, and the compilation cache."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -30,6 +32,39 @@ def test_flags_are_added_only_where_a_gpu_is_present(monkeypatch):
 
 def test_no_gpu_when_jax_platforms_excludes_it():
   assert not runtime.gpu_present({"JAX_PLATFORMS": "cpu"})
+
+
+@pytest.mark.skipif(importlib.util.find_spec("libtpu") is None, reason="needs libtpu installed")
+def test_a_launch_without_a_tpu_does_not_start_libtpu():
+  """With libtpu installed and no TPU, JAX would start libtpu, which prints its search for a
+  TPU (TPU_ACCELERATOR_TYPE, worker hostnames) on every launch; the launcher's setting keeps
+  JAX on the CPU first."""
+  code = ("import jax, sys; from transformer.train import runtime; r = {}; "
+          "r['restricted'] = {restrict} and runtime.skip_absent_tpu(); jax.devices(); "
+          "print(r['restricted'])")
+  env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+  outs = {}
+  for restrict in (False, True):
+    r = subprocess.run([sys.executable, "-c", code.replace("{restrict}", str(restrict))], cwd=ROOT,
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    outs[restrict] = (r.stdout.strip(), r.stderr)
+  assert "TPU_ACCELERATOR_TYPE" in outs[False][1]  # what the setting is for (fails if libtpu
+  assert outs[True] == ("True", "")                # ever stops printing it: then drop this)
+
+
+def test_the_tpu_setting_leaves_tpu_vms_gpu_machines_and_a_users_choice_alone(monkeypatch):
+  from jax._src import hardware_utils  # noqa: PLC0415 -- the private API the setting uses
+  assert callable(hardware_utils.num_available_tpu_chips_and_device_id)  # fails if JAX moves it
+  assert not runtime.skip_absent_tpu({"JAX_PLATFORMS": "tpu,cpu"})
+  monkeypatch.setattr(hardware_utils, "num_available_tpu_chips_and_device_id", lambda: (4, 5))
+  env = {}
+  assert not runtime.skip_absent_tpu(env) and env == {}
+  monkeypatch.setattr(hardware_utils, "num_available_tpu_chips_and_device_id", lambda: (0, None))
+  real_find_spec = importlib.util.find_spec
+  monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: (
+      object() if name == "jax_cuda12_plugin" else real_find_spec(name, *a)))
+  assert not runtime.skip_absent_tpu(env) and env == {}
 
 
 def test_this_xla_accepts_the_gpu_flags():

@@ -268,6 +268,7 @@ def main(argv: list[str]) -> None:
   added = runtime.add_gpu_xla_flags(config.train.xla_gpu_flags)
   if added:
     logging.warning("GPU: added XLA flags %s (train.xla_gpu_flags=False to skip)", added)
+  runtime.skip_absent_tpu()
   if config.train.compilation_cache_dir:
     runtime.enable_compilation_cache(config.train.compilation_cache_dir)
   try:

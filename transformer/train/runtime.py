@@ -1,5 +1,6 @@
-"""Process-wide settings the launcher applies before anything compiles: XLA flags for GPUs and
-the persistent compilation cache.
+"""Process-wide settings the launcher applies before anything compiles: XLA flags for GPUs, the
+CPU backend alone where libtpu is installed without a TPU, and the persistent compilation
+cache.
 
 XLA reads `XLA_FLAGS` once, when JAX creates its first backend, so `add_gpu_xla_flags` must
 run before any device is touched; it decides whether a GPU is present from the environment
@@ -51,6 +52,29 @@ def add_gpu_xla_flags(enabled: bool, environ=os.environ) -> list[str]:
   before = environ.get("XLA_FLAGS", "")
   environ["XLA_FLAGS"] = with_flags(before, GPU_XLA_FLAGS)
   return environ["XLA_FLAGS"][len(before):].split()
+
+
+def skip_absent_tpu(environ=os.environ) -> bool:
+  """Restricts JAX to the CPU where libtpu is installed (the `[tpu]` and `[test]` extras, for
+  `--mode=compile`) but this machine has no TPU chip and no GPU plugin: JAX would otherwise
+  start libtpu, which prints five lines of errors looking for a TPU on every launch. A set
+  `JAX_PLATFORMS`, a TPU VM (JAX's own chip count, from the PCI devices) and a GPU plugin are
+  left alone. Must run before JAX starts a backend; returns whether it restricted JAX."""
+  if "JAX_PLATFORMS" in environ or importlib.util.find_spec("libtpu") is None:
+    return False
+  if any(importlib.util.find_spec(p) is not None for p in _GPU_PLUGINS):
+    return False
+  try:
+    from jax._src import hardware_utils  # noqa: PLC0415 -- private: guarded below
+    chips, _ = hardware_utils.num_available_tpu_chips_and_device_id()
+  except Exception:  # noqa: BLE001 -- JAX moved it: change nothing rather than guess
+    return False
+  if chips:
+    return False
+  import jax  # noqa: PLC0415 -- imported already by hardware_utils; no backend started yet
+  environ["JAX_PLATFORMS"] = "cpu"  # for child processes (sweep points, multihost workers)
+  jax.config.update("jax_platforms", "cpu")  # JAX read the environment at its import
+  return True
 
 
 def enable_compilation_cache(directory: str) -> None:
