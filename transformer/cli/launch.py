@@ -212,8 +212,12 @@ def exit_at_once_on_failure():
   try:
     yield
   except BaseException as e:  # noqa: BLE001
-    import jax  # noqa: PLC0415 -- loaded by now; this module imports no JAX itself
-    if jax.process_count() == 1 or (isinstance(e, SystemExit) and not e.code):
+    # Only a run that joined a distributed one has peers to stop. Asking JAX otherwise would
+    # import it and start a backend just to exit (libtpu, where installed, then prints its
+    # search for a TPU under a flag error's one line).
+    jax = sys.modules.get("jax")
+    if (jax is None or not jax.distributed.is_initialized() or jax.process_count() == 1
+        or (isinstance(e, SystemExit) and not e.code)):
       raise
     if not isinstance(e, SystemExit):
       traceback.print_exc()
