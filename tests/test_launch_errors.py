@@ -38,7 +38,7 @@ def _assert_clean_failure(rc, stdout, stderr, *phrases, alone=True):
 
 
 @pytest.mark.parametrize("flags, phrases", [
-    (["--workdir=/proc/forbidden"], ["--workdir='/proc/forbidden' cannot be used"]),
+    (["--workdir=/proc/forbidden"], ["--workdir='/proc/forbidden' (its parent /proc) cannot be written"]),
     (["--config.data.tokenizer=sentencepiece", "--config.data.spm_model=/nowhere/x.model"],
      ["--config.data.spm_model='/nowhere/x.model': no such file"]),
     (["--config.data.tokenizer=hf:/nowhere/tokenizer.json"],

@@ -251,6 +251,7 @@ def main(argv: list[str]) -> None:
   workdir = _WORKDIR.value or default_workdir(config_arg(sys.argv[1:], "configs/default.py"),
                                               sys.argv)
   _check_flags(workdir)
+  _check_writes(workdir)
   try:
     config = from_config_dict(_CONFIG.value)
   except ConfigError as e:
@@ -329,6 +330,42 @@ def _run_mode(config, workdir: str) -> None:
       train_and_evaluate(config, workdir)
   except (ConfigError, RunError) as e:
     _exit_with(e)
+
+def _writes(workdir: str) -> list[tuple[str, str, str]]:
+  """`(folder, flag, what)` for each folder `--mode` writes into (bench only with a profile,
+  which `train.profile_steps` asks for; compile and data_bench write nothing)."""
+  mode = _MODE.value
+  if mode == "train":
+    return [(workdir, "--workdir", "its checkpoints, metrics and config.json")]
+  if mode == "eval":
+    return [(workdir, "--workdir", "the evaluation's metrics (<workdir>/eval/)")]
+  if mode == "sample":
+    return [(workdir, "--workdir", "samples.txt")]
+  if mode == "diagnose":
+    return [(workdir, "--workdir", "diagnose.json and diagnose.png")]
+  if mode == "prepare" and _PREPARE_DIR.value:
+    return [(_PREPARE_DIR.value, "--prepare_dir", "the token files and meta.json")]
+  if mode == "export" and _EXPORT_DIR.value:
+    return [(_EXPORT_DIR.value, "--export_dir", "model.safetensors and config.json")]
+  sweep_dir, report_dir = flags.FLAGS["sweep_dir"].value, flags.FLAGS["report_dir"].value
+  if mode == "sweep" and sweep_dir:
+    return [(sweep_dir, "--sweep_dir", "one workdir per point, sweep.json and the report")]
+  if mode == "report" and (report_dir or sweep_dir):
+    return [(report_dir, "--report_dir", "the comparison") if report_dir else
+            (sweep_dir, "--sweep_dir", "report.md, results.csv and the figures")]
+  return []
+
+
+def _check_writes(workdir: str) -> None:
+  """Every folder this mode writes into takes a write, before any data is read or anything
+  compiled: a read-only place is one line, not a traceback after the work."""
+  from transformer.cli.preflight import check_writable  # noqa: PLC0415
+  for folder, flag, what in _writes(workdir):
+    try:
+      check_writable(folder, flag, _MODE.value, what)
+    except RunError as e:
+      exit_with(e)
+
 
 def _check_flags(workdir: str) -> None:
   """Every flag of this mode (transformer/cli/flag_checks.py); exit status 2 on a wrong one."""

@@ -29,6 +29,29 @@ def check_workdir(workdir: str) -> None:
     raise _unusable(workdir, e) from None
 
 
+def check_writable(path: str, flag: str, mode: str, what: str) -> None:
+  """`--mode=mode` will write `what` into the folder `path` (created if missing): a file can be
+  created and removed there, or in its nearest existing parent when it does not exist yet, so
+  the probe leaves nothing behind. A URL gets `paths.probe_write` (bounded in time). A one-line
+  RunError naming `flag` otherwise: run before anything is read or compiled."""
+  if paths.has_scheme(path):
+    paths.probe_write(path, flag=flag)
+    return
+  where = os.path.abspath(path)
+  while not os.path.exists(where) and os.path.dirname(where) != where:
+    where = os.path.dirname(where)
+  try:
+    if not os.path.isdir(where):
+      raise NotADirectoryError(20, "Not a directory", where)
+    with tempfile.TemporaryFile(dir=where):
+      pass
+  except OSError as e:
+    place = "" if where == os.path.abspath(path) else f" (its parent {where})"
+    raise RunError(f"{flag}={path!r}{place} cannot be written: {e.strerror or e} "
+                   f"({type(e).__name__}); --mode={mode} writes {what} there. Give a folder "
+                   "you can write to.") from None
+
+
 def _unusable(workdir: str, e: OSError) -> RunError:
   return RunError(f"--workdir={workdir!r} cannot be used: {e.strerror or e} "
                   f"({type(e).__name__}). Pass a --workdir in a directory you can write to.")
