@@ -60,7 +60,7 @@ FLOAT_RANGE = {"temperature": "-1", "top_p": "1.5"}
 
 
 def project_flags() -> list:
-  import launch  # noqa: F401,PLC0415 -- defines every flag (its import parses no argv)
+  from transformer.cli import launch  # noqa: F401,PLC0415 -- defines every flag
   by_module = flags.FLAGS.flags_by_module_dict()
   return sorted({f.name: f for module, fs in by_module.items()
                  if module.startswith("transformer.") for f in fs}.values(),

@@ -171,3 +171,58 @@ def test_a_sweep_preset_that_the_file_does_not_take_is_a_command_line_error(tmp_
 def test_a_good_sweep_file_still_loads():
   points = load_sweep(os.path.join("experiments", "norm_placement.py"))
   assert points and all(isinstance(p, dict) for p in points)
+
+
+# --- whole-file writes ------------------------------------------------------------------------
+
+
+def test_a_whole_file_write_that_dies_leaves_the_old_file_and_no_temporary(tmp_path,
+                                                                            monkeypatch):
+  """paths.write_text (config.json, meta.json, sweep.json, baselines.json, report.md, the
+  sbatch script, ...): a write killed half-way, or a full disk, leaves the previous file as it
+  was and nothing beside it."""
+  from transformer import paths  # noqa: PLC0415
+  target = tmp_path / "config.json"
+  target.write_text('{"old": true}\n')
+
+  class DiskFull(OSError):
+    pass
+
+  real_fsync = os.fsync
+
+  def dies(fd):  # the new bytes are in the temporary file, not yet renamed
+    raise DiskFull(28, "No space left on device")
+
+  monkeypatch.setattr(os, "fsync", dies)
+  with pytest.raises(DiskFull):
+    paths.write_text(str(target), '{"new": true, "long": "' + "x" * 100_000 + '"}\n')
+  monkeypatch.setattr(os, "fsync", real_fsync)
+  assert target.read_text() == '{"old": true}\n'
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
+  paths.write_text(str(target), "new\n", mode=0o755)
+  assert target.read_text() == "new\n" and (target.stat().st_mode & 0o777) == 0o755
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
+
+
+def test_whole_files_the_project_writes_go_through_the_atomic_writer():
+  """No module writes a whole user-visible file with a bare open(..., "w"): each goes through
+  paths.write_text, or renames a temporary file itself (the exceptions listed with why)."""
+  import re  # noqa: PLC0415
+  root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      "transformer")
+  allowed = {
+      "paths.py": "the writer itself",
+      "workdir_lock.py": "the lock: O_EXCL creation and its own rename",
+      "hf_tokenizer.py": "export: writes <name>.tmp, then os.replace",
+      "hf_gpt2.py": "export: writes <name>.tmp, then os.replace",
+      "runs.py": "the report cache: a temporary file, then os.replace",
+      "peaks.py": "the CPU peak cache: a temporary file, then os.replace",
+  }
+  bare = re.compile(r"""open\([^)]*,\s*["']w["']""")
+  found = []
+  for folder, _, files in os.walk(root):
+    for name in files:
+      if name.endswith(".py") and name not in allowed:
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+          found += [f"{name}:{i}" for i, line in enumerate(f, 1) if bare.search(line)]
+  assert found == [], found

@@ -178,9 +178,31 @@ def read_text(path: str) -> str:
     return f.read()
 
 
-def write_text(path: str, text: str) -> None:
-  with open_file(path, "w", encoding="utf-8") as f:
-    f.write(text)
+def write_text(path: str, text: str, mode: Optional[int] = None) -> None:
+  """Writes the whole file `path` at once. Locally: a temporary file beside it (a name no other
+  process uses), flushed to disk, then renamed over `path`, so a crash, a kill or a full disk
+  leaves the old file or the new one, never half of one, and no temporary file behind.
+  `mode` sets the file's permission bits (default: the umask's). On a bucket the store writes
+  an object whole by itself."""
+  if has_scheme(path):
+    with open_file(path, "w", encoding="utf-8") as f:
+      f.write(text)
+    return
+  tmp = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"
+  try:
+    with open(tmp, "x", encoding="utf-8") as f:
+      f.write(text)
+      f.flush()
+      os.fsync(f.fileno())
+    if mode is not None:
+      os.chmod(tmp, mode)
+    os.replace(tmp, path)
+  except BaseException:
+    try:
+      os.unlink(tmp)
+    except OSError:
+      pass
+    raise
 
 
 def append_text(path: str, text: str) -> None:

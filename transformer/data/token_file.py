@@ -34,6 +34,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 
+from transformer import paths
 from transformer.data import foreign_tokens
 from transformer.errors import ConfigError
 
@@ -82,9 +83,7 @@ def write_meta(directory: str, meta: dict) -> str:
   """Writes the sidecar (after the split files, so a complete sidecar means complete data)."""
   meta = {"format": FORMAT, "version": VERSION, "separator": SEPARATOR, **meta}
   path = os.path.join(directory, META_FILE)
-  with open(path + ".tmp", "w") as f:
-    json.dump(meta, f, indent=2, sort_keys=True)
-  os.replace(path + ".tmp", path)
+  paths.write_text(path, json.dumps(meta, indent=2, sort_keys=True))
   return path
 
 

@@ -17,7 +17,7 @@ import json
 import os
 from typing import Sequence
 
-from transformer import kinds, user_files
+from transformer import kinds, paths, user_files
 from transformer.errors import CommandLineError
 from transformer.sweep import points as sweep_lib
 from transformer.workdir import CONFIG_FILE, PROVENANCE
@@ -111,8 +111,8 @@ def write_runs_report(workdirs: Sequence[str], report_dir: str, metric: str = ""
   manifest = {"sweep_file": "", "config": "", "overrides": [], "sweep_dir": report_dir,
               "command": command, "runs": [os.path.abspath(w) for w in workdirs],
               "points": points}
-  with open(os.path.join(report_dir, sweep_lib.MANIFEST), "w") as f:
-    json.dump(manifest, f, indent=1, default=str)
+  paths.write_text(os.path.join(report_dir, sweep_lib.MANIFEST),
+                   json.dumps(manifest, indent=1, default=str))
 
   from transformer.sweep import report  # noqa: PLC0415
   path = report.write_report(report_dir, metric,
@@ -134,8 +134,7 @@ def write_runs_report(workdirs: Sequence[str], report_dir: str, metric: str = ""
   with open(path, encoding="utf-8") as f:
     text = f.read().split("\n")
   at = next((i for i, line in enumerate(text) if line.startswith("## ")), len(text))
-  with open(path, "w", encoding="utf-8") as f:
-    f.write("\n".join(text[:at] + section + text[at:]))
+  paths.write_text(path, "\n".join(text[:at] + section + text[at:]))
 
   print(f"Compared {len(workdirs)} runs; they differ in: {', '.join(fields) or 'nothing'}.")
   width = max(len(n) for n in names)

@@ -24,6 +24,8 @@ import shlex
 import subprocess
 from typing import Sequence
 
+from transformer import paths
+
 
 @dataclasses.dataclass(frozen=True)
 class SlurmResources:
@@ -102,9 +104,7 @@ def array_script(names: Sequence[str], commands: Sequence[Sequence[str]], sweep_
 def write_script(text: str, sweep_dir: str) -> str:
   os.makedirs(os.path.join(sweep_dir, "slurm"), exist_ok=True)
   path = os.path.join(sweep_dir, "sweep.sbatch")
-  with open(path, "w") as f:
-    f.write(text)
-  os.chmod(path, 0o755)
+  paths.write_text(path, text, mode=0o755)
   return path
 
 

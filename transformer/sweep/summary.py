@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
-from transformer import provenance
+from transformer import paths, provenance
 from transformer.config import LEGACY_DEFAULTS
 from transformer.sweep import points as sweep_lib
 from transformer.sweep.runs import (Run, _read_cache, _section, load_runs, saved_config,
@@ -69,8 +69,7 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
       lines.append("")
   lines += _data_section(data_rows)
   path = os.path.join(results_dir, SUMMARY)
-  with open(path, "w") as f:
-    f.write("\n".join(lines).rstrip() + "\n")
+  paths.write_text(path, "\n".join(lines).rstrip() + "\n")
   return path, verdicts
 
 

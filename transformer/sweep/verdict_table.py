@@ -14,7 +14,7 @@ import os
 import re
 import sys
 
-from transformer import REPO_ROOT
+from transformer import REPO_ROOT, paths
 
 SUMMARY = os.path.join("experiments", "results", "README.md")
 README = "README.md"
@@ -91,9 +91,7 @@ def main(argv=None) -> int:
     print(f"{README}'s verdict table is {state}")
     return 0 if current else 1
   if new != readme:
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-      f.write(new)
-    os.replace(path + ".tmp", path)
+    paths.write_text(path, new)
   print(f"{path}: {len(verdicts(summary))} studies' verdicts")
   return 0
 

@@ -21,7 +21,6 @@ run below them has learned more than counts of that order.
 from __future__ import annotations
 
 import json
-import os
 from typing import Iterable, Mapping, Optional
 
 import numpy as np
@@ -88,13 +87,7 @@ def _write(path: str, data, split: str, train_tokens: int, params: int) -> dict:
              "bigram_nats": bigram, "definition": DEFINITION, "train_tokens": int(train_tokens),
              "params": int(params), "tokens_per_param": train_tokens / params}
   text = json.dumps(payload, indent=1) + "\n"
-  if paths.has_scheme(path):  # an object is replaced whole: never half-written
-    paths.write_text(path, text)
-  else:
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-      f.write(text)
-    os.replace(tmp, path)  # a crash leaves the old file or none, never half of one
+  paths.write_text(path, text)  # a crash leaves the old file or none, never half of one
   return payload
 
 
