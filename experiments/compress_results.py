@@ -9,7 +9,9 @@ For every point of the sweep dir (its `sweep.json`):
   relative symlink to it, as `--reuse_runs_from` links it in a fresh sweep;
 - `metrics.jsonl` becomes `metrics.jsonl.gz` (gzip, mtime 0 and no file name in the header:
   the same lines give the same bytes), which `transformer.workdir.read_metrics` reads when
-  there is no plain file. Training keeps appending to a plain `metrics.jsonl`.
+  there is no plain file. Training keeps appending to a plain `metrics.jsonl`;
+- `log.txt` (the point's console output) is removed: no report reads it, and it was a tenth of
+  the committed results (issue 29). Keep the sweep dir itself if you want the logs.
 
 Run it again after a rerun: a plain `metrics.jsonl` replaces the older `.gz`.
 """
@@ -27,6 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from transformer.sweep.points import read_manifest, run_identity  # noqa: E402
 from transformer.workdir import CONFIG_FILE, METRICS_FILE, METRICS_GZ  # noqa: E402
+
+LOG_FILE = "log.txt"  # written by transformer/sweep/local.py beside each point's run
 
 
 def gzip_bytes(data: bytes) -> bytes:
@@ -47,7 +51,11 @@ def metrics_bytes(workdir: str) -> bytes | None:
 
 
 def compress_run(workdir: str) -> bool:
-  """`metrics.jsonl` -> `metrics.jsonl.gz` in `workdir`; False when there is no plain file."""
+  """`metrics.jsonl` -> `metrics.jsonl.gz` in `workdir`, and its `log.txt` removed; False when
+  there is no plain metrics file."""
+  log = os.path.join(workdir, LOG_FILE)
+  if os.path.exists(log):
+    os.remove(log)
   plain = os.path.join(workdir, METRICS_FILE)
   if not os.path.exists(plain):
     return False

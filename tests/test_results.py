@@ -38,6 +38,8 @@ def test_committed_runs_keep_gzipped_metrics_only():
   results = os.path.join(REPO, "experiments", "results")
   plain = [root for root, _, files in os.walk(results) if "metrics.jsonl" in files]
   assert plain == [], f"run compress_results.py on {sorted(plain)[:3]}"
+  logs = [root for root, _, files in os.walk(results) if "log.txt" in files]
+  assert logs == [], f"run compress_results.py on {sorted(logs)[:3]} (it drops log.txt)"
 
 
 def _sweep(directory, names):
@@ -52,6 +54,7 @@ def _run(workdir, lr, rows):
   os.makedirs(workdir)
   (workdir / "config.json").write_text(json.dumps({"optim": {"learning_rate": lr}}))
   (workdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+  (workdir / "log.txt").write_text("step 1/1 | loss 2.5\n")  # the point's console output
 
 
 def test_compress_links_copies_and_gzips_reproducibly(tmp_path):
@@ -66,7 +69,8 @@ def test_compress_links_copies_and_gzips_reproducibly(tmp_path):
   assert compress_results.compress_sweep(str(a)) == ([], 1)
   assert compress_results.compress_sweep(str(b), str(a)) == (["run=1"], 2)
   assert os.readlink(b / "run=1") == os.path.join("..", "a", "lr=1")
-  assert sorted(os.listdir(a / "lr=1")) == ["config.json", "metrics.jsonl.gz"]
+  assert sorted(os.listdir(a / "lr=1")) == ["config.json", "metrics.jsonl.gz"]  # no log.txt
+  assert sorted(os.listdir(b / "run=3")) == ["config.json", "metrics.jsonl.gz"]
   packed = (a / "lr=1" / "metrics.jsonl.gz").read_bytes()
   assert packed[4:8] == b"\0\0\0\0"  # no time stamp: the same lines give the same bytes
   assert packed == (b / "run=2" / "metrics.jsonl.gz").read_bytes()
