@@ -46,3 +46,30 @@ def test_a_new_dataset_is_one_line(monkeypatch, tiny_corpus):
   assert catalog.text_key(builder, cfg) == "text"
   identity = provenance.data_identity({"name": "my_corpus", "source_dir": cfg.source_dir})
   assert identity["source"]["files"] > 0  # fingerprinted as local files, not as TFDS
+
+
+def _prepare(data_dir, barrier, results):
+  barrier.wait()
+  try:
+    builder = pipeline.get_builder(DataConfig(name="synthetic_seq2seq/reverse", data_dir=data_dir))
+    results.put(("ok", builder.info.splits["train"].num_examples))
+  except Exception as e:  # noqa: BLE001 -- reported to the test
+    results.put(("error", repr(e)[:300]))
+
+
+def test_processes_preparing_one_dataset_at_once_all_get_it(tmp_path):
+  """Sweep points that start together build the same dataset: TFDS's final rename let only
+  one of them finish (FileExistsError in the others); they now take turns."""
+  import multiprocessing  # noqa: PLC0415
+  ctx = multiprocessing.get_context("spawn")
+  n = 3
+  barrier, results = ctx.Barrier(n), ctx.Queue()
+  procs = [ctx.Process(target=_prepare, args=(str(tmp_path), barrier, results))
+           for _ in range(n)]
+  for p in procs:
+    p.start()
+  outcomes = [results.get(timeout=300) for _ in procs]
+  for p in procs:
+    p.join(timeout=60)
+  assert [o[0] for o in outcomes] == ["ok"] * n, outcomes
+  assert len({o[1] for o in outcomes}) == 1

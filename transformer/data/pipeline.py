@@ -19,7 +19,9 @@ run would have seen. Multi-process: each process reads its own shard of every sp
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import os
 from typing import Iterator, Optional
 
@@ -51,8 +53,31 @@ def get_builder(cfg: DataConfig) -> tfds.core.DatasetBuilder:
                       "--config.model.kind=decoder_lm only; prepare it from the dataset this "
                       "kind reads instead, and train on that.")
   builder = dataset.build(cfg)
-  builder.download_and_prepare()
+  if not os.path.isdir(builder.data_dir):
+    # Two processes preparing one dataset race TFDS's final rename and the loser fails (two
+    # sweep points starting together did): prepare under an OS lock, which a dead holder
+    # releases, and build again once holding it, as the other may have finished meanwhile.
+    with _exclusive(os.path.join(os.path.dirname(builder.data_dir), ".prepare.lock")):
+      builder = dataset.build(cfg)
+      builder.download_and_prepare()
   return builder
+
+
+@contextlib.contextmanager
+def _exclusive(lock_file: str):
+  """Holds an exclusive `flock` on `lock_file` (created if absent); says so when it waits."""
+  os.makedirs(os.path.dirname(lock_file), exist_ok=True)
+  with open(lock_file, "a", encoding="utf-8") as handle:
+    try:
+      fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      print(f"[data] waiting for another process preparing {os.path.dirname(lock_file)}",
+            flush=True)
+      fcntl.flock(handle, fcntl.LOCK_EX)
+    try:
+      yield
+    finally:
+      fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 @dataclasses.dataclass
