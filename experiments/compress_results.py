@@ -1,19 +1,19 @@
-"""Makes a study's run data small enough to commit, then the report reads it as before.
+"""Packs a study's runs into one small file that its report reads as it read the folders.
 
   python experiments/compress_results.py experiments/results/warmup_stability \
       --link_to=experiments/results/lr_sensitivity
 
-For every point of the sweep dir (its `sweep.json`):
-- with `--link_to=OTHER` (a sweep dir whose runs it reused with `--reuse_runs_from`): a run
-  that is a copy of one of OTHER's (the same `run_identity` and the same metrics) becomes a
-  relative symlink to it, as `--reuse_runs_from` links it in a fresh sweep;
-- `metrics.jsonl` becomes `metrics.jsonl.gz` (gzip, mtime 0 and no file name in the header:
-  the same lines give the same bytes), which `transformer.workdir.read_metrics` reads when
-  there is no plain file. Training keeps appending to a plain `metrics.jsonl`;
-- `log.txt` (the point's console output) is removed: no report reads it, and it was a tenth of
-  the committed results (issue 29). Keep the sweep dir itself if you want the logs.
+For the points of the sweep dir (its `sweep.json`):
+- with `--link_to=OTHER` (a sweep dir whose runs it reused with `--reuse_runs_from`, packed or
+  not): a run that is a copy of one of OTHER's (the same `run_identity` and the same metrics)
+  becomes a link to it, as `--reuse_runs_from` links it in a fresh sweep;
+- every run folder (and link) becomes one line of `runs.jsonl.xz` (`transformer.packed_runs`):
+  its config, metrics (ungzipped), provenance and baselines record; `log.txt` (the point's
+  console output), checkpoints and TensorBoard files are dropped (no report reads them). The
+  folders are removed once the file is written. The same runs give the same bytes.
 
-Run it again after a rerun: a plain `metrics.jsonl` replaces the older `.gz`.
+Run it again after more points finish: their folders join the packed file.
+`python experiments/compress_results.py --unpack DIR` writes the folders back.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from transformer import packed_runs  # noqa: E402
 from transformer.sweep.points import read_manifest, run_identity  # noqa: E402
 from transformer.workdir import CONFIG_FILE, METRICS_FILE, METRICS_GZ  # noqa: E402
 
@@ -39,49 +40,44 @@ def gzip_bytes(data: bytes) -> bytes:
 
 
 def metrics_bytes(workdir: str) -> bytes | None:
-  """The run's metrics lines, plain or from the `.gz`; None when it has neither."""
-  plain, packed = os.path.join(workdir, METRICS_FILE), os.path.join(workdir, METRICS_GZ)
+  """The run's metrics lines: plain, from the `.gz`, or from its sweep's packed file; None
+  when it has none."""
+  plain, zipped = os.path.join(workdir, METRICS_FILE), os.path.join(workdir, METRICS_GZ)
   if os.path.exists(plain):
     with open(plain, "rb") as f:
       return f.read()
-  if os.path.exists(packed):
-    with gzip.open(packed, "rb") as f:
+  if os.path.exists(zipped):
+    with gzip.open(zipped, "rb") as f:
       return f.read()
-  return None
-
-
-def compress_run(workdir: str) -> bool:
-  """`metrics.jsonl` -> `metrics.jsonl.gz` in `workdir`, and its `log.txt` removed; False when
-  there is no plain metrics file."""
-  log = os.path.join(workdir, LOG_FILE)
-  if os.path.exists(log):
-    os.remove(log)
-  plain = os.path.join(workdir, METRICS_FILE)
-  if not os.path.exists(plain):
-    return False
-  with open(plain, "rb") as f:
-    packed = gzip_bytes(f.read())
-  with open(plain + ".gz", "wb") as f:
-    f.write(packed)
-  os.remove(plain)
-  return True
+  text = packed_runs.text(workdir, METRICS_FILE)
+  return None if text is None else text.encode("utf-8")
 
 
 def _identity(workdir: str) -> str | None:
   path = os.path.join(workdir, CONFIG_FILE)
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return run_identity(json.load(f))
+  if os.path.exists(path):
+    with open(path) as f:
+      return run_identity(json.load(f))
+  text = packed_runs.text(workdir, CONFIG_FILE)
+  return None if text is None else run_identity(json.loads(text))
+
+
+def _is_own_run(workdir: str) -> bool:
+  """A run folder of this sweep, or a packed run of its own (not a link to another sweep)."""
+  if os.path.islink(workdir):
+    return False
+  if os.path.isdir(workdir):
+    return True
+  return packed_runs.link_target(workdir) is None and packed_runs.resolve(workdir) is not None
 
 
 def link_copies(sweep_dir: str, other: str) -> list[str]:
-  """Replaces each point of `sweep_dir` that copies a run of `other` by a relative symlink to
-  it; returns the linked point names."""
+  """Replaces each run folder of `sweep_dir` that copies a run of `other` by a relative
+  symlink to it (which `pack` keeps as a link); returns the linked point names."""
   originals = {}
   for p in read_manifest(other)["points"]:
     workdir = os.path.join(other, p["name"])
-    if os.path.isdir(workdir) and not os.path.islink(workdir):
+    if _is_own_run(workdir):
       originals.setdefault(_identity(workdir), []).append(workdir)
   linked = []
   for p in read_manifest(sweep_dir)["points"]:
@@ -99,25 +95,27 @@ def link_copies(sweep_dir: str, other: str) -> list[str]:
 
 
 def compress_sweep(sweep_dir: str, link_to: str = "") -> tuple[list[str], int]:
-  """Links the copies (when `link_to`) then gzips the metrics of every point's own run."""
+  """Links the copies (when `link_to`), then packs every point into `runs.jsonl.xz`.
+  Returns the linked point names and the number of runs packed (links aside)."""
   linked = link_copies(sweep_dir, link_to) if link_to else []
-  count = 0
-  for p in read_manifest(sweep_dir)["points"]:
-    workdir = os.path.join(sweep_dir, p["name"])
-    if os.path.isdir(workdir) and not os.path.islink(workdir):
-      count += compress_run(workdir)
-  return linked, count
+  names = [p["name"] for p in read_manifest(sweep_dir)["points"]]
+  runs, _ = packed_runs.pack(sweep_dir, names)
+  return linked, runs
 
 
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("sweep_dirs", nargs="+")
   parser.add_argument("--link_to", default="", help="a sweep dir whose runs this one reused")
+  parser.add_argument("--unpack", action="store_true", help="write the run folders back")
   args = parser.parse_args(argv)
   for sweep_dir in args.sweep_dirs:
+    if args.unpack:
+      print(f"{sweep_dir}: {packed_runs.unpack(sweep_dir)} run folders written")
+      continue
     linked, count = compress_sweep(sweep_dir, args.link_to)
-    print(f"{sweep_dir}: {len(linked)} runs linked to {args.link_to or '-'}, "
-          f"{count} metrics files gzipped")
+    print(f"{sweep_dir}: {len(linked)} runs linked to {args.link_to or '-'}, {count} runs "
+          f"packed into {packed_runs.PACK}")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,17 @@ def test_layer_profiles_reads_layer_indices_from_names():
                                         "residual_rms/*": {1: 3.0}}
 
 
+def test_the_generic_diagnostics_figures_draw_the_key_quantities_only():
+  from transformer.sweep.figures import key_diagnostic  # noqa: PLC0415
+  for name in ("decoder/*/grad_norm", "encoder/*/update_ratio", "decoder/*/residual_rms",
+               "decoder/*/self_attention/attn_max_logit",
+               "decoder/*/cross_attention/attn_entropy", "output/log_z"):
+    assert key_diagnostic(name), name
+  for name in ("decoder/*/feed_forward/grad_norm", "decoder/*/self_attention/query/grad_norm",
+               "decoder/*/param_norm", "decoder/*/feed_forward/out_rms"):
+    assert not key_diagnostic(name), name
+
+
 def _write_run(workdir, train_losses, eval_rows, diagnostics=()):
   os.makedirs(workdir)
   with open(os.path.join(workdir, "metrics.jsonl"), "w") as f:
@@ -42,6 +53,8 @@ def _write_run(workdir, train_losses, eval_rows, diagnostics=()):
     for step, values in diagnostics:
       f.write(json.dumps({"step": step, "split": "diagnostics", "time": 0.0,
                           **{f"decoder/layer_{i}/feed_forward/grad_norm": v
+                             for i, v in enumerate(values)},
+                          **{f"decoder/layer_{i}/grad_norm": 2 * v
                              for i, v in enumerate(values)}}) + "\n")
 
 

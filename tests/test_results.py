@@ -1,45 +1,78 @@
-"""The committed study results: compressed run data, linked copies, reports that regenerate
-byte for byte from them."""
+"""The committed study results: each study's runs packed in one file (`runs.jsonl.xz`), runs
+reused from another study kept as links, reports that regenerate byte for byte from them, and
+a tracked tree that stays light."""
 
 import filecmp
-import gzip
 import json
+import lzma
 import os
 import shutil
+import subprocess
+
+import pytest
 
 from experiments import compress_results
+from transformer import packed_runs, provenance
+from transformer.errors import UserFileError
 from transformer.sweep import report
+from transformer.sweep.runs import load_runs, recorded_baselines, saved_config
 from transformer.workdir import read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STUDY = "residual_growth"  # small: 6 runs of one step
+RESULTS = os.path.join(REPO, "experiments", "results")
+# residual_growth: 6 one-step runs; long_training: 30 runs of 200 and 2000 steps with
+# provenance; qk_norm_logits: 18 runs of its own and 18 linked from lr_sensitivity's pack.
+STUDIES = ("residual_growth", "long_training", "qk_norm_logits")
 REPORT_FILES = ("report.md", "results.csv")
+TRACKED_LIMIT_BYTES = 15_000_000  # issue 29: the whole tracked tree, what a clone carries
 
 
-def test_the_committed_report_regenerates_byte_for_byte(tmp_path, monkeypatch):
-  committed = os.path.join(REPO, "experiments", "results", STUDY)
-  relative = os.path.join("experiments", "results", STUDY)  # the path the report names
-  copy = tmp_path / relative
-  shutil.copytree(committed, copy, symlinks=True)
+@pytest.mark.parametrize("study", STUDIES)
+def test_the_committed_report_regenerates_byte_for_byte(study, tmp_path, monkeypatch):
+  relative = os.path.join("experiments", "results")  # the paths the reports name
+  shutil.copytree(RESULTS, tmp_path / relative, symlinks=True)  # the studies it links to too
+  copy = tmp_path / relative / study
+  committed = os.path.join(RESULTS, study)
   written = [f for f in os.listdir(copy) if f in REPORT_FILES or f.endswith(".png")]
   assert "report.md" in written and any(f.endswith(".png") for f in written)
   for name in written:  # the report must write each of them again
     os.remove(copy / name)
   monkeypatch.chdir(tmp_path)
-  report.write_report(relative)
+  report.write_report(os.path.join(relative, study))
   assert sorted(os.listdir(copy)) == sorted(os.listdir(committed))
   different = [f for f in os.listdir(committed) if os.path.isfile(os.path.join(committed, f))
                and not filecmp.cmp(os.path.join(committed, f), copy / f, shallow=False)]
-  assert different == [], (f"{different} of {relative} differ from what --mode=report writes "
+  assert different == [], (f"{different} of {study} differ from what --mode=report writes "
                            "now: regenerate the committed reports")
 
 
-def test_committed_runs_keep_gzipped_metrics_only():
-  results = os.path.join(REPO, "experiments", "results")
-  plain = [root for root, _, files in os.walk(results) if "metrics.jsonl" in files]
-  assert plain == [], f"run compress_results.py on {sorted(plain)[:3]}"
-  logs = [root for root, _, files in os.walk(results) if "log.txt" in files]
-  assert logs == [], f"run compress_results.py on {sorted(logs)[:3]} (it drops log.txt)"
+def test_committed_studies_are_packed():
+  """No run folder is committed: every point that ran is a line of its study's packed file."""
+  folders = [os.path.join(study, name) for study in sorted(os.listdir(RESULTS))
+             if os.path.isdir(os.path.join(RESULTS, study))
+             for name in os.listdir(os.path.join(RESULTS, study))
+             if os.path.isdir(os.path.join(RESULTS, study, name))]
+  assert folders == [], f"run compress_results.py on {sorted(folders)[:3]}"
+  for study in os.listdir(RESULTS):
+    if os.path.exists(os.path.join(RESULTS, study, "sweep.json")):
+      assert os.path.exists(os.path.join(RESULTS, study, packed_runs.PACK)), study
+
+
+def test_packed_runs_read_as_their_folders_did():
+  """A packed run's metrics, config, provenance and baselines come back through the usual
+  readers; a linked run reads as the run it links to."""
+  runs = load_runs(os.path.join(RESULTS, "long_training"), entropy=False)
+  assert len(runs) == 30 and all(r.status == "finished" for r in runs)
+  run = runs[0]
+  assert run.final["step"] == run.num_steps and run.metrics["train"]
+  assert saved_config(run.workdir)["model"]["d_model"] == 128
+  assert provenance.read_records(run.workdir)[0]["data"]
+  linked = os.path.join(RESULTS, "qk_norm_logits",
+                        "qk_norm=False,learning_rate=0.01,seed=0")
+  target = packed_runs.link_target(linked)
+  assert target is not None and os.path.basename(os.path.dirname(target)) == "lr_sensitivity"
+  assert read_metrics(linked) == read_metrics(target) != {}
+  assert recorded_baselines(linked) == {}  # runs from before baselines.json
 
 
 def _sweep(directory, names):
@@ -54,26 +87,70 @@ def _run(workdir, lr, rows):
   os.makedirs(workdir)
   (workdir / "config.json").write_text(json.dumps({"optim": {"learning_rate": lr}}))
   (workdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+  (workdir / "baselines.json").write_text(json.dumps({"bigram_nats": 2.4}))
   (workdir / "log.txt").write_text("step 1/1 | loss 2.5\n")  # the point's console output
+  os.makedirs(workdir / "checkpoints" / "1")
 
 
-def test_compress_links_copies_and_gzips_reproducibly(tmp_path):
+def test_compress_links_copies_and_packs_reproducibly(tmp_path):
   rows = [{"step": 1, "split": "eval", "loss": 2.5}]
   a, b = tmp_path / "a", tmp_path / "b"
   _sweep(a, ["lr=1"])
-  _sweep(b, ["run=1", "run=2", "run=3"])
+  _sweep(b, ["run=1", "run=2", "run=3", "run=4"])
   _run(a / "lr=1", 1, rows)
-  _run(b / "run=1", 1, rows)  # a copy of a's run
+  assert compress_results.compress_sweep(str(a)) == ([], 1)
+  _run(b / "run=1", 1, rows)  # a copy of a's (now packed) run
   _run(b / "run=2", 2, rows)  # same metrics, another config: its own run
   _run(b / "run=3", 1, rows + rows)  # same config, other metrics: its own run
-  assert compress_results.compress_sweep(str(a)) == ([], 1)
-  assert compress_results.compress_sweep(str(b), str(a)) == (["run=1"], 2)
-  assert os.readlink(b / "run=1") == os.path.join("..", "a", "lr=1")
-  assert sorted(os.listdir(a / "lr=1")) == ["config.json", "metrics.jsonl.gz"]  # no log.txt
-  assert sorted(os.listdir(b / "run=3")) == ["config.json", "metrics.jsonl.gz"]
-  packed = (a / "lr=1" / "metrics.jsonl.gz").read_bytes()
-  assert packed[4:8] == b"\0\0\0\0"  # no time stamp: the same lines give the same bytes
-  assert packed == (b / "run=2" / "metrics.jsonl.gz").read_bytes()
-  assert gzip.decompress(packed) == (json.dumps(rows[0]) + "\n").encode()
+  assert compress_results.compress_sweep(str(b), str(a)) == (["run=1"], 2)  # run=4 never ran
+  assert sorted(os.listdir(a)) == ["runs.jsonl.xz", "sweep.json"]  # the folders are gone
+  assert sorted(os.listdir(b)) == ["runs.jsonl.xz", "sweep.json"]
+  entries = packed_runs.entries(str(b))
+  assert entries["run=1"] == {"name": "run=1", "link": os.path.join("..", "a", "lr=1")}
+  assert sorted(entries["run=3"]["files"]) == ["baselines.json", "config.json",
+                                               "metrics.jsonl"]  # no log, no checkpoints
   for workdir in ("a/lr=1", "b/run=1", "b/run=2"):
     assert read_metrics(str(tmp_path / workdir)) == {"eval": rows}
+    assert recorded_baselines(str(tmp_path / workdir)) == {"bigram_nats": 2.4}
+  assert read_metrics(str(tmp_path / "b" / "run=4")) == {}
+  packed = (b / "runs.jsonl.xz").read_bytes()
+  compress_results.compress_sweep(str(b), str(a))  # again: nothing changes
+  assert (b / "runs.jsonl.xz").read_bytes() == packed
+  assert compress_results.main([str(b), "--unpack"]) is None
+  assert os.readlink(b / "run=1") == os.path.join("..", "a", "lr=1")
+  assert json.loads((b / "run=2" / "config.json").read_text()) == {"optim": {"learning_rate": 2}}
+  assert (b / "run=3" / "metrics.jsonl").read_text().count("\n") == 2  # its two lines
+  assert read_metrics(str(b / "run=3")) == {"eval": rows}  # one row a step, as before
+
+
+@pytest.mark.parametrize("damage", ["torn", "empty", "not_xz", "bad_line", "not_a_run"])
+def test_a_damaged_packed_file_is_one_line(tmp_path, damage):
+  rows = [{"step": 1, "split": "eval", "loss": 2.5}]
+  _sweep(tmp_path / "s", ["p"])
+  _run(tmp_path / "s" / "p", 1, rows)
+  compress_results.compress_sweep(str(tmp_path / "s"))
+  path = tmp_path / "s" / packed_runs.PACK
+  data = path.read_bytes()
+  damaged = {"torn": data[: len(data) // 2], "empty": b"", "not_xz": b"\xff\xfe not xz",
+             "bad_line": lzma.compress(b'{"name": "p", "files": {}}\n{"name": \n'),
+             "not_a_run": lzma.compress(b'["p"]\n')}[damage]
+  path.write_bytes(damaged)
+  with pytest.raises(UserFileError) as e:
+    read_metrics(str(tmp_path / "s" / "p"))
+  message = str(e.value)
+  assert "\n" not in message and str(path) in message and "restore" in message
+  assert path.read_bytes() == damaged  # reading never rewrites it
+
+
+def test_the_tracked_tree_stays_light():
+  """Issue 29: at most 15 MB tracked (results are most of it), so a clone travels light."""
+  try:
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True,
+                            check=True, timeout=60).stdout
+  except (OSError, subprocess.CalledProcessError) as e:
+    pytest.skip(f"not a git checkout ({e})")
+  sizes = {p: os.path.getsize(os.path.join(REPO, p)) for p in listed.decode().split("\0")
+           if p and os.path.isfile(os.path.join(REPO, p))}
+  total = sum(sizes.values())
+  largest = sorted(sizes, key=sizes.get, reverse=True)[:3]
+  assert total <= TRACKED_LIMIT_BYTES, (f"{total / 1e6:.1f} MB tracked; the largest: {largest}")

@@ -14,6 +14,7 @@ import pytest
 
 from configs.default import get_config
 from transformer import provenance
+from transformer.sweep.runs import saved_config
 from transformer.sweep import points as sw
 from transformer.config import ConfigError
 from transformer.errors import CommandLineError, UserFileError
@@ -132,8 +133,7 @@ def test_runs_saved_before_a_field_existed_keep_their_identity():
   to another value is another run."""
   workdir = os.path.join(ROOT, "experiments", "results", "lr_sensitivity",
                          "norm_placement=pre,learning_rate=0.01,seed=0")
-  with open(os.path.join(workdir, "config.json")) as f:
-    saved = json.load(f)
+  saved = saved_config(workdir)  # packed with its study (transformer.packed_runs)
   assert "loss_chunk" not in saved["train"] and "decay_mask" not in saved["optim"]
   manifest = sw.read_manifest(os.path.dirname(workdir))  # the point as that sweep made it
   point = next(p["overrides"] for p in manifest["points"]

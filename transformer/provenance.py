@@ -35,7 +35,7 @@ import sys
 from importlib import metadata
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from transformer import REPO_ROOT, datasets, paths
+from transformer import REPO_ROOT, datasets, packed_runs, paths
 from transformer.data.local_files import list_source_files, stdlib_dir
 
 KEY = "provenance"  # config.json's key for the first start's record
@@ -244,7 +244,8 @@ def read_records(workdir: str) -> list[dict]:
     with paths.open_file(paths.join(workdir, FILE), "rb") as f:
       lines = f.read().split(b"\n")
   except OSError:
-    lines = []
+    packed = packed_runs.text(workdir, FILE)  # a run of a packed study
+    lines = [] if packed is None else packed.encode("utf-8").split(b"\n")
   for line in lines:
     try:
       row = json.loads(line.decode("utf-8"))

@@ -92,14 +92,16 @@ def parse_json(text: str, path: str, what: str = "", fix: str = _FIX) -> Any:
                      what=what) from None
 
 
-def read_json(path: str, what: str = "", fix: str = _FIX) -> Any:
-  """The JSON value in `path`."""
-  return parse_json(read_text(path, what), path, what, fix)
+def read_json(path: str, what: str = "", fix: str = _FIX, *, text: Optional[str] = None) -> Any:
+  """The JSON value in `path` (in `text`, when given: the file's text read from elsewhere,
+  such as a packed study; errors still name `path`)."""
+  return parse_json(read_text(path, what) if text is None else text, path, what, fix)
 
 
-def read_json_object(path: str, what: str = "", fix: str = _FIX) -> dict:
-  """The JSON object (dict) in `path`; any other JSON value is an error."""
-  value = read_json(path, what, fix)
+def read_json_object(path: str, what: str = "", fix: str = _FIX, *,
+                     text: Optional[str] = None) -> dict:
+  """The JSON object (dict) in `path` (or `text`); any other JSON value is an error."""
+  value = read_json(path, what, fix, text=text)
   if not isinstance(value, dict):
     raise file_error(path, f"holds a JSON {_json_type(value)}, not an object ({{...}})", fix,
                      line=1, what=what)
@@ -111,15 +113,17 @@ def _json_type(value: Any) -> str:
   return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
-def read_json_lines(path: str, what: str = "", *, skip_bad: bool = False) -> list[dict]:
+def read_json_lines(path: str, what: str = "", *, skip_bad: bool = False,
+                    text: Optional[str] = None) -> list[dict]:
   """The JSON objects of a JSON-lines file, one a line (blank lines skipped).
 
   A last line without its newline that does not parse was torn by a kill while it was being
   written: it is left out. Another line that does not parse, or is not an object, is an error
   naming it, unless `skip_bad` (then it is left out too: a torn line that a resumed run
-  appended to).
+  appended to). `text`, when given, is the file's text read from elsewhere (a packed study).
   """
-  text = read_text(path, what)
+  if text is None:
+    text = read_text(path, what)
   rows = []
   lines = text.split("\n")
   for number, line in enumerate(lines, 1):

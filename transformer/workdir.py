@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from transformer import kinds, paths, provenance, user_files
+from transformer import kinds, packed_runs, paths, provenance, user_files
 from transformer.config import LEGACY_DEFAULTS, ConfigError, ExperimentConfig, from_config_dict
 
 CONFIG_FILE = "config.json"
@@ -40,17 +40,20 @@ RESUMABLE_CHANGES = ("train.num_steps", "train.log_every", "train.eval_every",
 
 def read_metrics(workdir: str) -> dict[str, list[dict]]:
   """`{"train": [rows], "eval": [rows], ...}` from `<workdir>/metrics.jsonl` (or, when there
-  is none, `<workdir>/metrics.jsonl.gz`), in step order; `{}` when there is neither.
+  is none, `<workdir>/metrics.jsonl.gz`, or the run's entry in its sweep's packed file,
+  `transformer.packed_runs`), in step order; `{}` when there is none of them.
 
   A resumed run may log a step twice; the last line for a step wins. A line cut short by a
   kill (a torn last line) is skipped.
   """
-  path = paths.join(workdir, METRICS_FILE)
+  path, text = paths.join(workdir, METRICS_FILE), None
   if not paths.exists(path):
-    path += ".gz"  # committed study runs are stored compressed
+    path += ".gz"  # a run compressed by experiments/compress_results.py
     if not paths.exists(path):
-      return {}
-  rows = user_files.read_json_lines(path, "the run's metrics", skip_bad=True)
+      path, text = paths.join(workdir, METRICS_FILE), packed_runs.text(workdir, METRICS_FILE)
+      if text is None:  # not a run of a packed study either
+        return {}
+  rows = user_files.read_json_lines(path, "the run's metrics", skip_bad=True, text=text)
   by_split: dict[str, dict[int, dict]] = {}
   for row in rows:
     if not (isinstance(row.get("split"), str) and isinstance(row.get("step"), int)

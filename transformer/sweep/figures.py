@@ -21,7 +21,22 @@ def _pyplot():
   return plt
 
 
-PNG_COLORS = 256  # plots are lines on white: a palette keeps their colours, 3x smaller
+PNG_COLORS = 64  # plots are lines on white: a palette keeps their colours, 3-4x smaller
+
+# The per-layer diagnostics the report's generic figures draw: the quantities the
+# norm-placement papers argue from (gradient norm and update size per layer, Xiong et al. 2020
+# Fig. 3; residual stream growth, their Lemma 2; attention logit growth and entropy collapse,
+# Wortsman et al. 2023, Zhai et al. 2023; the output softmax's log Z, Wortsman et al.'s z-loss).
+# Every metric stays in the runs' metrics; a study plots others with `report_diagnostics`.
+# (All ~28 of them, one panel each, made figures of 4,000 px no reader could use.)
+KEY_DIAGNOSTICS = ("*/grad_norm", "*/update_ratio", "*/residual_rms", "attn_max_logit",
+                   "attn_entropy", "log_z")
+
+
+def key_diagnostic(name: str) -> bool:
+  """A metric name (layer index as `*`, e.g. `decoder/*/self_attention/attn_max_logit`) that
+  the generic diagnostics figures draw."""
+  return name.endswith(KEY_DIAGNOSTICS)
 
 
 def save_png(plt, fig, path: str, dpi: int) -> None:
@@ -431,19 +446,23 @@ def _plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Se
 
 
 def _panel_grid(plt, n: int):
-  """A figure with `n` panels, three to a row; `axes` is `[rows, cols]`."""
-  cols = min(3, n)
-  rows = math.ceil(n / cols)
+  """A figure with `n` panels and one more for the legend, three to a row; `axes` is
+  `[rows, cols]`."""
+  cols = min(3, n + 1)
+  rows = math.ceil((n + 1) / cols)
   return plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
 
 
 def _save_panels(plt, fig, axes, n: int, path: str) -> None:
-  """Hides the unused panels, puts the legend on the first, writes `path`."""
+  """Puts the legend in the panel after the last drawn one (not over a curve), hides the
+  unused ones, writes `path`."""
+  handles, labels = axes.ravel()[0].get_legend_handles_labels()
   for ax in axes.ravel()[n:]:
     ax.axis("off")
-  axes.ravel()[0].legend(fontsize=6)
+  axes.ravel()[n].legend(handles, labels, loc="upper left", fontsize=6,
+                         ncol=1 if len(labels) <= 18 else 2, frameon=False)
   fig.tight_layout()
-  save_png(plt, fig, path, dpi=100)
+  save_png(plt, fig, path, dpi=90)
 
 def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
   swept = swept_fields(runs)
@@ -458,6 +477,7 @@ def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
                      and _is_number(v) and not _LAYER.match(k)})
       for name, v in values.items():
         series.setdefault(name, {}).setdefault(r.group, {}).setdefault(row["step"], []).append(v)
+  series = {k: v for k, v in series.items() if key_diagnostic(k)}
   if not series:
     return False
   plt = _pyplot()
@@ -486,6 +506,7 @@ def _plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
         continue
       for name, prof in layer_profiles(row).items():
         profiles.setdefault(name, {}).setdefault((r.group, which, row["step"]), []).append(prof)
+  profiles = {k: v for k, v in profiles.items() if key_diagnostic(k)}
   if not profiles:
     return False
   plt = _pyplot()

@@ -13,8 +13,9 @@
 - a `Verdict` section when the sweep file defines `analyze(runs)` (the studies in
   `experiments/`): the file's own test of its claim on these runs, as Markdown lines;
 - `diagnostics.png` when runs log rows with `"split": "diagnostics"`: per-layer profiles of
-  every metric whose name carries a layer index (`.../layer_3/...`), at the first and last
-  diagnostics step.
+  the key quantities among the metrics whose name carries a layer index (`.../layer_3/...`;
+  `figures.KEY_DIAGNOSTICS`), at the first and last diagnostics step, and
+  `diagnostics_steps.png`, the same over training.
 
 A run is marked, and left out of the means, when it *diverged* (a non-finite loss or gradient
 norm) or *collapsed* (its final eval loss is within `COLLAPSE_TOLERANCE` of the unigram
@@ -124,7 +125,8 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
       figures.append((f"Final {metric} against {field}", path))
   figures += study_figures(manifest, runs, sweep_dir)
   if _plot_diagnostics(runs, os.path.join(sweep_dir, "diagnostics.png")):
-    figures.append(("Per-layer diagnostics (first and last diagnostics step)", "diagnostics.png"))
+    figures.append(("Per-layer diagnostics (first and last diagnostics step; the key quantities, "
+                    "figures.KEY_DIAGNOSTICS)", "diagnostics.png"))
   for prefix in manifest.get("report_diagnostics", []):
     for field in fields:
       path = f"{prefix.replace('/', '_')}_vs_{field.replace('.', '_')}.png"
@@ -132,8 +134,8 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
         figures.append((f"{prefix} diagnostics of the last layer at the first diagnostics step "
                         f"against {field} (95% CI over seeds)", path))
   if _plot_diagnostics_over_steps(runs, os.path.join(sweep_dir, "diagnostics_steps.png")):
-    figures.append(("Diagnostics over training (per-layer metrics: the largest layer's value; "
-                    "mean over seeds)", "diagnostics_steps.png"))
+    figures.append(("Key diagnostics over training (per-layer metrics: the largest layer's "
+                    "value; mean over seeds)", "diagnostics_steps.png"))
   lines += ["", *prov.lines] if prov.lines else []
   lines += ["", "## Figures", ""]
   for caption, path in figures:

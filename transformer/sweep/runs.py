@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from transformer import paths, provenance, user_files
+from transformer import packed_runs, paths, provenance, user_files
 from transformer.sweep import points as sweep_lib
 from transformer.workdir import CONFIG_FILE, PROVENANCE, read_metrics
 
@@ -116,7 +116,14 @@ BASELINES = "baselines.json"  # written by a run at its start: unigram/bigram na
 def recorded_baselines(workdir: str) -> dict:
   """The run's `baselines.json` (`{"unigram_nats", "bigram_nats", "train_tokens", "params",
   "tokens_per_param", ...}`); `{}` when it has none or the file is torn or not a JSON object."""
-  return _read_cache(paths.join(workdir, BASELINES))
+  recorded = _read_cache(paths.join(workdir, BASELINES))
+  if recorded or paths.exists(paths.join(workdir, BASELINES)):
+    return recorded
+  try:
+    value = json.loads(packed_runs.text(workdir, BASELINES) or "{}")
+  except ValueError:
+    return {}
+  return value if isinstance(value, dict) else {}
 
 
 def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
@@ -138,11 +145,14 @@ def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
   key = entropy_key(saved.get("data"), recorded)
   if isinstance(cache.get(key), (int, float)):
     return cache[key]
-  if not paths.has_scheme(workdir) and os.path.islink(workdir.rstrip("/")):
+  linked = None if paths.has_scheme(workdir) else (
+      os.path.realpath(workdir.rstrip("/")) if os.path.islink(workdir.rstrip("/"))
+      else packed_runs.link_target(workdir))
+  if linked:
     # A run linked from another sweep (--reuse_runs_from): that sweep's cache holds the value
     # measured for it, which matters for a run that recorded no data identity (its key alone
     # cannot tell which Python's stdlib it read).
-    home = os.path.dirname(os.path.realpath(workdir.rstrip("/")))
+    home = os.path.dirname(linked)
     value = _read_cache(os.path.join(home, "unigram_entropy.json")).get(key)
     if isinstance(value, (int, float)):
       return value
@@ -176,10 +186,13 @@ def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
 def saved_config(workdir: str) -> Optional[dict]:
   """The run's config.json as a dict, None when there is none; a file that is not a JSON
   object is a one-line UserFileError."""
-  path = paths.join(workdir, CONFIG_FILE)
+  path, text = paths.join(workdir, CONFIG_FILE), None
   if not paths.exists(path):
-    return None
-  return user_files.read_json_object(path, user_files.SAVED_CONFIG, user_files.SAVED_CONFIG_FIX)
+    text = packed_runs.text(workdir, CONFIG_FILE)  # a run of a packed study
+    if text is None:
+      return None
+  return user_files.read_json_object(path, user_files.SAVED_CONFIG, user_files.SAVED_CONFIG_FIX,
+                                     text=text)
 
 
 def _section(saved: dict, name: str) -> dict:

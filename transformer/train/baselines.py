@@ -25,7 +25,7 @@ from typing import Iterable, Mapping, Optional
 
 import numpy as np
 
-from transformer import paths, user_files
+from transformer import packed_runs, paths, user_files
 
 FILE = "baselines.json"
 DEFINITION = ("plug-in entropies (nats/token) of the eval split's scored targets y: unigram "
@@ -94,12 +94,14 @@ def _write(path: str, data, split: str, train_tokens: int, params: int) -> dict:
 def read(workdir: str) -> Optional[dict]:
   """The run's recorded baselines; None when it recorded none (a run from before this file,
   or not a decoder LM). A torn or malformed file is a one-line `UserFileError`."""
-  path = paths.join(workdir, FILE)
+  path, text = paths.join(workdir, FILE), None
   if not paths.exists(path):
-    return None
+    text = packed_runs.text(workdir, FILE)  # a run of a packed study
+    if text is None:
+      return None
   record_ = user_files.read_json_object(
       path, "the run's baselines record",
-      "Delete it: the next start of the run measures it again.")
+      "Delete it: the next start of the run measures it again.", text=text)
   for key in ("unigram_nats", "bigram_nats", "train_tokens", "params"):
     if not isinstance(record_.get(key), (int, float)):
       raise user_files.UserFileError(

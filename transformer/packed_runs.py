@@ -1,0 +1,178 @@
+"""A study's finished runs kept in one file, `<sweep_dir>/runs.jsonl.xz`, instead of a folder
+per run: what `experiments/results/` commits (issue 29: 754 run folders made the results 30 MB).
+
+Each line of the (xz-compressed) file is one point of the sweep, by its name:
+
+  {"name": "<point>", "files": {"config.json": "<text>", "metrics.jsonl": "<text>", ...}}
+  {"name": "<point>", "link": "../<other sweep dir>/<its point>"}
+
+`files` holds every text file the run's folder held (metrics ungzipped, the logs and the
+checkpoints excepted); `link` is a run reused from another sweep (`--reuse_runs_from`), read from
+that sweep, as a relative symlink would be. The readers of a run's files
+(`transformer.workdir.read_metrics`, `transformer.sweep.runs.saved_config`,
+`transformer.provenance.read_records`, the baselines record) fall back on `text(workdir, name)`
+when the file is not on disk, so a report regenerates from the packed file alone. `pack` writes
+it (the same runs give the same bytes), `unpack` writes the folders back.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+import lzma
+import os
+import shutil
+from typing import Optional
+
+from transformer import paths
+from transformer.errors import UserFileError
+
+PACK = "runs.jsonl.xz"
+SKIPPED = ("log.txt", ".lock")  # console output and the run lock: not the run's record
+_PRESET = 9 | lzma.PRESET_EXTREME  # 40% smaller than gzip -9 on these files
+
+
+class PackError(UserFileError):
+  """A packed file that cannot be read; its message is one line."""
+
+
+def _pack_path(workdir: str) -> str:
+  return os.path.join(os.path.dirname(os.path.normpath(workdir)), PACK)
+
+
+@functools.lru_cache(maxsize=16)
+def _read(path: str, stamp: tuple) -> dict:
+  del stamp  # the cache key only: a rewritten file is read again
+  try:
+    with open(path, "rb") as f:
+      data = lzma.decompress(f.read())
+  except lzma.LZMAError as e:
+    raise PackError(f"{path}: cannot be read as xz ({e}); restore it from git "
+                    "(git checkout -- <file>).") from None
+  entries = {}
+  for number, line in enumerate(data.split(b"\n"), 1):
+    if not line.strip():
+      continue
+    try:
+      entry = json.loads(line.decode("utf-8"))
+    except ValueError as e:
+      raise PackError(f"{path}, line {number}: not a JSON line ({e}); restore the file from "
+                      "git (git checkout -- <file>).") from None
+    if not (isinstance(entry, dict) and isinstance(entry.get("name"), str)
+            and (isinstance(entry.get("files"), dict) or isinstance(entry.get("link"), str))):
+      raise PackError(f"{path}, line {number}: not a packed run ({{\"name\", \"files\" or "
+                      "\"link\"}); restore the file from git (git checkout -- <file>).")
+    entries[entry["name"]] = entry
+  return entries
+
+
+def entries(sweep_dir: str) -> dict:
+  """`{point name: entry}` of the sweep dir's packed file; `{}` when it has none."""
+  path = os.path.join(sweep_dir, PACK)
+  try:
+    st = os.stat(path)
+  except OSError:
+    return {}
+  return _read(os.path.abspath(path), (st.st_mtime_ns, st.st_size))
+
+
+def resolve(workdir: str, _depth: int = 0) -> Optional[dict]:
+  """The packed entry with `files` for the run at `workdir` (following links); None when the
+  run is not packed."""
+  if "://" in workdir or _depth > 8:
+    return None
+  workdir = os.path.normpath(workdir)
+  entry = entries(os.path.dirname(workdir)).get(os.path.basename(workdir))
+  if entry is None:
+    return None
+  if "link" in entry:
+    return resolve(os.path.join(os.path.dirname(workdir), entry["link"]), _depth + 1)
+  return entry
+
+
+def link_target(workdir: str) -> Optional[str]:
+  """The workdir a packed link names (relative paths kept relative); None otherwise."""
+  if "://" in workdir:
+    return None
+  workdir = os.path.normpath(workdir)
+  entry = entries(os.path.dirname(workdir)).get(os.path.basename(workdir))
+  if entry and "link" in entry:
+    return os.path.normpath(os.path.join(os.path.dirname(workdir), entry["link"]))
+  return None
+
+
+def text(workdir: str, name: str) -> Optional[str]:
+  """The text of the run's file `name` from its sweep's packed file; None when not packed."""
+  entry = resolve(workdir)
+  if entry is None:
+    return None
+  return entry["files"].get(name)
+
+
+def _run_files(workdir: str) -> dict:
+  files = {}
+  for name in sorted(os.listdir(workdir)):
+    path = os.path.join(workdir, name)
+    if name in SKIPPED or not os.path.isfile(path):
+      continue  # checkpoints/, tensorboard/: folders, not the record
+    with open(path, "rb") as f:
+      data = f.read()
+    if name.endswith(".gz"):
+      data, name = gzip.decompress(data), name[:-3]
+    files[name] = data.decode("utf-8")
+  return files
+
+
+def pack(sweep_dir: str, names: list[str]) -> tuple[int, int]:
+  """Writes the points `names` of `sweep_dir` (run folders, or symlinks to another sweep's run,
+  or entries already packed) into its packed file, then removes the folders and symlinks.
+  Returns (runs, links) packed. The same runs give the same bytes."""
+  old = entries(sweep_dir)
+  lines, runs, links = [], 0, 0
+  for name in names:
+    workdir = os.path.join(sweep_dir, name)
+    if os.path.islink(workdir):
+      entry = {"name": name, "link": os.readlink(workdir)}
+    elif os.path.isdir(workdir):
+      entry = {"name": name, "files": _run_files(workdir)}
+    elif name in old:
+      entry = old[name]
+    else:
+      continue  # a point that never ran
+    links += "link" in entry
+    runs += "files" in entry
+    lines.append(json.dumps(entry, sort_keys=True, ensure_ascii=False))
+  data = lzma.compress(("\n".join(lines) + "\n").encode("utf-8"), preset=_PRESET)
+  path = os.path.join(sweep_dir, PACK)
+  tmp = f"{path}.{os.getpid()}.tmp"
+  with open(tmp, "wb") as f:
+    f.write(data)
+    f.flush()
+    os.fsync(f.fileno())
+  os.replace(tmp, path)
+  for name in names:  # only once the file that replaces them is in place
+    workdir = os.path.join(sweep_dir, name)
+    if os.path.islink(workdir):
+      os.remove(workdir)
+    elif os.path.isdir(workdir):
+      shutil.rmtree(workdir)
+  return runs, links
+
+
+def unpack(sweep_dir: str) -> int:
+  """Writes each packed run back as a folder (a link as a relative symlink); returns how many.
+  A folder that exists already is left as it is."""
+  count = 0
+  for name, entry in entries(sweep_dir).items():
+    workdir = os.path.join(sweep_dir, name)
+    if os.path.lexists(workdir):
+      continue
+    if "link" in entry:
+      os.symlink(entry["link"], workdir)
+    else:
+      os.makedirs(workdir)
+      for file_name, content in entry["files"].items():
+        paths.write_text(os.path.join(workdir, file_name), content)
+    count += 1
+  return count
