@@ -13,6 +13,7 @@ each block, attention entropy and max logit), at the last diagnostics step.
 import math
 import os
 
+from experiments import analysis as _analysis
 from experiments import lr_sensitivity
 from experiments.presets import LRS
 
@@ -174,3 +175,8 @@ def summarize(runs):
 
 
 assert LRS  # the grid is lr_sensitivity's (presets.LRS)
+
+# What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
+# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+THRESHOLDS = (_analysis.COLLAPSE,
+              _analysis.CONFIDENCE)

@@ -17,7 +17,8 @@ from experiments.presets import DEFAULT_ACTIVATION, PAPER_ACTIVATION  # noqa: F4
 from transformer.config import LEGACY_DEFAULTS
 from transformer.sweep.report import (Run, clipped_final_loss, initial_loss, layer_profiles,  # noqa: F401
                                       mean_ci, mean_clipped_loss_per_lr)
-from transformer.sweep.report import largest_stable_lr as report_largest_stable_lr
+from transformer.sweep import stats as report_stats
+from transformer.sweep.robustness import Threshold
 
 PLACEMENT = "model.norm_placement"
 LR = "optim.learning_rate"
@@ -76,7 +77,8 @@ def slope_ci(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
   fit = stats.linregress(x, y)
   if x.size < 3:
     return float(fit.slope), float("nan")
-  return float(fit.slope), float(stats.t.ppf(0.975, x.size - 2) * fit.stderr)
+  level = 0.5 + report_stats.CONFIDENCE / 2
+  return float(fit.slope), float(stats.t.ppf(level, x.size - 2) * fit.stderr)
 
 
 def r_squared(x: Sequence[float], y: Sequence[float]) -> float:
@@ -116,8 +118,9 @@ def per_seed(runs: Sequence[Run], statistic: Callable[[Sequence[Run]], Optional[
 
 def largest_stable_lr(runs: Sequence[Run]) -> Optional[float]:
   """The largest learning rate up to which every run (seed) finished healthily, counted up
-  from the best one (`transformer.sweep.report.largest_stable_lr`)."""
-  return report_largest_stable_lr(runs, LR)
+  from the best one: `largest_trained_lr` under the rule HEALTHY (the same LR as
+  `transformer.sweep.report.largest_stable_lr`, which the generic report tables use)."""
+  return largest_trained_lr(runs, CALL_TOLERANCE, rule=HEALTHY)
 
 
 def status_counts(runs: Sequence[Run]) -> str:
@@ -156,12 +159,37 @@ def verdict(agrees, why: str) -> str:
 
 # --- Stability as a curve over the tolerance, significance, protocol -------------------------
 
-# Tolerances (nats/token) at which "trained" is judged: a run is *trained at X* when it did
-# not diverge and its final eval loss is within X of the best final loss its seed reached at
-# any LR in the same setting. The verdicts are given at CALL_TOLERANCE and shown over all.
+# "Collapsed" and "trained", defined once for every study.
+# - *Collapsed* (`transformer.sweep.runs.classify`): the final eval loss is within
+#   COLLAPSE_TOLERANCE (relative) of the unigram entropy of the eval split and the train loss
+#   no longer falls over the second half. *Diverged*: a non-finite loss or gradient norm.
+# - *Trained at X* (rule WITHIN_X): the run did not diverge and its final eval loss (clipped at
+#   ln V) is within X nats/token of the best final loss its seed reached at any LR in the same
+#   setting. The verdicts are given at CALL_TOLERANCE and shown over TOLERANCES.
+# - *Trained* (rule HEALTHY, "stable"): the run finished, neither diverged nor collapsed.
+# A study says which rule its call uses; its `## Robustness` section recomputes the call with
+# the other (SWAP_RULE), the cutoff and X at their neighbours (COLLAPSE, X, RULE below).
 TOLERANCES = (0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 CALL_TOLERANCE = 0.3
 SEEDS_NEEDED = 5
+WITHIN_X, HEALTHY = "within X of the seed's best", "finished healthily"
+SWAP_RULE = False  # True: every call made with the other rule (the robustness section)
+
+COLLAPSE = Threshold("collapse cutoff (relative to the unigram entropy)",
+                     "transformer.sweep.runs", "COLLAPSE_TOLERANCE", (0.01, 0.05),
+                     reclassify=True)
+X = Threshold("X (nats/token)", "experiments.analysis", "CALL_TOLERANCE", (0.2, 0.5))
+CONFIDENCE = Threshold("confidence level of the intervals", "transformer.sweep.stats",
+                       "CONFIDENCE", (0.9, 0.99))
+RULE = Threshold("rule for trained", "experiments.analysis", "SWAP_RULE", (True,),
+                 shown=("the other rule (within X <-> finished healthily)", "the study's own"))
+
+
+def rule_used(rule: str) -> str:
+  """`rule`, or the other one while SWAP_RULE is set."""
+  if not SWAP_RULE:
+    return rule
+  return HEALTHY if rule == WITHIN_X else WITHIN_X
 
 
 def seed_best(runs: Sequence[Run]) -> dict:
@@ -174,12 +202,15 @@ def seed_best(runs: Sequence[Run]) -> dict:
   return best
 
 
-def trained_at(run: Run, best: dict, tolerance: float) -> Optional[bool]:
-  """Whether `run` ended within `tolerance` nats of its seed's best (`seed_best`) and did not
-  diverge; None for a run that has not ended."""
+def trained_at(run: Run, best: dict, tolerance: float, rule: str = WITHIN_X) -> Optional[bool]:
+  """Whether `run` is trained under `rule` (`rule_used`): WITHIN_X, it ended within
+  `tolerance` nats of its seed's best (`seed_best`) and did not diverge; HEALTHY, it finished
+  (neither diverged nor collapsed). None for a run that has not ended."""
   v = clipped_final_loss(run)
   if v is None or run.seed not in best:
     return None
+  if rule_used(rule) == HEALTHY:
+    return run.status == "finished"
   return run.status != "diverged" and v <= best[run.seed] + tolerance
 
 
@@ -189,18 +220,18 @@ def best_lr(runs: Sequence[Run]) -> Optional[float]:
   return min(means, key=means.get) if means else None
 
 
-def largest_trained_lr(runs: Sequence[Run], tolerance: float) -> Optional[float]:
-  """The largest LR up to which every seed is `trained_at` `tolerance`, at that LR and at every
-  grid LR from the best one (`best_lr`) up to it; None when the best LR's runs already fail.
-  Counted up from the best LR as `largest_stable_lr` is (below it a short run is slow, not
-  unstable)."""
+def largest_trained_lr(runs: Sequence[Run], tolerance: float,
+                       rule: str = WITHIN_X) -> Optional[float]:
+  """The largest LR up to which every seed is `trained_at` `tolerance` (under `rule`), at that
+  LR and at every grid LR from the best one (`best_lr`) up to it; None when the best LR's runs
+  already fail. Counted up from the best LR (below it a short run is slow, not unstable)."""
   best = seed_best(runs)
   start = best_lr(runs)
   if start is None:
     return None
   largest = None
   for lr in sorted({r.overrides[LR] for r in runs if r.overrides[LR] >= start}):
-    if not all(trained_at(r, best, tolerance) for r in runs if r.overrides[LR] == lr):
+    if not all(trained_at(r, best, tolerance, rule) for r in runs if r.overrides[LR] == lr):
       break
     largest = lr
   return largest

@@ -18,8 +18,10 @@ which every seed trained at X is tabulated for several X and drawn in
 which it holds. The loss-against-depth figure (`loss_vs_depth.png`) is the raw evidence.
 """
 
+from experiments import analysis as _analysis
 from experiments.presets import TRAINING_SIZES, WARMUP, training
 from transformer.sweep import preset, product
+from transformer.sweep.robustness import Threshold
 
 CLAIM = ("Liu et al. 2020 (Admin); Wang et al. 2022 (DeepNet): post-norm stops training as "
          "the stack gets deeper (WMT14 12L-12L and 18L-18L post-LN failed, with warm-up), while "
@@ -301,3 +303,11 @@ def summarize(runs):
                              f"{fmt_d(m['deepest'][(p, none)][x])} / "
                              f"{fmt_d(m['deepest'][(p, warm)][x])}"}
                          for p in m["placements"]}}
+
+# What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
+# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+THRESHOLDS = (_analysis.COLLAPSE,
+              _analysis.X,
+              _analysis.RULE,
+              _analysis.CONFIDENCE,
+              Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.02, 0.1)))

@@ -11,9 +11,11 @@ claim carries over to our default. The report's per-layer diagnostics profile is
 
 import math
 
+from experiments import analysis as _analysis
 from experiments.presets import AT_INIT, PAPER_ACTIVATION, SIZES
 from transformer.config import NORM_PLACEMENTS
 from transformer.sweep import preset, product
+from transformer.sweep.robustness import Threshold
 
 CLAIM = ("Xiong et al. 2020, Fig. 3: at initialization the per-layer gradient norm of "
          "post-norm grows toward the output layer; pre-norm's is nearly flat across layers.")
@@ -126,3 +128,8 @@ def summarize(runs):
                        f"({len(profs)} seeds)")
   return {"verdict": word, "numbers": numbers, "figure": "diagnostics.png",
           "placements": placements}
+
+# What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
+# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+THRESHOLDS = (_analysis.CONFIDENCE,
+              Threshold("flatness factor", None, "FLAT", (1.25, 2.0)))

@@ -12,6 +12,7 @@ log-log) is the figure to compare with the theorem.
 
 import math
 
+from experiments import analysis as _analysis
 from experiments.presets import AT_INIT, PAPER_ACTIVATION, SIZES
 from transformer.sweep import preset, product
 
@@ -123,3 +124,7 @@ def summarize(runs):
   word, _ = a.verdict_of(lines)
   return {"verdict": word, "numbers": [l[2:] for l in lines if l.startswith("- ")],
           "figure": "feed_forward_wo_grad_norm_vs_model_num_layers.png", "placements": {}}
+
+# What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
+# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+THRESHOLDS = (_analysis.CONFIDENCE,)

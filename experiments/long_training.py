@@ -9,8 +9,10 @@ and for 10x it, warm-up 10% of the run in both, x 5 seeds. The short runs give t
 on this model; the long ones test whether it holds.
 """
 
+from experiments import analysis as _analysis
 from experiments.presets import STEPS, TRAINING_SIZES, WARMUP, training
 from transformer.sweep import preset, product
+from transformer.sweep.robustness import Threshold
 
 CLAIM = ("Xiong et al. 2020: pre-norm converges faster than post-norm; Liu et al. 2020: "
          "post-norm, when it trains, often ends better than pre-norm. So the early ordering "
@@ -158,3 +160,9 @@ def summarize(runs):
           f" after {n} steps" for n in steps))
   return {"verdict": word, "numbers": numbers,
           "figure": "curves.png"}
+
+# What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
+# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+THRESHOLDS = (_analysis.COLLAPSE,
+              _analysis.CONFIDENCE,
+              Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.01, 0.05)))

@@ -11,6 +11,7 @@ lowest LRs; placements are ranked only where their 95% intervals over seeds sepa
 Run this study before warmup_stability, qk_norm_logits and activations: they reuse its runs.
 """
 
+from experiments import analysis as _analysis
 from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.config import NORM_PLACEMENTS
 from transformer.sweep import preset, product
@@ -154,3 +155,9 @@ def summarize(runs):
                          "LR sensitivity (without lowest LRs)": a.ci(m["trim"][p])}
                      for p in m["placements"]},
   }
+
+# What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
+# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+THRESHOLDS = (_analysis.COLLAPSE,
+              _analysis.RULE,
+              _analysis.CONFIDENCE)

@@ -10,8 +10,10 @@ Pre-norm x norm kind x the LR grid x 3 seeds, on the training studies' recipe. D
 are lr_sensitivity's pre-norm runs (linked when that study was run with this code).
 """
 
+from experiments import analysis as _analysis
 from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.sweep import preset, product
+from transformer.sweep.robustness import Threshold
 
 CLAIM = ("Zhu et al. 2025 (DyT): replacing every LayerNorm by DyT(x) = gamma tanh(alpha x) + "
          "beta matches LayerNorm's results mostly without tuning (alpha_0 = 0.5 outside LLMs; "
@@ -151,3 +153,10 @@ def summarize(runs):
   return {"verdict": word,
           "numbers": [said] + numbers,
           "figure": "final_vs_optim_learning_rate.png"}
+
+# What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
+# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+THRESHOLDS = (_analysis.COLLAPSE,
+              _analysis.RULE,
+              _analysis.CONFIDENCE,
+              Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.03, 0.1)))

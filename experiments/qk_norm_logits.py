@@ -10,6 +10,7 @@ its learning-rate table the LR sensitivity with and without qk-norm. The qk_norm
 are lr_sensitivity's pre-norm runs (same config): `--reuse_runs_from` links them.
 """
 
+from experiments import analysis as _analysis
 from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.sweep import preset, product
 
@@ -121,3 +122,8 @@ def summarize(runs):
   numbers += [l for l in lines if l.startswith("Attention entropy")]
   return {"verdict": word, "numbers": numbers,
           "figure": "diagnostics_steps.png", "placements": {}}
+
+# What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
+# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+THRESHOLDS = (_analysis.COLLAPSE,
+              _analysis.CONFIDENCE)

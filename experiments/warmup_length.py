@@ -25,6 +25,7 @@ trained at X is tabulated for several X and drawn against the warm-up length in
 which it holds.
 """
 
+from experiments import analysis as _analysis
 from experiments.presets import (PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, PROTOCOL_STEPS,
                                  protocol)
 from transformer.sweep import preset, product
@@ -182,3 +183,9 @@ def summarize(runs):
                              " / ".join(a.fmt_lr(a.largest_trained_lr(m["sets"][(p, w)], x))
                                         for w in m["warmups"])}
                          for p in m["placements"]}}
+
+# What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
+# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+THRESHOLDS = (_analysis.COLLAPSE,
+              _analysis.X,
+              _analysis.RULE)

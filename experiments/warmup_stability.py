@@ -20,9 +20,11 @@ counts it rests on.
 
 import math
 
+from experiments import analysis as _analysis
 from experiments.presets import (PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES,
                                  PROTOCOL_WARMUP, protocol)
 from transformer.sweep import preset, product
+from transformer.sweep.robustness import Threshold
 
 CLAIM = ("Xiong et al. 2020: Post-LN needs learning-rate warm-up (IWSLT14 with Adam: 8.45 BLEU "
          "without warm-up against about 34 with 4,000 warm-up steps), while Pre-LN can be "
@@ -261,3 +263,11 @@ def summarize(runs):
                          f"largest LR trained at X={x:g}, warm-up {some}":
                          a.fmt_lr(m["largest"][(p, some)][x])} for p in m["placements"]},
   }
+
+# What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
+# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+THRESHOLDS = (_analysis.COLLAPSE,
+              _analysis.X,
+              _analysis.RULE,
+              _analysis.CONFIDENCE,
+              Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.03, 0.1)))

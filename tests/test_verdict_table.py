@@ -16,7 +16,17 @@ pre-norm does not.
 
 **Verdict:** the data partly agrees ([report](alpha/report.md)).
 
+**Robustness:** the call does not hold under every neighbouring threshold (2 of 8 settings change it): X (nats/token) 0.5 gives "agrees"; confidence 0.99 gives "disagrees" (reported: "partly agrees").
+
 - a finding
+
+## beta
+
+**Claim:** Roe 2025: pre-norm trains.
+
+**Verdict:** the data agrees ([report](beta/report.md)).
+
+**Robustness:** the call ("agrees") holds under every neighbouring threshold (4 settings, one moved at a time).
 
 ## Per placement, across the studies
 
@@ -34,9 +44,14 @@ def test_rows_come_from_the_summary():
   assert rows == [{"study": "alpha", "report": "alpha/report.md",
                    "source": "Doe et al. 2024 (X-LN)",
                    "claim": "post-norm | diverges as it gets deeper",  # no parentheses
-                   "verdict": "partly agrees"}]  # the cross-study section has no verdict
+                   "verdict": "partly agrees",
+                   "holds": "no (2 of 8 settings change it)"},
+                  {"study": "beta", "report": "beta/report.md", "source": "Roe 2025",
+                   "claim": "pre-norm trains", "verdict": "agrees",
+                   "holds": "yes (4 settings)"}]  # the cross-study section has no verdict
   assert ("| [alpha](experiments/results/alpha/report.md) | post-norm \\| diverges as it gets "
-          "deeper | Doe et al. 2024 (X-LN) | partly agrees |") in verdict_table.table(_SUMMARY)
+          "deeper | Doe et al. 2024 (X-LN) | partly agrees | no (2 of 8 settings change it) |"
+          ) in verdict_table.table(_SUMMARY)
 
 
 def test_the_readme_table_is_current_and_covers_every_study():

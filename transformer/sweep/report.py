@@ -33,7 +33,7 @@ from typing import Sequence
 from transformer import paths
 from transformer.errors import CommandLineError
 from transformer.sweep import points as sweep_lib
-from transformer.sweep import provenance_report
+from transformer.sweep import provenance_report, robustness
 from transformer.sweep.points import holds_studies  # noqa: F401 -- report.holds_studies
 # The report's parts; their names stay importable from here (report.Run, report.mean_ci, ...).
 from transformer.sweep.runs import (COLLAPSE_TOLERANCE, Run, _section, classify,  # noqa: F401
@@ -91,7 +91,8 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   for warning in prov.warnings:
     print(f"[report] WARNING: {warning}")
   lines += provenance_report.warning_lines(prov)
-  lines += study_verdict(manifest, runs)
+  lines += study_verdict(manifest, runs,
+                         lambda rs: [classify_run(r, sweep_dir) for r in rs])
   group_cols = [k for k in fields]
   header = group_cols + ["healthy / runs"] + [m + (" *" if m == metric else "") for m in names]
   lines += ["## Final eval", "",
@@ -163,10 +164,13 @@ def study_figures(manifest: dict, runs: Sequence[Run], sweep_dir: str) -> list[t
     return []
 
 
-def study_verdict(manifest: dict, runs: Sequence[Run]) -> list[str]:
+def study_verdict(manifest: dict, runs: Sequence[Run],
+                  reclassify=lambda runs: None) -> list[str]:
   """The `## Verdict` lines of a study: its sweep file's `analyze(runs)`, which measures the
-  claim's quantities on these runs and says whether they agree; [] for a plain sweep. A
-  failing analysis is reported in the report (and printed), never hidden."""
+  claim's quantities on these runs and says whether they agree, then `## Robustness`, the
+  verdict under the neighbouring thresholds its file lists (`robustness.section`; `reclassify`
+  classifies the runs again when a threshold moves the collapse cutoff); [] for a plain sweep.
+  A failing analysis is reported in the report (and printed), never hidden."""
   if not manifest["sweep_file"]:  # --runs: hand-launched runs, no sweep file
     return []
   try:
@@ -177,7 +181,8 @@ def study_verdict(manifest: dict, runs: Sequence[Run]) -> list[str]:
   if analyze is None:
     return []
   try:
-    return ["## Verdict", "", *analyze(list(runs)), ""]
+    lines = ["## Verdict", "", *analyze(list(runs)), ""]
+    return lines + robustness.section(module, list(runs), reclassify)
   except Exception as e:  # noqa: BLE001
     print(f"[report] {manifest['sweep_file']}: analyze() failed: {type(e).__name__}: {e}")
     return ["## Verdict", "", f"The analysis failed ({type(e).__name__}: {e}); the tables "

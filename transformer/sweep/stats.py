@@ -14,9 +14,13 @@ import numpy as np
 from transformer.sweep.runs import Run, _section, saved_config
 
 
-def mean_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-  """Mean and the half-width of its `confidence` interval (Student's t, n - 1 degrees of
-  freedom); the half-width is nan for fewer than 2 values."""
+CONFIDENCE = 0.95  # of every interval the reports give; a robustness section moves it
+
+
+def mean_ci(values: Sequence[float], confidence: Optional[float] = None) -> tuple[float, float]:
+  """Mean and the half-width of its `confidence` interval (default CONFIDENCE; Student's t,
+  n - 1 degrees of freedom); the half-width is nan for fewer than 2 values."""
+  confidence = CONFIDENCE if confidence is None else confidence
   x = np.asarray(values, np.float64)
   if x.size == 0:
     return float("nan"), float("nan")

@@ -9,6 +9,7 @@ from typing import Sequence
 from transformer import paths, provenance
 from transformer.config import LEGACY_DEFAULTS
 from transformer.sweep import points as sweep_lib
+from transformer.sweep.robustness import ROBUSTNESS_LINE
 from transformer.sweep.runs import (Run, _read_cache, _section, load_runs, saved_config,
                                    study_claim)
 
@@ -52,7 +53,8 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
            "the tolerance or seed counts it depends on and the points to add.", ""]
   for name, manifest, s in studies:
     lines += [f"## {name}", "", f"**Claim:** {study_claim(manifest)}", "",
-              f"**Verdict:** the data {s['verdict']} ([report]({name}/report.md)).", ""]
+              f"**Verdict:** the data {s['verdict']} ([report]({name}/report.md)).", "",
+              *_robustness(os.path.join(results_dir, name, "report.md"))]
     lines += [f"- {n}" for n in s.get("numbers", [])]
     lines.append("")
     if s.get("figure") and os.path.exists(os.path.join(results_dir, name, s["figure"])):
@@ -149,6 +151,17 @@ def _recipe_changes_since(runs: Sequence[Run]) -> list[str]:
                  "batch, not on a training batch as Liu et al. 2020 do (fixed since); Admin's "
                  "numbers may change when rerun.")
   return notes
+
+
+def _robustness(report_path: str) -> list[str]:
+  """The study report's robustness line (`robustness.ROBUSTNESS_LINE`: whether its call holds
+  under every neighbouring threshold), as the report states it; [] when it has none."""
+  try:
+    with open(report_path, encoding="utf-8") as f:
+      found = [l for l in f.read().splitlines() if l.startswith(ROBUSTNESS_LINE)]
+  except (OSError, UnicodeDecodeError):
+    return []
+  return [found[0], ""] if found else []
 
 
 def verdict_lines(report_path: str) -> list[str]:

@@ -39,8 +39,9 @@ def _gist(claim: str) -> tuple[str, str]:
 
 
 def verdicts(summary: str) -> list[dict]:
-  """Each study section of the summary: `{"study", "report", "source", "claim", "verdict"}`,
-  in its order. A section without a claim and a verdict (the cross-study tables) is skipped."""
+  """Each study section of the summary: `{"study", "report", "source", "claim", "verdict",
+  "holds"}` (holds: whether the call survives its neighbouring thresholds, from the study's
+  robustness line), in its order. A section without a claim and a verdict (the cross-study tables) is skipped."""
   rows = []
   for section in re.split(r"^## ", summary, flags=re.M)[1:]:
     study = section.splitlines()[0].strip()
@@ -49,18 +50,27 @@ def verdicts(summary: str) -> list[dict]:
     if not (claim and verdict):
       continue
     source, gist = _gist(claim.group(1))
+    robust = re.search(r"^\*\*Robustness:\*\* the call (?:\(.*?\) )?(holds|does not hold)"
+                       r".*?\((\d+)(?: of (\d+))? settings", section, re.M)
+    if robust is None:
+      holds = "-"
+    elif robust.group(1) == "holds":
+      holds = f"yes ({robust.group(2)} settings)"
+    else:
+      holds = f"no ({robust.group(2)} of {robust.group(3)} settings change it)"
     rows.append({"study": study, "report": verdict.group(2), "source": source, "claim": gist,
-                 "verdict": verdict.group(1)})
+                 "verdict": verdict.group(1), "holds": holds})
   return rows
 
 
 def table(summary: str, results_dir: str = "experiments/results") -> str:
   """The markdown table, its links relative to the repository root."""
-  lines = ["| study | claim tested | source | the data |", "| --- | --- | --- | --- |"]
+  lines = ["| study | claim tested | source | the data | call holds at neighbouring thresholds |",
+           "| --- | --- | --- | --- | --- |"]
   for r in verdicts(summary):
     claim = r["claim"].replace("|", "\\|")
     lines.append(f"| [{r['study']}]({results_dir}/{r['report']}) | {claim} | {r['source']} | "
-                 f"{r['verdict']} |")
+                 f"{r['verdict']} | {r['holds']} |")
   return "\n".join(lines)
 
 

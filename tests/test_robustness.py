@@ -1,0 +1,74 @@
+"""A study's verdict recomputed at its neighbouring thresholds (transformer/sweep/robustness.py)."""
+
+import types
+
+from experiments import analysis as a
+from transformer.sweep import robustness, runs as sweep_runs
+from transformer.sweep.robustness import Threshold
+
+
+def _study(margin=0.1):
+  """A study whose call is "agrees" when the gap (0.07) is above its MARGIN."""
+  module = types.SimpleNamespace(MARGIN=margin)
+
+  def analyze(runs):
+    if module.MARGIN == 0.5:
+      raise ZeroDivisionError("a failing analysis")
+    return ["a table", a.verdict(0.07 > module.MARGIN, "the gap is 0.07.")]
+
+  module.analyze = analyze
+  module.THRESHOLDS = (Threshold("margin", None, "MARGIN", (0.05, 0.2, 0.5)),)
+  return module
+
+
+def test_each_neighbour_is_recomputed_and_the_threshold_restored():
+  module = _study()
+  lines = robustness.section(module, [], lambda runs: None)
+  text = "\n".join(lines)
+  assert "| as reported | - | disagrees |" in text
+  assert "| margin | 0.05 | agrees |" in text and "| margin | 0.2 | disagrees |" in text
+  assert "| margin | 0.5 | analysis failed (ZeroDivisionError) |" in text
+  assert lines[-2] == ('**Robustness:** the call does not hold under every neighbouring '
+                       'threshold (2 of 3 settings change it): margin 0.05 gives "agrees"; '
+                       'margin 0.5 gives "analysis failed (ZeroDivisionError)" (reported: '
+                       '"disagrees").')
+  assert module.MARGIN == 0.1  # restored, also after the failing value
+
+
+def test_a_call_that_survives_says_so():
+  module = _study(margin=0.01)
+  module.THRESHOLDS = (Threshold("margin", None, "MARGIN", (0.02, 0.05)),)
+  assert robustness.section(module, [], lambda runs: None)[-2] == (
+      '**Robustness:** the call ("agrees") holds under every neighbouring threshold '
+      '(2 settings, one moved at a time).')
+  del module.THRESHOLDS
+  assert robustness.section(module, [], lambda runs: None) == []
+
+
+def test_the_collapse_cutoff_reclassifies_the_runs_and_the_rule_swaps():
+  """COLLAPSE moves `runs.COLLAPSE_TOLERANCE` and reclassifies under it; RULE swaps "within X"
+  for "finished healthily" in `analysis.trained_at`; both are restored."""
+  seen = []
+  module = types.SimpleNamespace(
+      analyze=lambda runs: [a.verdict(a.SWAP_RULE, f"cutoff {sweep_runs.COLLAPSE_TOLERANCE}")],
+      THRESHOLDS=(a.COLLAPSE, a.RULE))
+  lines = robustness.section(module, ["run"],
+                             lambda runs: seen.append(sweep_runs.COLLAPSE_TOLERANCE))
+  assert seen == [0.01, 0.02, 0.05, 0.02]  # classified under each value, then back
+  assert "| rule for trained | the other rule (within X <-> finished healthily) | agrees |" in (
+      "\n".join(lines))
+  assert sweep_runs.COLLAPSE_TOLERANCE == 0.02 and a.SWAP_RULE is False
+
+
+def test_the_two_rules_for_trained():
+  run = types.SimpleNamespace(seed=0, status="collapsed", overrides={a.LR: 1e-2},
+                              metrics={"eval": [{"step": 10, "loss": 2.05}]}, num_steps=10,
+                              final={"step": 10, "loss": 2.05}, workdir="")
+  best = {0: 2.0}
+  assert a.trained_at(run, best, 0.1) is True  # within X: collapse does not matter
+  assert a.trained_at(run, best, 0.1, rule=a.HEALTHY) is False
+  a.SWAP_RULE = True
+  try:
+    assert a.trained_at(run, best, 0.1) is False and a.trained_at(run, best, 0.1, a.HEALTHY)
+  finally:
+    a.SWAP_RULE = False

@@ -1,0 +1,104 @@
+"""A study's verdict recomputed under its neighbouring thresholds: the report's `## Robustness`.
+
+A verdict turns numbers into a call with thresholds: the collapse cutoff, the tolerance X of
+"trained", a loss margin, the rule for "trained". A reviewer moves each to its neighbours and
+asks whether the call survives. A study's sweep file lists them:
+
+  THRESHOLDS = (analysis.COLLAPSE, analysis.X, analysis.RULE,
+                Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.02, 0.1)))
+
+Each `Threshold` names a module attribute (`module` None: the sweep file's own) and the values
+to try; the section sets it to each value in turn (one threshold moved at a time, the others as
+reported), runs the study's `analyze(runs)` again, and tabulates the verdict word. A threshold
+that changes which runs count as collapsed (`reclassify`) has the runs classified again under
+it. Every attribute is restored afterwards, also when `analyze` fails.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any, Callable, Optional, Sequence
+
+ROBUSTNESS_LINE = "**Robustness:**"  # the summary (results/README.md) quotes this line
+
+
+@dataclasses.dataclass(frozen=True)
+class Threshold:
+  """A verdict threshold: `module.name` (module None: the sweep file) and its neighbours."""
+  label: str
+  module: Optional[str]
+  name: str
+  values: tuple
+  reclassify: bool = False  # the runs' status (collapsed) depends on it
+  shown: tuple = ()  # how the table writes `values` (and the reported value, last), if not as is
+
+
+def _owner(module: Any, t: Threshold) -> Any:
+  return module if t.module is None else importlib.import_module(t.module)
+
+
+def _word(lines: Sequence[str]) -> str:
+  """The verdict word of an `analyze` result: agrees, partly agrees, disagrees, inconclusive."""
+  line = next((l for l in lines if l.startswith("**") and not l.startswith(ROBUSTNESS_LINE)),
+              None)
+  if line is None:
+    return "no verdict"
+  return line.split("**")[1].rstrip(".").lower()
+
+
+def recompute(module: Any, runs: list, reclassify: Callable[[list], None]) -> list[tuple]:
+  """`[(threshold, value, verdict word)]` for every threshold of `module.THRESHOLDS` at each
+  of its values; the verdict as reported first, as `(None, None, word)`."""
+  rows = [(None, None, _word(module.analyze(runs)))]
+  for t in getattr(module, "THRESHOLDS", ()):
+    owner = _owner(module, t)
+    reported = getattr(owner, t.name)
+    for value in t.values:
+      setattr(owner, t.name, value)
+      try:
+        if t.reclassify:
+          reclassify(runs)
+        word = _word(module.analyze(runs))
+      except Exception as e:  # noqa: BLE001 -- a failure is a row of the table, not a crash
+        word = f"analysis failed ({type(e).__name__})"
+      finally:
+        setattr(owner, t.name, reported)
+        if t.reclassify:
+          reclassify(runs)
+      rows.append((t, value, word))
+  return rows
+
+
+def _value(t: Threshold, value: Any) -> str:
+  if t.shown:
+    return t.shown[list(t.values).index(value)] if value in t.values else t.shown[-1]
+  return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def section(module: Any, runs: list, reclassify: Callable[[list], None]) -> list[str]:
+  """The `## Robustness` lines of a study's report; [] when its file lists no THRESHOLDS."""
+  thresholds = getattr(module, "THRESHOLDS", ())
+  if not thresholds or not hasattr(module, "analyze"):
+    return []
+  rows = recompute(module, runs, reclassify)
+  reported = rows[0][2]
+  moved = rows[1:]
+  flips = [(t, v, w) for t, v, w in moved if w != reported]
+  as_reported = ", ".join(f"{t.label} {_value(t, getattr(_owner(module, t), t.name))}"
+                          for t in thresholds)
+  if flips:
+    summary = (f"{ROBUSTNESS_LINE} the call does not hold under every neighbouring threshold "
+               f"({len(flips)} of {len(moved)} settings change it): "
+               + "; ".join(f"{t.label} {_value(t, v)} gives \"{w}\"" for t, v, w in flips)
+               + f" (reported: \"{reported}\").")
+  else:
+    summary = (f"{ROBUSTNESS_LINE} the call (\"{reported}\") holds under every neighbouring "
+               f"threshold ({len(moved)} settings, one moved at a time).")
+  lines = ["## Robustness", "",
+           "The verdict recomputed with one threshold moved to each neighbouring value, the "
+           f"others as reported ({as_reported}):", "",
+           "| threshold | value | verdict |", "|---|---|---|",
+           f"| as reported | - | {reported} |"]
+  lines += [f"| {t.label} | {_value(t, v)} | {w} |" for t, v, w in moved]
+  return lines + ["", summary, ""]
