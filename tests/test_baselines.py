@@ -74,3 +74,45 @@ def test_record_writes_once_and_remeasures_a_torn_file(tmp_path):
     baselines.read(str(tmp_path))
   assert baselines.record(str(tmp_path), data, "validation", train_tokens=1000, params=10)
   assert json.load(open(path))["params"] == 10 and data.calls == 2
+
+
+def _old_study(tmp_path, tiny_corpus):
+  """A study folder with one decoder-LM run from before baselines.json (config, metrics)."""
+  from configs.default import get_config  # noqa: PLC0415
+  cfg = get_config()
+  cfg.data.source_dir, cfg.data.data_dir = tiny_corpus["source_dir"], tiny_corpus["data_dir"]
+  cfg.data.seq_len, cfg.train.batch_size, cfg.train.num_steps = 32, 4, 10
+  cfg.model.d_model, cfg.model.num_heads, cfg.model.d_ff, cfg.model.num_layers = 32, 2, 64, 2
+  study = tmp_path / "study"
+  (study / "run").mkdir(parents=True)
+  (study / "run" / "config.json").write_text(json.dumps(cfg.to_dict()))
+  (study / "sweep.json").write_text(json.dumps({
+      "sweep_file": "x.py", "config": "configs/default.py", "overrides": [],
+      "points": [{"name": "run", "overrides": {"seed": 0}, "num_steps": 10}]}))
+  return study, cfg
+
+
+def test_a_study_from_before_the_record_gets_it_measured_and_checked(tmp_path, tiny_corpus):
+  """experiments/record_baselines.py measures what a run records at its start, checks the
+  unigram entropy against the one the report's entropy cache computed (another code path:
+  a bincount of the eval targets), and writes nothing when they differ."""
+  from experiments import record_baselines  # noqa: PLC0415
+  from transformer.sweep import runs as sweep_runs  # noqa: PLC0415
+  study, cfg = _old_study(tmp_path, tiny_corpus)
+  workdir = str(study / "run")
+  assert sweep_runs.recorded_baselines(workdir) == {}
+  cached = sweep_runs.unigram_entropy(workdir, str(study))  # fills unigram_entropy.json
+  out = record_baselines.record_study(str(study), "")
+  [record] = out["records"]
+  assert record["points"] == ["run"] and record["unigram_nats"] == pytest.approx(cached, abs=1e-9)
+  assert record["train_tokens"] == 10 * 4 * 32 and record["bigram_nats"] < record["unigram_nats"]
+  assert record["params"] == record_baselines._params(cfg.to_dict()) > 10_000
+  read = sweep_runs.recorded_baselines(workdir)  # the report's reader finds it
+  assert read["bigram_nats"] == record["bigram_nats"] and "points" not in read
+  cache = study / "unigram_entropy.json"
+  values = json.loads(cache.read_text())
+  cache.write_text(json.dumps({k: v + 0.01 for k, v in values.items()}))  # another corpus's
+  os.remove(study / sweep_runs.STUDY_BASELINES)
+  with pytest.raises(ValueError, match="another corpus"):
+    record_baselines.record_study(str(study), "")
+  assert not os.path.exists(study / sweep_runs.STUDY_BASELINES)

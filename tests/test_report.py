@@ -165,3 +165,28 @@ def test_unigram_entropy_is_read_from_the_runs_baselines_json(tmp_path):
   (tmp_path / "baselines.json").write_text("{torn")
   assert sweep_runs.recorded_baselines(str(tmp_path)) == {}
   assert sweep_runs.unigram_entropy(str(tmp_path), str(tmp_path)) is None
+
+
+def test_the_budget_section_places_the_best_run_against_the_bigram_level(tmp_path):
+  from transformer.sweep import budget  # noqa: PLC0415
+  from transformer.sweep.runs import Run  # noqa: PLC0415
+  runs = []
+  for name, loss, tokens in (("a", 2.0, 1000), ("b", 2.5, 1000), ("c", 2.2, 2000)):
+    workdir = tmp_path / name
+    workdir.mkdir()
+    (workdir / "baselines.json").write_text(json.dumps(
+        {"unigram_nats": 3.3, "bigram_nats": 2.4, "train_tokens": tokens, "params": 500}))
+    runs.append(Run(name, {"seed": 0}, 10, str(workdir),
+                    {"eval": [{"step": 10, "split": "eval", "loss": loss}]}, "finished"))
+  runs.append(Run("d", {"seed": 1}, 10, str(tmp_path / "d"), {}, "missing"))
+  lines = budget.section(runs)
+  text = "\n".join(lines)
+  assert "unigram 3.3000, bigram 2.4000" in text and "tokens per parameter: 2-4." in text
+  assert "(1 of 4 runs have no record.)" in text
+  assert lines[-2] == ("**Budget:** 2-4 tokens per parameter (1,000-2,000 tokens per run); best "
+                       "run `a` ends at 2.0000 nats/token, 0.400 below the bigram level; 2 of 3 "
+                       "finished runs end below it.")
+  runs[0].final["loss"], runs[2].final["loss"] = 2.3, 2.35  # the best 0.1 below
+  assert ("best run `a` ends at 2.3000 nats/token, 0.100 below the bigram level (short of the "
+          "0.3 the protocol asks)") in budget.section(runs)[-2]
+  assert budget.section([runs[-1]]) == []  # no record: no section

@@ -33,7 +33,7 @@ from typing import Sequence
 from transformer import paths
 from transformer.errors import CommandLineError
 from transformer.sweep import points as sweep_lib
-from transformer.sweep import provenance_report, robustness
+from transformer.sweep import budget, provenance_report, robustness
 from transformer.sweep.points import holds_studies  # noqa: F401 -- report.holds_studies
 # The report's parts; their names stay importable from here (report.Run, report.mean_ci, ...).
 from transformer.sweep.runs import (COLLAPSE_TOLERANCE, Run, _section, classify,  # noqa: F401
@@ -93,6 +93,7 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   lines += provenance_report.warning_lines(prov)
   lines += study_verdict(manifest, runs,
                          lambda rs: [classify_run(r, sweep_dir) for r in rs])
+  lines += budget.section(runs)
   group_cols = [k for k in fields]
   header = group_cols + ["healthy / runs"] + [m + (" *" if m == metric else "") for m in names]
   lines += ["## Final eval", "",

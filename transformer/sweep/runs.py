@@ -111,19 +111,37 @@ def _recorded_identity(saved: dict) -> Optional[str]:
 
 
 BASELINES = "baselines.json"  # written by a run at its start: unigram/bigram nats, tokens, params
+# In a study folder: the same records measured afterwards for its runs from before BASELINES
+# (experiments/record_baselines.py), `{"records": [{..., "points": [names]}]}`.
+STUDY_BASELINES = "study_baselines.json"
 
 
 def recorded_baselines(workdir: str) -> dict:
   """The run's `baselines.json` (`{"unigram_nats", "bigram_nats", "train_tokens", "params",
-  "tokens_per_param", ...}`); `{}` when it has none or the file is torn or not a JSON object."""
+  "tokens_per_param", ...}`), from its folder or its study's packed file, else its entry in
+  its study's `study_baselines.json`; `{}` when there is none or the file is torn or not a
+  JSON object."""
   recorded = _read_cache(paths.join(workdir, BASELINES))
   if recorded or paths.exists(paths.join(workdir, BASELINES)):
     return recorded
   try:
     value = json.loads(packed_runs.text(workdir, BASELINES) or "{}")
   except ValueError:
+    value = {}
+  if isinstance(value, dict) and value:
+    return value
+  if paths.has_scheme(workdir):
     return {}
-  return value if isinstance(value, dict) else {}
+  home = workdir.rstrip("/")
+  if os.path.islink(home):
+    home = os.path.realpath(home)
+  home = packed_runs.link_target(home) or home
+  study = _read_cache(os.path.join(os.path.dirname(home), STUDY_BASELINES))
+  name = os.path.basename(home)
+  for record in study.get("records", []) if isinstance(study.get("records"), list) else []:
+    if isinstance(record, dict) and name in (record.get("points") or []):
+      return {k: v for k, v in record.items() if k != "points"}
+  return {}
 
 
 def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:

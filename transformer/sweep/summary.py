@@ -9,6 +9,7 @@ from typing import Sequence
 from transformer import paths, provenance
 from transformer.config import LEGACY_DEFAULTS
 from transformer.sweep import points as sweep_lib
+from transformer.sweep.budget import BUDGET_LINE
 from transformer.sweep.robustness import ROBUSTNESS_LINE
 from transformer.sweep.runs import (Run, _read_cache, _section, load_runs, saved_config,
                                    study_claim)
@@ -54,7 +55,7 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
   for name, manifest, s in studies:
     lines += [f"## {name}", "", f"**Claim:** {study_claim(manifest)}", "",
               f"**Verdict:** the data {s['verdict']} ([report]({name}/report.md)).", "",
-              *_robustness(os.path.join(results_dir, name, "report.md"))]
+              *_quoted(os.path.join(results_dir, name, "report.md"))]
     lines += [f"- {n}" for n in s.get("numbers", [])]
     lines.append("")
     if s.get("figure") and os.path.exists(os.path.join(results_dir, name, s["figure"])):
@@ -153,15 +154,20 @@ def _recipe_changes_since(runs: Sequence[Run]) -> list[str]:
   return notes
 
 
-def _robustness(report_path: str) -> list[str]:
+def _quoted(report_path: str) -> list[str]:
   """The study report's robustness line (`robustness.ROBUSTNESS_LINE`: whether its call holds
-  under every neighbouring threshold), as the report states it; [] when it has none."""
+  under every neighbouring threshold) and budget line (`budget.BUDGET_LINE`: tokens per
+  parameter, the best run against the bigram level), as the report states them."""
   try:
     with open(report_path, encoding="utf-8") as f:
-      found = [l for l in f.read().splitlines() if l.startswith(ROBUSTNESS_LINE)]
+      text = f.read().splitlines()
   except (OSError, UnicodeDecodeError):
     return []
-  return [found[0], ""] if found else []
+  out = []
+  for start in (ROBUSTNESS_LINE, BUDGET_LINE):
+    found = [l for l in text if l.startswith(start)]
+    out += [found[0], ""] if found else []
+  return out
 
 
 def verdict_lines(report_path: str) -> list[str]:
