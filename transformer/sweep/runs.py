@@ -145,24 +145,24 @@ def recorded_baselines(workdir: str) -> dict:
 
 
 def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
-  """Entropy (nats/token) of the token frequencies of the eval split of the run in `workdir`,
-  for decoder LMs; None for other kinds. Cached in `cache_dir` by `entropy_key`: looked up
-  under the data identity the run recorded (its data config alone for a run without one),
-  then under that of the data here, where it is computed (and cached) when neither is. A
-  recorded identity that differs from the data here is reported: the collapse check then
-  compares with the entropy of other bytes."""
+  """Entropy (nats/token) of the token frequencies of the eval split of the run in `workdir`
+  (the collapse check's reference), read, never rebuilt from the data: from the run's
+  baselines record (`recorded_baselines`: written at its start, or measured afterwards for its
+  study), else from the entropy cache `cache_dir/unigram_entropy.json` that the studies from
+  before the record committed (keyed by `entropy_key` under the data identity the run
+  recorded, its data config alone for a run without one), else from the cache of the study a
+  linked run comes from. None when there is none of them, and for kinds other than decoder
+  LMs: collapse is then not checked."""
   recorded_value = recorded_baselines(workdir).get("unigram_nats")
   if isinstance(recorded_value, (int, float)):  # recorded by the run at its start
     return float(recorded_value)
   saved = saved_config(workdir)
   if saved is None or _section(saved, "model").get("kind") != "decoder_lm":
     return None
-  cache_path = paths.join(cache_dir, "unigram_entropy.json")
-  cache = _read_cache(cache_path)
-  recorded = _recorded_identity(saved)
-  key = entropy_key(saved.get("data"), recorded)
-  if isinstance(cache.get(key), (int, float)):
-    return cache[key]
+  key = entropy_key(saved.get("data"), _recorded_identity(saved))
+  value = _read_cache(paths.join(cache_dir, "unigram_entropy.json")).get(key)
+  if isinstance(value, (int, float)):
+    return value
   linked = None if paths.has_scheme(workdir) else (
       os.path.realpath(workdir.rstrip("/")) if os.path.islink(workdir.rstrip("/"))
       else packed_runs.link_target(workdir))
@@ -170,35 +170,10 @@ def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
     # A run linked from another sweep (--reuse_runs_from): that sweep's cache holds the value
     # measured for it, which matters for a run that recorded no data identity (its key alone
     # cannot tell which Python's stdlib it read).
-    home = os.path.dirname(linked)
-    value = _read_cache(os.path.join(home, "unigram_entropy.json")).get(key)
+    value = _read_cache(os.path.join(os.path.dirname(linked), "unigram_entropy.json")).get(key)
     if isinstance(value, (int, float)):
       return value
-  here = provenance.data_identity(_section(saved, "data"))["digest"]
-  if recorded and here != recorded:
-    print(f"[report] {workdir} read data {recorded}; the data here is {here}, so its unigram "
-          "entropy is that of the data here.")
-  key = entropy_key(saved.get("data"), here)
-  if not isinstance(cache.get(key), (int, float)):
-    from transformer.config import DataConfig  # noqa: PLC0415
-    from transformer.data.pipeline import lm_data  # noqa: PLC0415 -- TensorFlow
-    data_cfg = DataConfig(**{k: tuple(v) if isinstance(v, list) else v
-                             for k, v in saved["data"].items()})
-    data = lm_data(data_cfg, saved["train"]["batch_size"], seed=0, workdir=workdir)
-    counts = np.zeros(data.tokenizer.vocab_size, np.int64)
-    for batch in data.eval_batches():
-      counts += np.bincount(batch["targets"][batch["weights"] > 0].ravel(),
-                            minlength=counts.size)[:counts.size]
-    p = counts[counts > 0] / counts.sum()
-    cache[key] = float(-(p * np.log(p)).sum())
-    if paths.has_scheme(cache_path):  # an object is replaced whole: never half-written
-      paths.write_text(cache_path, json.dumps(cache, indent=1))
-      return cache[key]
-    tmp = f"{cache_path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-      json.dump(cache, f, indent=1)
-    os.replace(tmp, cache_path)  # atomic: a killed report leaves no half-written cache
-  return cache[key]
+  return None
 
 
 def saved_config(workdir: str) -> Optional[dict]:
