@@ -190,3 +190,28 @@ def test_the_budget_section_places_the_best_run_against_the_bigram_level(tmp_pat
   assert ("best run `a` ends at 2.3000 nats/token, 0.100 below the bigram level (short of the "
           "0.3 the protocol asks)") in budget.section(runs)[-2]
   assert budget.section([runs[-1]]) == []  # no record: no section
+
+
+def test_figures_plot_nats_wrap_long_titles_and_split_many_panels():
+  """The plots are in the verdicts' unit (loss, nats/token) unless --report_metric says
+  otherwise; a long panel title wraps after a comma; more than MAX_PANELS curve panels become
+  one figure per value of the first field (the depth study's 48 panels: one per placement)."""
+  from transformer.sweep import figures  # noqa: PLC0415
+  from transformer.sweep.runs import Run  # noqa: PLC0415
+  assert report.report_metric("", ["bits_per_byte", "loss"], "d") == "loss"
+  assert report.report_metric("bits_per_byte", ["bits_per_byte", "loss"], "d") == "bits_per_byte"
+  title = figures._title("num_steps=2000, warmup_steps=200, norm_placement=post")
+  assert title == "num_steps=2000, warmup_steps=200,\nnorm_placement=post"
+  assert all(len(line) <= figures.TITLE_CHARS for line in title.splitlines())
+
+  def runs_of(placements, depths):
+    return [Run(f"{p},{d},{lr}", {"model.norm_placement": p, "model.num_layers": d,
+                                  "optim.learning_rate": lr, "seed": 0}, 1, "", {})
+            for p in placements for d in depths for lr in (1e-3, 1e-2)]
+  few = runs_of(["pre", "post"], [3, 6])  # 4 panels: one figure
+  assert [s for s, _ in figures.curve_figures(few)] == [""]
+  many = runs_of(["pre", "post", "peri"], [3, 6, 12, 24, 48])  # 15 panels: one per placement
+  split = figures.curve_figures(many)
+  assert [s for s, _ in split] == ["_norm_placement_pre", "_norm_placement_post",
+                                   "_norm_placement_peri"]
+  assert all(len(members) == 10 for _, members in split)

@@ -33,7 +33,7 @@ _LAUNCHER = flags.DEFINE_enum("launcher", "local", ["local", "slurm"],
 _DRY_RUN = flags.DEFINE_bool("dry_run", False, "sweep: write and print the sbatch script "
                              "without submitting it (--launcher=slurm), or list the points.")
 _REPORT_METRIC = flags.DEFINE_string("report_metric", "", "report: the eval metric of the "
-                                     "plots; default bits_per_byte if logged, else loss.")
+                                     "plots; default loss (nats/token, the unit of the verdicts).")
 _RUNS = flags.DEFINE_list("runs", [], "report: workdirs of runs launched by hand (not one "
                           "sweep) to compare, e.g. --runs=runs/a,runs/b; the report goes to "
                           "--report_dir (transformer/sweep/compare.py).")

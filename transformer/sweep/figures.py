@@ -202,7 +202,7 @@ def _curves_figure(runs: Sequence[Run], metric: str):
         if r.status == "collapsed" and r.final:
           ax.plot([r.final["step"]], [r.final["loss"]], ls="", color=color, gid="collapsed",
                   **MARKS["collapsed"])
-    ax.set_title(_label(key, swept) if key else "all", fontsize=9)
+    ax.set_title(_title(_label(key, swept) if key else "all"), fontsize=9)
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
   if not drawn:
@@ -284,6 +284,40 @@ def _plot_curves(runs: Sequence[Run], metric: str, path: str) -> bool:
   return True
 
 
+TITLE_CHARS = 40  # a panel title's line: longer ones ran into the next panel's (long_training)
+MAX_PANELS = 12  # more, and the curves are split into one figure per value of a field
+
+
+def _title(text: str) -> str:
+  """`text` (`a=1, b=2, ...`) broken after its commas into lines of at most TITLE_CHARS (a
+  longer part keeps its own line)."""
+  lines, line = [], ""
+  for part in text.split(", "):
+    joined = f"{line}, {part}" if line else part
+    if line and len(joined) > TITLE_CHARS:
+      lines.append(line + ",")
+      line = part
+    else:
+      line = joined
+  return "\n".join(lines + [line])
+
+
+def curve_figures(runs: Sequence[Run]) -> list[tuple[str, list]]:
+  """How the learning curves are drawn: `[(suffix, runs)]`, one figure of all the runs, or,
+  when it would have more than MAX_PANELS panels (one per value of the swept fields other than
+  the LR), one figure per value of the first such field (suffix `_<field>_<value>`)."""
+  swept = swept_fields(runs)
+  lr = _lr_field(swept)
+  others = [f for f in swept if f != lr]
+  if lr is None or len(_split(runs, others)) <= MAX_PANELS:
+    return [("", list(runs))]
+  first = others[0]
+  out = []
+  for (_, value), members in ((k[0], v) for k, v in _split(runs, [first]).items()):
+    out.append((f"_{first.rsplit('.', 1)[-1]}_{value}", members))
+  return out
+
+
 def _is_number(v: Any) -> bool:
   return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -354,7 +388,7 @@ def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], met
       ax.set_xscale("log")
     if not numeric:
       ax.set_xticks(range(len(values)), [str(v) for v in values], rotation=30, fontsize=8)
-    ax.set_title(_label(pkey) if pkey else f"{metric} vs {field}", fontsize=9)
+    ax.set_title(_title(_label(pkey) if pkey else f"{metric} vs {field}"), fontsize=9)
     ax.set_xlabel(field)
     ax.grid(alpha=0.3)
     ax.autoscale_view()

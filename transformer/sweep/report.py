@@ -47,16 +47,17 @@ from transformer.sweep.figures import (FINAL_EVAL_LABEL, MARKS, PNG_COLORS,  # n
                                        _curves_figure, _final_vs_figure, _plot_curves,
                                        _plot_diagnostics, _plot_diagnostics_over_steps,
                                        _plot_final_vs, _plot_last_layer_vs, _pyplot,
+                                       curve_figures,
                                        layer_profiles, save_png)
 from transformer.sweep.summary import (SUMMARY, _recipe_changes_since,  # noqa: F401
                                        verdict_lines, write_summary)
 
 
 def report_metric(metric: str, names: Sequence[str], sweep_dir: str) -> str:
-  """`metric` (--report_metric), which some run must have logged; default bits_per_byte if
-  logged, else loss."""
+  """`metric` (--report_metric), which some run must have logged; default loss (nats/token,
+  the unit the study verdicts use), else the first metric logged."""
   if not metric:
-    return "bits_per_byte" if "bits_per_byte" in names else "loss"
+    return "loss" if "loss" in names else names[0] if names else "loss"
   if metric not in names:
     logged = (f"they logged {', '.join(names)}" if names else
               "no run has logged an eval yet, so leave it out for now")
@@ -119,8 +120,11 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
     lines += ["", *lr_sensitivity_table(runs, lr_field, fields)]
 
   figures = []
-  if _plot_curves(runs, metric, os.path.join(sweep_dir, "curves.png")):
-    figures.append(("Learning curves (mean over healthy seeds, min..max shaded)", "curves.png"))
+  for suffix, members in curve_figures(runs):
+    if _plot_curves(members, metric, os.path.join(sweep_dir, f"curves{suffix}.png")):
+      where = f" ({suffix[1:].replace('_', ' ', 1).replace('_', '=', 1)})" if suffix else ""
+      figures.append((f"Learning curves{where} (mean over healthy seeds, min..max shaded)",
+                      f"curves{suffix}.png"))
   for field in fields:
     path = f"final_vs_{field.replace('.', '_')}.png"
     if _plot_final_vs(runs, field, fields, metric, os.path.join(sweep_dir, path)):
