@@ -98,7 +98,11 @@ def analyze(runs):
                      "last / first", "fitted last / first", "seeds"], rows), "",
            f"Judged on the paper's architecture (a {a.activation_name(a.PAPER_ACTIVATION)} "
            "feed-forward net, Xiong et al.'s Table 1):", "",
-           a.verdict(paper_ok, paper_why[0].upper() + paper_why[1:])]
+           a.verdict(paper_ok, paper_why[0].upper() + paper_why[1:]),
+           "", "Both checks could fail: post-norm's fitted ratio could have an interval "
+           "reaching 1 or below, and pre-norm's could leave the factor-"
+           f"{FLAT} band; neither holds by construction (the gradients at init depend on the "
+           "placement's Jacobians, which is what the paper's Fig. 3 measures)."]
   if any(f == a.DEFAULT_ACTIVATION for _, f in trend):
     ok, why = _judge(trend, a.DEFAULT_ACTIVATION)
     lines += ["", f"With our default {a.activation_name(a.DEFAULT_ACTIVATION)} feed-forward net "

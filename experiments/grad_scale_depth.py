@@ -107,7 +107,10 @@ def analyze(runs):
   if paper in per_act:
     ok, why = _judge(per_act[paper][1])
     lines += [f"Judged on the paper's architecture (a {a.activation_name(paper)} feed-forward "
-              "net, the one Theorem 1 is proved for):", "", a.verdict(ok, why)]
+              "net, the one Theorem 1 is proved for):", "", a.verdict(ok, why),
+              "", "Every check could fail: each exponent is fitted from measured gradients at "
+              "four or more depths, and its interval may miss the theorem's value (post 0, pre "
+              "-1/2) or overlap the other placement's; nothing here is fixed by construction."]
   else:
     lines.append(a.verdict(None, f"No {a.activation_name(paper)} runs: the paper's "
                            "architecture was not measured."))

@@ -110,7 +110,10 @@ def analyze(runs):
             f"{'inside' if inside else 'outside'} that range. The verdict checks what does not "
             "depend on those simplifications: pre-norm linear (R^2 >= 0.95 for every seed, slope "
             "> 0 with 95% confidence); post-norm's sum before the norm constant (the 95% interval of "
-            f"its slope inside ±{CONSTANT} per layer and below pre-norm's).", ""]
+            f"its slope inside ±{CONSTANT} per layer and below pre-norm's). Not a check (it "
+            "could not fail): post-norm's residual after each block is a LayerNorm output, "
+            "||x_l||^2/d = 1 by construction; the table shows it only as a test of the "
+            "implementation, and the verdict does not use it.", ""]
   if linear and constant:
     lines.append(a.verdict(True, "Pre-norm's squared residual norm grows linearly with depth; "
                            "post-norm's sum before the norm keeps the same size at every layer "

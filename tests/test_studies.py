@@ -442,3 +442,24 @@ def test_summary_collects_every_study(tmp_path, monkeypatch):
   text = open(report.write_summary(str(results))[0]).read()
   assert "**The runs recorded 2 different corpora**" in text
   assert "| two | local_text, python-stdlib two, 1 files, 10 bytes (digest bbbb) | 3.3194 |" in text
+
+
+def test_qk_norm_logits_that_grow_with_the_lr_fail_the_bounded_check():
+  """The check that replaced 'qk-norm's logits are lower than the unnormalised ones' (true by
+  construction here) can fail: qk-norm's own logits growing across the LR grid."""
+  def runs(qk_high):
+    out = []
+    for qk in (False, True):
+      for lr in (1e-3, 1e-1):
+        for s in range(3):
+          logit = (100.0 if not qk else qk_high) if lr == 1e-1 else 5.0
+          loss = 2.0 if lr == 1e-3 else 2.0 + (0.2 if qk else 0.3) + 0.01 * s
+          out.append(_run({"model.qk_norm": qk, a.LR: lr, "seed": s}, final_loss=loss,
+                          diagnostics=[_layers("self_attention/attn_max_logit",
+                                               [1.0, logit + 0.1 * s])]))
+    return out
+  assert _verdict(qk_norm_logits.analyze(runs(5.0))).startswith("**Agrees.**")
+  lines = qk_norm_logits.analyze(runs(20.0))
+  assert _verdict(lines).startswith("**Partly agrees.**"), lines
+  assert "with qk-norm the max logit does not grow with the LR (highest vs lowest LR): no" in (
+      "\n".join(lines))
