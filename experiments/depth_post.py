@@ -90,7 +90,9 @@ def analyze(runs):
   if bigram is None or not depths:
     return [a.verdict(None, "No run recorded its bigram level (baselines.json) or none ended.")]
   ref_depth = depths[0]
-  reference = min(a.mean_ci(list(v.values()))[0] for k, v in table.items() if k[0] == ref_depth)
+  ref_key = min((k for k in table if k[0] == ref_depth),
+                key=lambda k: a.mean_ci(list(table[k].values()))[0])
+  reference = a.mean_ci(list(table[ref_key].values()))[0]
   rows = [(d, a.fmt_lr(lr), w, a.ci(list(v.values())), len(v))
           for (d, lr, w), v in sorted(table.items())]
   lines = [f"Bigram level of the eval split: {bigram:.3f} nats/token; {ref_depth}-layer "
@@ -109,6 +111,10 @@ def analyze(runs):
     lines.append(f"- {d} layers trains at margin {MARGIN}: {where}.")
   lines.append(f"- The call {'holds' if holds else 'does not hold'} at margins "
                f"{', '.join(str(m) for m in MARGINS)}.")
+  if ref_key[1] == max(k[1] for k in table):
+    lines.append(f"- The {ref_depth}-layer reference's best LR ({a.fmt_lr(ref_key[1])}) is the "
+                 "grid's largest, so a larger LR might lower the reference: that could only "
+                 "make depth cost more, and the bigram condition does not depend on it.")
   if len(stops) == len(deep):
     agrees, why = True, (f"post-norm trains at no depth past {ref_depth} layers with any LR "
                          "and warm-up tried")
@@ -120,6 +126,17 @@ def analyze(runs):
     agrees, why = "partly", (f"post-norm trains at {', '.join(str(d) for d in deep if at[d])} "
                              f"layers but not at {', '.join(str(d) for d in stops)}")
   return lines + ["", a.verdict(agrees, why + ".")]
+
+
+def summarize(runs):
+  """The summary's entry: the verdict, which depths train at which setting, the figure of
+  final loss against depth."""
+  from experiments import analysis as a  # noqa: PLC0415
+  lines = analyze(runs)
+  word, _ = a.verdict_of(lines)
+  return {"verdict": word, "numbers": [l[2:] for l in lines if l.startswith("- ")],
+          "figure": "final_vs_model_num_layers.png", "placements": {}}
+
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
