@@ -30,6 +30,7 @@ from transformer.errors import UserFileError
 
 PACK = "runs.jsonl.xz"
 SKIPPED = ("log.txt", ".lock")  # console output and the run lock: not the run's record
+SKIPPED_IF_EMPTY = ("checkpoint_errors.log",)  # written by every run; empty when all went well
 _PRESET = 9 | lzma.PRESET_EXTREME  # 40% smaller than gzip -9 on these files
 
 
@@ -114,7 +115,8 @@ def _run_files(workdir: str) -> dict:
   files = {}
   for name in sorted(os.listdir(workdir)):
     path = os.path.join(workdir, name)
-    if name in SKIPPED or not os.path.isfile(path):
+    if name in SKIPPED or not os.path.isfile(path) or (
+        name in SKIPPED_IF_EMPTY and os.path.getsize(path) == 0):
       continue  # checkpoints/, tensorboard/: folders, not the record
     with open(path, "rb") as f:
       data = f.read()
