@@ -251,6 +251,17 @@ def fisher_p(k1: int, n1: int, k2: int, n2: int) -> float:
   return float(stats.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue)
 
 
+def holm(pvalues: dict) -> dict:
+  """Holm's step-down adjustment of `{name: p}` for testing them together (family-wise error):
+  the k-th smallest p times (m - k + 1), kept monotone, capped at 1."""
+  order = sorted(pvalues, key=pvalues.get)
+  out, running = {}, 0.0
+  for k, name in enumerate(order):
+    running = max(running, min(1.0, (len(order) - k) * pvalues[name]))
+    out[name] = running
+  return out
+
+
 def best_possible_p(n: int) -> float:
   """The smallest two-sided Fisher p that n seeds against n can give (n of n against 0)."""
   return fisher_p(n, n, 0, n)

@@ -138,14 +138,19 @@ def analyze(runs):
            f"Call at X = {x:g} nats (about a third of the gap between the best runs, ~2.3, and "
            "the unigram entropy, 3.32): a placement *needs* warm-up when dropping it lowers "
            "that largest LR. Where the call holds, as X varies over [0, 1]:", ""]
+  adjusted = a.holm({p: c[3] for p, c in m["counts"].items() if c})
   for p in m["placements"]:
     c = m["counts"][p]
     count = (f"; at LR {c[0]:g}: {c[1][0]}/{c[1][1]} seeds trained without warm-up vs "
-             f"{c[2][0]}/{c[2][1]} with, Fisher p = {c[3]:.2f}" if c else
+             f"{c[2][0]}/{c[2][1]} with, Fisher p = {c[3]:.2f} (Holm-adjusted over the "
+             f"{len(adjusted)} placements tested: {adjusted[p]:.2f})" if c else
              "; same largest LR with and without warm-up")
     lines.append(f"- {p}: {'needs' if m['needs'][p] else 'does not need'} warm-up at X = {x:g}"
                  f"{count}. Needs it for {a.intervals_text(m['flips'][p])}.")
-  lines.append("")
+  lines += ["", "Each Fisher test is two-sided, on the seed counts at the first grid LR where "
+            "the two settings' largest trained LRs part. That LR is chosen from these same "
+            "runs, so even the Holm-adjusted p is optimistic; the tests are reported, and the "
+            "call below rests on the largest trained LRs, not on them.", ""]
   # The continuous measure: the final-loss cost of dropping warm-up, paired by seed.
   rows, costly = [], {}
   for p in m["placements"]:

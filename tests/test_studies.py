@@ -463,3 +463,11 @@ def test_qk_norm_logits_that_grow_with_the_lr_fail_the_bounded_check():
   assert _verdict(lines).startswith("**Partly agrees.**"), lines
   assert "with qk-norm the max logit does not grow with the LR (highest vs lowest LR): no" in (
       "\n".join(lines))
+
+
+def test_holm_adjustment():
+  """Holm's step-down: sorted p times (m - k + 1), monotone, capped at 1 (a hand computation)."""
+  adjusted = a.holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": 0.5})
+  assert adjusted == pytest.approx({"a": 0.04, "c": 0.09, "b": 0.09, "d": 0.5})
+  assert a.holm({"x": 0.6, "y": 0.5}) == {"y": 1.0, "x": 1.0}
+  assert a.holm({}) == {}
