@@ -22,8 +22,9 @@ from transformer.sweep.robustness import Threshold
 CLAIM = ("Liu et al. 2020 (Admin); Wang et al. 2022 (DeepNet): post-norm stops training as the "
          "stack gets deeper, even with warm-up (WMT14: 18L-18L post-LN diverged); Xiong et al. "
          "2020: post-norm needs a small LR and a long warm-up. So at 12 and 24 layers post-norm "
-         "should fail at every LR and warm-up tried here, or train only at the smallest LR with "
-         "the long warm-up.")
+         "should fail at every LR and warm-up tried here; if it trains at some setting (the "
+         "smallest LR with the long warm-up, say, as Xiong et al.'s remedy), its failure past "
+         "6 layers was a matter of LR and warm-up, not of depth.")
 DEPTHS = {"cpu": [6, 12, 24], "gpu": [12, 24, 48]}
 LRS = [1e-4, 3e-4, 1e-3]
 SEEDS = [0, 1]
