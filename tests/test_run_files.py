@@ -145,27 +145,29 @@ def test_a_points_torn_config_json_leaves_the_report_without_collapse_marks(tmp_
     report.initial_loss(run)
 
 
-def test_a_corrupt_entropy_cache_is_computed_again(tmp_path, monkeypatch):
+def test_a_corrupt_entropy_cache_reads_as_no_value_and_is_left_alone(tmp_path, monkeypatch):
+  """The report reads the unigram entropy (never rebuilds the data, issue 29): a torn cache,
+  one that is not an object, or an entry that is not a number gives no value (collapse is not
+  checked) and the file is left as it was."""
   from configs.default import get_config  # noqa: PLC0415
   from transformer.config import from_config_dict  # noqa: PLC0415
   from transformer.data import pipeline  # noqa: PLC0415
 
-  class Fake:  # a 4-token vocabulary, tokens 0 and 1 equally often
-    tokenizer = type("T", (), {"vocab_size": 4})
-
-    def eval_batches(self):
-      yield {"targets": np.array([[0, 1]]), "weights": np.array([[1, 1]])}
-  monkeypatch.setattr(pipeline, "lm_data", lambda *a, **k: Fake())
+  def rebuilt(*args, **kwargs):
+    raise AssertionError("the report must not build the data pipeline")
+  monkeypatch.setattr(pipeline, "lm_data", rebuilt)
   workdir = tmp_path / "run"
   workdir.mkdir()
-  (workdir / "config.json").write_text(from_config_dict(get_config()).to_json())
+  saved = json.loads(from_config_dict(get_config()).to_json())
+  (workdir / "config.json").write_text(json.dumps(saved))
   cache = tmp_path / "unigram_entropy.json"
-  for torn in ('{"ab', "[1, 2]", None):
-    if torn is None:  # this data's entry, holding no number
-      torn = json.dumps({key: "not a number" for key in json.loads(cache.read_text())})
+  key = report.entropy_key(saved["data"], None)
+  for torn in ('{"ab', "[1, 2]", json.dumps({key: "not a number"})):
     cache.write_text(torn)
-    assert report.unigram_entropy(str(workdir), str(tmp_path)) == pytest.approx(np.log(2))
-    assert list(json.loads(cache.read_text()).values()) == [pytest.approx(np.log(2))]
+    assert report.unigram_entropy(str(workdir), str(tmp_path)) is None
+    assert cache.read_text() == torn
+  cache.write_text(json.dumps({key: 1.25}))
+  assert report.unigram_entropy(str(workdir), str(tmp_path)) == 1.25
 
 
 # --- metrics.jsonl and the CPU-peak cache ----------------------------------------------------
