@@ -53,7 +53,9 @@ def get_builder(cfg: DataConfig) -> tfds.core.DatasetBuilder:
                       "--config.model.kind=decoder_lm only; prepare it from the dataset this "
                       "kind reads instead, and train on that.")
   builder = dataset.build(cfg)
-  if not os.path.isdir(builder.data_dir):
+  if paths.has_scheme(builder.data_dir):  # a bucket: no local lock to take there
+    builder.download_and_prepare()
+  elif not os.path.isdir(builder.data_dir):
     # Two processes preparing one dataset race TFDS's final rename and the loser fails (two
     # sweep points starting together did): prepare under an OS lock, which a dead holder
     # releases, and build again once holding it, as the other may have finished meanwhile.
