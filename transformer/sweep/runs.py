@@ -132,16 +132,21 @@ def recorded_baselines(workdir: str) -> dict:
     return value
   if paths.has_scheme(workdir):
     return {}
-  home = workdir.rstrip("/")
-  if os.path.islink(home):
-    home = os.path.realpath(home)
-  home = packed_runs.link_target(home) or home
+  home = _linked_from(workdir) or workdir.rstrip("/")
   study = _read_cache(os.path.join(os.path.dirname(home), STUDY_BASELINES))
   name = os.path.basename(home)
   for record in study.get("records", []) if isinstance(study.get("records"), list) else []:
     if isinstance(record, dict) and name in (record.get("points") or []):
       return {k: v for k, v in record.items() if k != "points"}
   return {}
+
+
+def _linked_from(workdir: str) -> Optional[str]:
+  """The run a reused run links to (a symlinked folder, or a packed link); None otherwise."""
+  workdir = workdir.rstrip("/")
+  if os.path.islink(workdir):
+    return os.path.realpath(workdir)
+  return packed_runs.link_target(workdir)
 
 
 def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
@@ -163,9 +168,7 @@ def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
   value = _read_cache(paths.join(cache_dir, "unigram_entropy.json")).get(key)
   if isinstance(value, (int, float)):
     return value
-  linked = None if paths.has_scheme(workdir) else (
-      os.path.realpath(workdir.rstrip("/")) if os.path.islink(workdir.rstrip("/"))
-      else packed_runs.link_target(workdir))
+  linked = None if paths.has_scheme(workdir) else _linked_from(workdir)
   if linked:
     # A run linked from another sweep (--reuse_runs_from): that sweep's cache holds the value
     # measured for it, which matters for a run that recorded no data identity (its key alone
