@@ -14,6 +14,8 @@ For the points of the sweep dir (its `sweep.json`):
 
 Run it again after more points finish: their folders join the packed file.
 `python experiments/compress_results.py --unpack DIR` writes the folders back.
+`python experiments/compress_results.py --inline_links=OTHER DIR...` copies into DIR's packed
+file the runs it links to in OTHER: run it before OTHER is re-run under new settings.
 """
 
 from __future__ import annotations
@@ -108,8 +110,15 @@ def main(argv=None) -> None:
   parser.add_argument("sweep_dirs", nargs="+")
   parser.add_argument("--link_to", default="", help="a sweep dir whose runs this one reused")
   parser.add_argument("--unpack", action="store_true", help="write the run folders back")
+  parser.add_argument("--inline_links", default="", metavar="OTHER",
+                      help="copy into each packed file the runs it links to in OTHER (before "
+                      "OTHER is re-run under new settings)")
   args = parser.parse_args(argv)
   for sweep_dir in args.sweep_dirs:
+    if args.inline_links:
+      print(f"{sweep_dir}: {packed_runs.inline_links(sweep_dir, args.inline_links)} linked "
+            f"runs of {args.inline_links} copied in")
+      continue
     if args.unpack:
       print(f"{sweep_dir}: {packed_runs.unpack(sweep_dir)} run folders written")
       continue

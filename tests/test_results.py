@@ -14,6 +14,7 @@ import pytest
 from experiments import compress_results
 from transformer import packed_runs, provenance
 from transformer.errors import UserFileError
+from transformer.sweep import points as sweep_points
 from transformer.sweep import report
 from transformer.sweep.runs import load_runs, recorded_baselines, saved_config
 from transformer.workdir import read_metrics
@@ -56,6 +57,27 @@ def test_committed_studies_are_packed():
   for study in os.listdir(RESULTS):
     if os.path.exists(os.path.join(RESULTS, study, "sweep.json")):
       assert os.path.exists(os.path.join(RESULTS, study, packed_runs.PACK)), study
+
+
+def test_every_committed_run_is_its_point():
+  """Each committed run, its own or linked from another study, was trained with its point's
+  overrides (as the study's sweep.json records them): a study re-run under new settings must
+  not leave an older study linked to runs that are no longer the ones it reported
+  (compress_results.py --inline_links copies them into the older study first)."""
+  checked, wrong = 0, []
+  for study in sorted(os.listdir(RESULTS)):
+    if not os.path.exists(os.path.join(RESULTS, study, "sweep.json")):
+      continue
+    for point in sweep_points.read_manifest(os.path.join(RESULTS, study))["points"]:
+      workdir = os.path.join(RESULTS, study, point["name"])
+      saved = saved_config(workdir)
+      if saved is None:
+        continue  # a point that never ran (a study may record fewer runs than points)
+      flat = sweep_points.flat_config(saved)
+      checked += 1
+      wrong += [f"{study}/{point['name']}: {k}={flat.get(k)!r}, its point says {v!r}"
+                for k, v in point["overrides"].items() if flat.get(k) != v]
+  assert checked > 700 and wrong == [], wrong[:5]
 
 
 def test_packed_runs_read_as_their_folders_did():
@@ -123,6 +145,33 @@ def test_compress_links_copies_and_packs_reproducibly(tmp_path):
   assert json.loads((b / "run=2" / "config.json").read_text()) == {"optim": {"learning_rate": 2}}
   assert (b / "run=3" / "metrics.jsonl").read_text().count("\n") == 2  # its two lines
   assert read_metrics(str(b / "run=3")) == {"eval": rows}  # one row a step, as before
+
+
+def test_inline_links_copies_the_linked_runs_before_their_study_is_rerun(tmp_path):
+  """--inline_links=A copies into B's packed file the runs B links to in A (and only those),
+  so that A can be re-run under new settings without changing what B reported."""
+  rows = [{"step": 1, "split": "eval", "loss": 2.5}]
+  a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+  _sweep(a, ["lr=1"])
+  _sweep(c, ["lr=3"])
+  _sweep(b, ["run=1", "run=2", "run=3"])
+  _run(a / "lr=1", 1, rows)
+  _run(c / "lr=3", 3, rows)
+  compress_results.compress_sweep(str(a))
+  compress_results.compress_sweep(str(c))
+  _run(b / "run=1", 1, rows)  # a copy of a's run: packed as a link
+  _run(b / "run=2", 2, rows)  # its own
+  os.symlink(os.path.join("..", "c", "lr=3"), b / "run=3")  # reused from c: stays a link
+  compress_results.compress_sweep(str(b), str(a))
+  before = {n: read_metrics(str(b / n)) for n in ("run=1", "run=2", "run=3")}
+  assert compress_results.main(["--inline_links", str(a), str(b)]) is None
+  entries = packed_runs.entries(str(b))
+  assert sorted(entries["run=1"]["files"]) == ["baselines.json", "config.json", "metrics.jsonl"]
+  assert entries["run=3"] == {"name": "run=3", "link": os.path.join("..", "c", "lr=3")}
+  (a / "runs.jsonl.xz").unlink()  # a is re-run: its old runs are gone
+  assert {n: read_metrics(str(b / n)) for n in before} == before
+  assert saved_config(str(b / "run=1")) == {"optim": {"learning_rate": 1}}
+  assert packed_runs.inline_links(str(b), str(a)) == 0  # nothing links there any more
 
 
 @pytest.mark.parametrize("damage", ["torn", "empty", "not_xz", "bad_line", "not_a_run"])

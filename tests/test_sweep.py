@@ -13,7 +13,8 @@ import time
 import pytest
 
 from configs.default import get_config
-from transformer import provenance
+from transformer import packed_runs, provenance
+from transformer.workdir import read_metrics
 from transformer.sweep.runs import saved_config
 from transformer.sweep import points as sw
 from transformer.config import ConfigError
@@ -123,6 +124,46 @@ def test_reuse_links_only_finished_runs_with_the_same_config_and_data(tmp_path):
                                                              configs[0].train.num_steps)
   assert sorted(os.listdir(mine)) == [names[0]]
   assert sw.link_reusable_runs(str(mine), names, configs, [str(other)])[0] == []  # there
+
+
+def test_reuse_links_a_packed_run_and_reads_it_through_the_link(tmp_path):
+  """A finished run that lives only in its sweep's packed file (`runs.jsonl.xz`, as
+  experiments/results commits them) is reused like a folder: the point gets a relative
+  symlink, is finished, and its config and metrics read through it; packing the new sweep
+  keeps the relative link."""
+  base = get_config("smoke")
+  other_points = [{"optim.learning_rate": lr} for lr in (1e-3, 3e-3)]
+  other_configs = sw.validate_points(base, other_points)
+  other = tmp_path / "results" / "other"
+  (tmp_path / "x.py").write_text("def get_sweep():\n  return []\n")
+  sw.write_manifest(str(other), str(tmp_path / "x.py"), "c.py", [], other_points, other_configs)
+  data_now = provenance.data_identity(other_configs[0].to_dict()["data"])
+  names_other = [sw.point_name(p, other_points) for p in other_points]
+  for name, c in zip(names_other, other_configs):
+    w = other / name
+    w.mkdir()
+    (w / "config.json").write_text(json.dumps(c.to_dict()))
+    (w / "metrics.jsonl").write_text(json.dumps(
+        {"step": c.train.num_steps, "split": "eval", "loss": 1.5}) + "\n")
+    (w / provenance.FILE).write_text(json.dumps({"data": data_now}) + "\n")
+  packed_runs.pack(str(other), names_other)
+  assert not (other / names_other[0]).exists()  # the folders are gone: only the file is left
+  points = [{"optim.learning_rate": 3e-3}, {"optim.learning_rate": 1e-2}]
+  configs = sw.validate_points(base, points)
+  mine = tmp_path / "live" / "mine"
+  names = [sw.point_name(p, points) for p in points]
+  linked, refused = sw.link_reusable_runs(str(mine), names, configs, [str(other)])
+  assert [n for n, _ in linked] == [names[0]] and refused == []
+  assert os.readlink(mine / names[0]) == os.path.join("..", "..", "results", "other",
+                                                      names_other[1])
+  assert sw.is_finished(str(mine / names[0]), configs[0].train.num_steps)
+  assert saved_config(str(mine / names[0]))["optim"]["learning_rate"] == 3e-3
+  assert read_metrics(str(mine / names[0]))["eval"][0]["loss"] == 1.5
+  packed_runs.pack(str(mine), names)
+  entry = packed_runs.entries(str(mine))[names[0]]
+  assert entry == {"name": names[0], "link": os.path.join("..", "..", "results", "other",
+                                                          names_other[1])}
+  assert read_metrics(str(mine / names[0]))["eval"][0]["loss"] == 1.5
 
 
 def test_runs_saved_before_a_field_existed_keep_their_identity():

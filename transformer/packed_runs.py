@@ -86,6 +86,9 @@ def resolve(workdir: str, _depth: int = 0) -> Optional[dict]:
   workdir = os.path.normpath(workdir)
   entry = entries(os.path.dirname(workdir)).get(os.path.basename(workdir))
   if entry is None:
+    if os.path.islink(workdir) and not os.path.exists(workdir):
+      # `--reuse_runs_from` linked a packed run: the symlink names its place in that sweep.
+      return resolve(os.path.join(os.path.dirname(workdir), os.readlink(workdir)), _depth + 1)
     return None
   if "link" in entry:
     return resolve(os.path.join(os.path.dirname(workdir), entry["link"]), _depth + 1)
@@ -145,6 +148,18 @@ def pack(sweep_dir: str, names: list[str]) -> tuple[int, int]:
     links += "link" in entry
     runs += "files" in entry
     lines.append(json.dumps(entry, sort_keys=True, ensure_ascii=False))
+  _write(sweep_dir, lines)
+  for name in names:  # only once the file that replaces them is in place
+    workdir = os.path.join(sweep_dir, name)
+    if os.path.islink(workdir):
+      os.remove(workdir)
+    elif os.path.isdir(workdir):
+      shutil.rmtree(workdir)
+  return runs, links
+
+
+def _write(sweep_dir: str, lines: list[str]) -> None:
+  """Replaces the sweep's packed file by `lines` (JSON entries), atomically."""
   data = lzma.compress(("\n".join(lines) + "\n").encode("utf-8"), preset=_PRESET)
   path = os.path.join(sweep_dir, PACK)
   tmp = f"{path}.{os.getpid()}.tmp"
@@ -153,13 +168,27 @@ def pack(sweep_dir: str, names: list[str]) -> tuple[int, int]:
     f.flush()
     os.fsync(f.fileno())
   os.replace(tmp, path)
-  for name in names:  # only once the file that replaces them is in place
-    workdir = os.path.join(sweep_dir, name)
-    if os.path.islink(workdir):
-      os.remove(workdir)
-    elif os.path.isdir(workdir):
-      shutil.rmtree(workdir)
-  return runs, links
+
+
+def inline_links(sweep_dir: str, into: str) -> int:
+  """Replaces each packed link of `sweep_dir` to a run of the sweep dir `into` by a copy of
+  that run's files; returns how many. Run it before `into` is re-run under other settings:
+  the links would then name runs that are not the ones this sweep reported."""
+  into = os.path.abspath(into)
+  lines, count = [], 0
+  for name, entry in entries(sweep_dir).items():
+    target = link_target(os.path.join(sweep_dir, name))
+    if target is not None and os.path.dirname(os.path.abspath(target)) == into:
+      resolved = resolve(target)
+      if resolved is None:
+        raise PackError(f"{sweep_dir}: {name} links to {target}, which is not a packed run; "
+                        "restore that study's runs.jsonl.xz from git first.")
+      entry = {"name": name, "files": resolved["files"]}
+      count += 1
+    lines.append(json.dumps(entry, sort_keys=True, ensure_ascii=False))
+  if count:
+    _write(sweep_dir, lines)
+  return count
 
 
 def unpack(sweep_dir: str) -> int:

@@ -29,7 +29,7 @@ import re
 import sys
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from transformer import REPO_ROOT, paths, provenance, user_files
+from transformer import REPO_ROOT, packed_runs, paths, provenance, user_files
 from transformer.config import LEGACY_DEFAULTS, ConfigError, ExperimentConfig, from_config_dict
 from transformer.errors import CommandLineError
 from transformer.kinds import FROM_DATA
@@ -316,9 +316,12 @@ def link_reusable_runs(sweep_dir: str, names: Sequence[str], configs: Sequence[E
     for p in manifest["points"]:
       workdir = os.path.abspath(os.path.join(other, p["name"]))
       config_path = os.path.join(workdir, "config.json")
-      if os.path.exists(config_path) and is_finished(workdir, p["num_steps"]):
+      packed = None if os.path.exists(config_path) else packed_runs.text(workdir, "config.json")
+      if (os.path.exists(config_path) or packed is not None) and is_finished(workdir,
+                                                                              p["num_steps"]):
         saved = user_files.read_json_object(config_path, "a run of --reuse_runs_from",
-                                            "Restore it, or drop that --reuse_runs_from.")
+                                            "Restore it, or drop that --reuse_runs_from.",
+                                            text=packed)
         finished.setdefault(run_identity(saved), workdir)
   digests = {}  # the data config (as JSON) -> its digest now
   linked, refused = [], []
@@ -342,7 +345,8 @@ def link_reusable_runs(sweep_dir: str, names: Sequence[str], configs: Sequence[E
                       f"the point's is {digests[key]})"))
       continue
     os.makedirs(sweep_dir, exist_ok=True)
-    os.symlink(source, target)
+    # Relative, as a packed link is: a packed run (no folder) is read through the symlink.
+    os.symlink(os.path.relpath(source, os.path.abspath(sweep_dir)), target)
     linked.append((name, source))
   return linked, refused
 
