@@ -41,6 +41,28 @@ def test_the_generic_diagnostics_figures_draw_the_key_quantities_only():
     assert not key_diagnostic(name), name
 
 
+def test_the_diagnostics_figures_draw_each_placement_at_its_best_lr():
+  """With an LR swept, the per-layer figures draw each setting of the other fields at its own
+  best LR (lowest mean final loss over seeds; a diverged run counts as its initial loss, 5.0
+  here), not all of them; without an LR swept, every run."""
+  from transformer.sweep.figures import at_best_lr  # noqa: PLC0415
+  losses = {("pre", 1e-3): (2.0, 2.2), ("pre", 1e-2): (1.8, 2.3),  # means 2.10, 2.05
+            ("post", 1e-3): (2.2, 2.4), ("post", 1e-2): (1.5, None)}  # 2.30; (1.5 + 5) / 2
+  runs = []
+  for (placement, lr), values in losses.items():
+    for seed, loss in enumerate(values):
+      run = report.Run(f"{placement},{lr},{seed}", {"model.norm_placement": placement,
+                                                    "optim.learning_rate": lr, "seed": seed},
+                       10, "/nowhere", {"train": [{"step": 1, "loss": 5.0}],
+                                        "eval": [{"step": 10, "loss": loss}]})
+      run.status = "finished" if loss is not None else "diverged"
+      runs.append(run)
+  assert sorted(r.name for r in at_best_lr(runs)) == ["post,0.001,0", "post,0.001,1",
+                                                       "pre,0.01,0", "pre,0.01,1"]
+  one_lr = [r for r in runs if r.overrides["optim.learning_rate"] == 1e-3]
+  assert at_best_lr(one_lr) == one_lr
+
+
 def _write_run(workdir, train_losses, eval_rows, diagnostics=()):
   os.makedirs(workdir)
   with open(os.path.join(workdir, "metrics.jsonl"), "w") as f:

@@ -11,7 +11,7 @@ import numpy as np
 
 from transformer import paths
 from transformer.sweep.runs import _LAYER, _NOT_METRICS, Run, _label, groups, swept_fields
-from transformer.sweep.stats import initial_loss, mean_ci
+from transformer.sweep.stats import initial_loss, mean_ci, mean_clipped_loss_per_lr
 
 
 def _pyplot():
@@ -498,8 +498,27 @@ def _save_panels(plt, fig, axes, n: int, path: str) -> None:
   fig.tight_layout()
   save_png(plt, fig, path, dpi=90)
 
+def at_best_lr(runs: Sequence[Run]) -> list[Run]:
+  """The runs the per-layer diagnostics figures draw: when a learning rate is swept, the runs of
+  each setting of the other swept fields at that setting's best LR (lowest mean clipped final
+  loss over seeds, as the studies compare placements); otherwise all of them. (Every LR of every
+  placement, 30 lines in one colour cycle, could not be told apart.)"""
+  swept = swept_fields(runs)
+  lr = _lr_field(swept)
+  if lr is None:
+    return list(runs)
+  out = []
+  for members in _split(runs, [f for f in swept if f != lr]).values():
+    means = mean_clipped_loss_per_lr(members, lr)
+    if means:
+      best = min(means, key=means.get)
+      out += [r for r in members if r.overrides.get(lr) == best]
+  return out
+
+
 def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
   swept = swept_fields(runs)
+  runs = at_best_lr(runs)
   series: dict[str, dict[tuple, dict[int, list[float]]]] = {}  # metric -> group -> step -> [v]
   for r in runs:
     rows = r.metrics.get("diagnostics", [])
@@ -530,6 +549,7 @@ def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
 
 def _plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
   swept = swept_fields(runs)
+  runs = at_best_lr(runs)
   profiles: dict[str, dict[tuple, list]] = {}  # metric -> (group, first/last) -> [{layer: v}]
   for r in runs:
     rows = r.metrics.get("diagnostics", [])

@@ -15,7 +15,8 @@
 - `diagnostics.png` when runs log rows with `"split": "diagnostics"`: per-layer profiles of
   the key quantities among the metrics whose name carries a layer index (`.../layer_3/...`;
   `figures.KEY_DIAGNOSTICS`), at the first and last diagnostics step, and
-  `diagnostics_steps.png`, the same over training.
+  `diagnostics_steps.png`, the same over training; when an LR is swept, each setting of the
+  other fields at its best LR (`figures.at_best_lr`).
 
 A run is marked, and left out of the means, when it *diverged* (a non-finite loss or gradient
 norm) or *collapsed* (its final eval loss is within `COLLAPSE_TOLERANCE` of the unigram
@@ -47,7 +48,7 @@ from transformer.sweep.figures import (FINAL_EVAL_LABEL, MARKS, PNG_COLORS,  # n
                                        _curves_figure, _final_vs_figure, _plot_curves,
                                        _plot_diagnostics, _plot_diagnostics_over_steps,
                                        _plot_final_vs, _plot_last_layer_vs, _pyplot,
-                                       curve_figures,
+                                       at_best_lr, curve_figures,
                                        layer_profiles, save_png)
 from transformer.sweep.summary import (SUMMARY, _recipe_changes_since,  # noqa: F401
                                        verdict_lines, write_summary)
@@ -130,9 +131,10 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
     if _plot_final_vs(runs, field, fields, metric, os.path.join(sweep_dir, path)):
       figures.append((f"Final {metric} against {field}", path))
   figures += study_figures(manifest, runs, sweep_dir)
+  best = ", each setting at its best LR" if len(at_best_lr(runs)) < len(runs) else ""
   if _plot_diagnostics(runs, os.path.join(sweep_dir, "diagnostics.png")):
     figures.append(("Per-layer diagnostics (first and last diagnostics step; the key quantities, "
-                    "figures.KEY_DIAGNOSTICS)", "diagnostics.png"))
+                    f"figures.KEY_DIAGNOSTICS{best})", "diagnostics.png"))
   for prefix in manifest.get("report_diagnostics", []):
     for field in fields:
       path = f"{prefix.replace('/', '_')}_vs_{field.replace('.', '_')}.png"
@@ -141,7 +143,7 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
                         f"against {field} (95% CI over seeds)", path))
   if _plot_diagnostics_over_steps(runs, os.path.join(sweep_dir, "diagnostics_steps.png")):
     figures.append(("Key diagnostics over training (per-layer metrics: the largest layer's "
-                    "value; mean over seeds)", "diagnostics_steps.png"))
+                    f"value; mean over seeds{best})", "diagnostics_steps.png"))
   lines += ["", *prov.lines] if prov.lines else []
   lines += ["", "## Figures", ""]
   for caption, path in figures:
