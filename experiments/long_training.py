@@ -1,52 +1,51 @@
-"""Study 10: does the 200-step ordering of post, pre and peri hold over 10x the steps?
+"""Study 10: does the ordering of post, pre and peri at the protocol's length hold over 4x the steps?
 
   python launch.py --mode=sweep --sweep=experiments/long_training.py:cpu \
-      --sweep_dir=runs/studies/long_training --parallel=2
+      --sweep_dir=runs/studies/long_training --parallel=2 \
+      --reuse_runs_from=runs/studies/lr_sensitivity
 
-Post, pre and peri, each at its best LR of lr_sensitivity, on a wider model on the cpu preset (d_model 128, against the training studies' 64; the gpu
-preset keeps its 512), trained for the training studies' length
-and for 10x it, warm-up 10% of the run in both, x 5 seeds. The short runs give the ordering
-on this model; the long ones test whether it holds.
+Post, pre and peri on the protocol's model (`presets.protocol`), 3 seeds, trained for the
+protocol's length (600 steps on cpu: lr_sensitivity's runs, the whole LR grid, reused) and for
+`FACTOR` times as long (warm-up the same 10% of the run). The long runs cover a window of the
+same grid, `WINDOW`: each placement's best LR at the protocol's length (measured while the
+protocol was set: post 1e-3, pre 1e-2; peri taken as pre) and the grid LRs on either side, so
+that a longer run's optimum, usually a little lower, can be located. Each placement is compared
+at its own best LR of each length (the lowest mean clipped final loss over seeds; the report
+says when it is at the edge of what was run) and, beside it, at one LR every window holds,
+`MATCHED`.
 """
 
 from experiments import analysis as _analysis
-from experiments.presets import STEPS, TRAINING_SIZES, WARMUP, training
+from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.sweep import preset, product
 from transformer.sweep.robustness import Threshold
 
 CLAIM = ("Xiong et al. 2020: pre-norm converges faster than post-norm; Liu et al. 2020: "
-         "post-norm, when it trains, often ends better than pre-norm. So the early ordering "
-         "(lr_sensitivity, 200 steps: peri < pre < post in final loss) may not be the final one: "
-         "this study checks whether it holds over 10x the steps.")
+         "post-norm, when it trains, often ends better than pre-norm. So the ordering after "
+         "the protocol's run (lr_sensitivity's placements at their best LRs) may not be the "
+         "final one: this study checks whether it holds over several times the steps, each "
+         "placement retuned over an LR window at each length.")
 PLACEMENTS = ["post", "pre", "peri"]
-BEST_LR = {"post": 1e-3, "pre": 1e-2, "peri": 1e-2}  # lr_sensitivity (cpu); gpu: not yet run
-# cpu: twice the training studies' width; gpu: the gpu preset's width (d_model 512).
-WIDTH = {"cpu": {"model.d_model": 128, "model.num_heads": 4, "model.d_ff": 512}, "gpu": {}}
-# One eval / checkpoint / log / diagnostics cadence for both lengths, so that the points differ
-# only in length and warm-up (the long runs log 10x as many rows).
-CADENCE = {"cpu": {"train.eval_every": 50, "checkpoint.every_steps": 100, "train.log_every": 10,
-                   "train.diagnostics_every": 200},
-           "gpu": {"train.eval_every": 500, "checkpoint.every_steps": 1000,
-                   "train.log_every": 100, "train.diagnostics_every": 5000}}
-FACTOR = 10
-SEEDS = [0, 1, 2, 3, 4]  # 5: the ordering is the decision, and 18 -> 30 points is affordable
+FACTOR = 4
+# The long runs' LRs: the best at the protocol's length and its grid neighbours (cpu); the gpu
+# preset has not been run, so its long runs take the whole grid.
+WINDOW = {"cpu": {"post": [3e-4, 1e-3, 3e-3], "pre": [3e-3, 1e-2, 3e-2],
+                  "peri": [3e-3, 1e-2, 3e-2]},
+          "gpu": {p: list(PROTOCOL_LRS["gpu"]) for p in PLACEMENTS}}
+MATCHED = {"cpu": 3e-3, "gpu": 1e-3}  # in every placement's window: the matched-LR comparison
 LOSS_MARGIN = 0.02  # nats/token: a gap smaller than this (95% CI) is no ordering
 
 
-def lengths(size: str) -> list[dict]:
-  """The short (the training studies' steps and warm-up) and the 10x runs: length and
-  warm-up (the same fraction of the run)."""
-  return [{"train.num_steps": STEPS[size] * f, "optim.warmup_steps": WARMUP[size] * f}
-          for f in (1, FACTOR)]
-
-
 def get_sweep(size: str = "cpu"):
-  base = [{**point, **WIDTH[size]} for point in preset(TRAINING_SIZES, size)]
-  placements = [{"model.norm_placement": p, "optim.learning_rate": BEST_LR[p]}
-                for p in PLACEMENTS]
-  fixed = {k: v for k, v in {**training(size), **CADENCE[size]}.items()
-           if k != "train.num_steps"}
-  return product(base, [fixed], lengths(size), placements, {"seed": SEEDS})
+  """The protocol's runs of each placement over the whole LR grid (lr_sensitivity's), then
+  the `FACTOR`-times-longer runs over each placement's `WINDOW`."""
+  base = preset(PROTOCOL_SIZES, size)  # first: an unknown size is a clear error
+  short = product(base, [protocol(size)], {"model.norm_placement": PLACEMENTS},
+                  {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})
+  long = [point for p in PLACEMENTS for point in product(
+      base, [protocol(size, factor=FACTOR)], {"model.norm_placement": [p]},
+      {"optim.learning_rate": WINDOW[size][p]}, {"seed": PROTOCOL_SEEDS})]
+  return short + long
 
 
 def paired_gap(losses: dict, p: str, q: str, a) -> tuple[float, float]:
@@ -84,34 +83,89 @@ def _fate(losses_long: dict, p: str, q: str, a) -> str:
   return "reversed" if m + h < 0 else "unresolved"
 
 
-def analyze(runs):
-  """Final clipped eval loss of each placement after the short and the 10x run (mean ± 95%
-  CI over seeds), every pair's gap paired by seed after each, and whether the long runs keep
-  the gaps the short runs resolved: `kept` above LOSS_MARGIN, only `shrunk` (the sign kept),
-  `reversed` (the sign flipped, 95% CI) or `unresolved`."""
+def _matched_lr(runs) -> float | None:
+  """The LR every placement ran at every length (`MATCHED` when the runs hold it); None when
+  there is none."""
+  from experiments import analysis as a  # noqa: PLC0415
+  common = None
+  for p in PLACEMENTS:
+    for n in {r.num_steps for r in runs}:
+      lrs = {r.overrides[a.LR] for r in a.select(runs, model__norm_placement=p)
+             if r.num_steps == n}
+      if lrs:
+        common = lrs if common is None else common & lrs
+  if not common:
+    return None
+  preferred = [lr for lr in MATCHED.values() if lr in common]
+  return preferred[0] if preferred else None
+
+
+def measure(runs):
+  """Per run length and placement: the best LR (`analysis.best_lr` over the LRs run at that
+  length), the clipped final loss by seed there and at the matched LR, and the edge notes."""
   from experiments import analysis as a  # noqa: PLC0415
   steps = sorted({r.num_steps for r in runs})
   placements = [p for p in PLACEMENTS if a.select(runs, model__norm_placement=p)]
-  losses = {}
+  matched = _matched_lr(runs)
+  out = {"steps": steps, "placements": placements, "matched": matched, "best": {},
+         "losses": {}, "at_matched": {}, "lrs": {}, "notes": [], "untuned": []}
+
+  def by_seed(rs, lr):
+    return {r.seed: a.clipped_final_loss(r) for r in rs
+            if r.overrides[a.LR] == lr and a.clipped_final_loss(r) is not None}
   for n in steps:
-    losses[n] = {}
+    out["best"][n], out["losses"][n], out["at_matched"][n], out["lrs"][n] = {}, {}, {}, {}
     for p in placements:
       mine = [r for r in a.select(runs, model__norm_placement=p) if r.num_steps == n]
-      losses[n][p] = {r.overrides.get("seed"): a.clipped_final_loss(r) for r in mine
-                      if a.clipped_final_loss(r) is not None}
-  rows = [[p, f"{BEST_LR[p]:g}", *(a.ci(losses[n][p].values()) for n in steps),
+      best = a.best_lr(mine)
+      out["lrs"][n][p] = sorted({r.overrides[a.LR] for r in mine})
+      out["best"][n][p] = best
+      out["losses"][n][p] = by_seed(mine, best) if best is not None else {}
+      out["at_matched"][n][p] = by_seed(mine, matched) if matched is not None else {}
+      if len(out["lrs"][n][p]) == 1:
+        out["untuned"].append(f"{p} after {n} steps")
+        continue
+      note = a.edge_note(f"{p}'s best LR after {n} steps", best, mine)
+      if note:
+        out["notes"].append(note)
+  if out["untuned"]:  # one LR: no optimum to locate (the runs from before the protocol)
+    out["notes"].append(f"One LR only, so not tuned: {', '.join(out['untuned'])}.")
+  return out
+
+
+def analyze(runs):
+  """Final clipped eval loss of each placement at its best LR after the short and the long
+  run (mean ± 95% CI over seeds), every pair's gap paired by seed after each, and whether the
+  long runs keep the gaps the short runs resolved: `kept` above LOSS_MARGIN, only `shrunk`
+  (the sign kept), `reversed` (the sign flipped, 95% CI) or `unresolved`. The same gaps at the
+  matched LR are reported beside them."""
+  from experiments import analysis as a  # noqa: PLC0415
+  m = measure(runs)
+  steps, placements, losses = m["steps"], m["placements"], m["losses"]
+  lr_list = lambda lrs: ", ".join(f"{lr:g}" for lr in lrs)  # noqa: E731
+  rows = [[p, *(f"{lr_list(m['lrs'][n][p])} → **{a.fmt_lr(m['best'][n][p])}**" for n in steps),
+           *(a.ci(losses[n][p].values()) for n in steps),
            a.status_counts(a.select(runs, model__norm_placement=p))] for p in placements]
-  lines = [a.protocol(runs), "", "Clipped final eval loss (nats/token, mean ± 95% CI over seeds) of each placement "
-           "at its best LR, after each run length:", "",
-           *a.table(["placement", "LR", *(f"loss @ {n} steps" for n in steps), "runs"], rows),
-           ""]
+  lines = [a.protocol(runs), "",
+           "Each placement at its best LR of each length (LRs run → the best, by mean clipped "
+           "final loss over seeds), and its clipped final eval loss there (nats/token, mean ± "
+           "95% CI over seeds):", "",
+           *a.table(["placement", *(f"LRs @ {n} steps" for n in steps),
+                     *(f"loss @ {n} steps" for n in steps), "runs"], rows), ""]
+  lines += [f"Note: {note}" for note in m["notes"]] + ([""] if m["notes"] else [])
   if len(steps) < 2:
     return lines + [a.verdict(None, "Needs both run lengths.")]
   pairs = [(p, q) for i, p in enumerate(placements) for q in placements[i + 1:]]
+  gap_columns = [(f"gap @ {n} steps, best LRs", losses[n]) for n in steps]
+  if m["matched"] is not None:
+    gap_columns += [(f"gap @ {n} steps, LR {m['matched']:g}", m["at_matched"][n])
+                    for n in steps]
   lines += ["Gap between two placements (the second's loss minus the first's, paired by seed, "
-            "mean ± 95% CI; positive: the first ended better):", "",
-            *a.table(["pair", *(f"gap @ {n} steps" for n in steps)],
-                     [[f"{q} − {p}", *(a.fmt(*paired_gap(losses[n], p, q, a)) for n in steps)]
+            "mean ± 95% CI; positive: the first ended better), each at its best LR"
+            + (" and at the one LR all of them ran at both lengths:" if m["matched"] is not None
+               else " (no LR was run by all of them at both lengths):"), "",
+            *a.table(["pair", *(c for c, _ in gap_columns)],
+                     [[f"{q} − {p}", *(a.fmt(*paired_gap(v, p, q, a)) for _, v in gap_columns)]
                       for p, q in pairs]), ""]
   short, long = steps[0], steps[-1]
   (o_short, r_short), (o_long, r_long) = ordering(losses[short], a), ordering(losses[long], a)
@@ -127,6 +181,8 @@ def analyze(runs):
       ("kept", "kept"), ("shrunk", "sign kept, gap now under the margin"),
       ("reversed", "reversed"), ("unresolved", "no longer resolved")) if by[f]]
   text = f"Of the gaps the {short}-step runs resolve, after {long} steps: " + "; ".join(parts) + "."
+  if m["notes"]:  # an optimum not located: that placement may do better than its best here
+    text += " Caveat: " + " ".join(m["notes"])
   if not fates:
     lines.append(a.verdict(None, f"After {short} steps no gap is resolved: there is no "
                            "ordering to keep."))
@@ -145,21 +201,19 @@ def analyze(runs):
 
 def summarize(runs):
   """The summary's entry (transformer/sweep/report.write_summary): the verdict, each
-  placement's loss after each run length, and the learning curves."""
+  placement's loss at its best LR after each run length, and the learning curves."""
   from experiments import analysis as a  # noqa: PLC0415
   lines = analyze(runs)
   word, said = a.verdict_of(lines)
   order = [l for l in lines if l.startswith("Gaps resolved")]
-  steps = sorted({r.num_steps for r in runs})
+  m = measure(runs)
   numbers = [said, *order]
-  for p in PLACEMENTS:
-    mine = a.select(runs, model__norm_placement=p)
-    if mine:
-      numbers.append(f"{p} (LR {BEST_LR[p]:g}): " + "; ".join(
-          f"{a.ci(v for v in (a.clipped_final_loss(r) for r in mine if r.num_steps == n) if v is not None)}"
-          f" after {n} steps" for n in steps))
-  return {"verdict": word, "numbers": numbers,
-          "figure": "curves.png"}
+  for p in m["placements"]:
+    numbers.append(f"{p}: " + "; ".join(
+        f"{a.ci(m['losses'][n][p].values())} after {n} steps (LR {a.fmt_lr(m['best'][n][p])})"
+        for n in m["steps"]))
+  return {"verdict": word, "numbers": numbers, "figure": "curves.png"}
+
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).

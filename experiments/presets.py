@@ -75,14 +75,16 @@ PROTOCOL_LRS = {"cpu": [3e-4, 1e-3, 3e-3, 1e-2, 3e-2], "gpu": [1e-4, 3e-4, 1e-3,
 PROTOCOL_SEEDS = [0, 1, 2]  # fixed before the runs; never topped up where a call is close
 
 
-def protocol(size: str, varied: tuple[str, ...] = ()) -> dict:
+def protocol(size: str, varied: tuple[str, ...] = (), factor: int = 1) -> dict:
   """The fixed fields of a protocol run at `size`: depth, length, warm-up, and an eval /
   checkpoint / log / diagnostics cadence (diagnostics 4 times a run, to keep results light);
-  without the `varied` fields, which a study sets on an axis of its own."""
+  without the `varied` fields, which a study sets on an axis of its own. `factor`: a run
+  `factor` times as long, with the warm-up and the diagnostics spacing scaled with it (4
+  diagnostics a run) and the others kept (the same eval, log and checkpoint steps)."""
   steps = PROTOCOL_STEPS[size]
-  fixed = {"model.num_layers": LAYERS[size], "train.num_steps": steps,
-           "optim.warmup_steps": PROTOCOL_WARMUP[size],
+  fixed = {"model.num_layers": LAYERS[size], "train.num_steps": steps * factor,
+           "optim.warmup_steps": PROTOCOL_WARMUP[size] * factor,
            "train.eval_every": steps // 6, "checkpoint.every_steps": steps // 2,
-           "train.log_every": steps // 24, "train.diagnostics_every": steps // 4,
+           "train.log_every": steps // 24, "train.diagnostics_every": steps * factor // 4,
            "train.samples_at_eval": False}
   return {k: v for k, v in fixed.items() if k not in varied}

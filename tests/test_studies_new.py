@@ -222,15 +222,20 @@ def test_norms_sweep_sets_alpha_only_for_dyt():
 
 # --- long_training ---------------------------------------------------------------------------
 
-def _long_runs(short, long):
-  """`short`, `long`: final loss by placement after 200 and 2000 steps."""
+def _long_runs(short, long, long_best=None):
+  """`short`, `long`: final loss by placement at its best LR after 600 and 2400 steps; the
+  other LRs of its window end 0.1 worse. `long_best`: {placement: index in its window of the
+  long runs' best LR} (default: the middle one)."""
   runs = []
-  for steps, losses in ((200, short), (2000, long)):
+  for steps, losses in ((600, short), (2400, long)):
     for p, loss in losses.items():
-      for s in range(3):
-        runs.append(_run({a.PLACEMENT: p, a.LR: long_training.BEST_LR[p], "seed": s,
-                          "train.num_steps": steps}, final_loss=loss + 0.01 * s,
-                         num_steps=steps))
+      window = long_training.WINDOW["cpu"][p]
+      best = window[1 if steps == 600 else (long_best or {}).get(p, 1)]
+      for lr in window:
+        for s in range(3):
+          runs.append(_run({a.PLACEMENT: p, a.LR: lr, "seed": s, "train.num_steps": steps},
+                           final_loss=loss + 0.01 * s + (0 if lr == best else 0.1),
+                           num_steps=steps))
   return runs
 
 
@@ -252,15 +257,48 @@ def test_long_training_checks_the_short_run_ordering():
   assert "sign kept, gap now under the margin: peri < pre" in said
   # Every pair, not only neighbours in the mean order: pre < post is resolved here although
   # peri sits between them.
-  assert "after 200 steps: peri < pre, peri < post, pre < post;" in "\n".join(lines)
+  assert "after 600 steps: peri < pre, peri < post, pre < post;" in "\n".join(lines)
   s = long_training.summarize(swap)
   assert s["verdict"] == "partly agrees" and s["figure"] == "curves.png"
-  assert any(n.startswith("pre (LR 0.01): 2.11") and "1.71" in n for n in s["numbers"])
+  assert "pre: 2.11 ± 0.025 after 600 steps (LR 0.01); 1.71 ± 0.025 after 2400 steps (LR 0.01)" \
+      in s["numbers"]
 
 
-def test_long_training_sweep_is_ten_times_the_steps_at_width_128():
+def test_long_training_retunes_each_placement_and_compares_at_the_matched_lr():
+  """Each placement is judged at its best LR of each length, found in its window (post's
+  0.0003-0.003, pre's 0.003-0.03), and at the one LR both windows hold (0.003); a best LR at
+  a window's edge is named in the verdict."""
+  lines = long_training.analyze(_long_runs({"pre": 2.0, "post": 2.3}, {"pre": 1.5, "post": 1.7},
+                                           long_best={"post": 0}))
+  text = "\n".join(lines)
+  assert "| post | 0.0003, 0.001, 0.003 → **0.001** | 0.0003, 0.001, 0.003 → **0.0003** |" in text
+  assert "| pre | 0.003, 0.01, 0.03 → **0.01** | 0.003, 0.01, 0.03 → **0.01** |" in text
+  assert "gap @ 600 steps, LR 0.003" in text and "gap @ 2400 steps, LR 0.003" in text
+  # At 0.003 post is 0.1 off its best (2.4, 1.8) and pre too (2.1, 1.6): gaps -0.3, -0.2.
+  assert "| pre − post | -0.3 ± 0 | -0.2 ± 0 | -0.3 ± 0 | -0.2 ± 0 |" in text
+  said = _verdict(lines)
+  assert said.startswith("**Agrees.**") and "Caveat: post's best LR after 2400 steps: 0.0003 " \
+      "is the grid's smallest LR" in said
+
+
+def test_long_training_sweep_reuses_the_protocol_runs_and_is_4x_longer():
+  """The short points are lr_sensitivity's (the same run identity, so --reuse_runs_from links
+  them); the long ones are 4x the steps and warm-up, over each placement's window."""
+  from configs.default import get_config  # noqa: PLC0415
+  from experiments import lr_sensitivity  # noqa: PLC0415
+  from transformer.sweep import points as sw  # noqa: PLC0415
   points = long_training.get_sweep("cpu")
-  assert sorted({p["train.num_steps"] for p in points}) == [200, 2000]
+  assert {(p["train.num_steps"], p["optim.warmup_steps"]) for p in points} == {(600, 60),
+                                                                               (2400, 240)}
   assert {p["model.d_model"] for p in points} == {128}
-  assert {(p["train.num_steps"], p["optim.warmup_steps"]) for p in points} == {(200, 20),
-                                                                               (2000, 200)}
+  identity = lambda ps: [sw.run_identity(c.to_dict())  # noqa: E731
+                         for c in sw.validate_points(get_config(), ps)]
+  reused = set(identity(lr_sensitivity.get_sweep("cpu")))
+  short = [p for p in points if p["train.num_steps"] == 600]
+  long = [p for p in points if p["train.num_steps"] == 2400]
+  assert len(short) == 45 and all(i in reused for i in identity(short))
+  assert len(long) == 27 and not any(i in reused for i in identity(long))
+  assert {(p["model.norm_placement"], p["optim.learning_rate"]) for p in long} == {
+      (pl, lr) for pl, window in long_training.WINDOW["cpu"].items() for lr in window}
+  assert all(long_training.MATCHED["cpu"] in w for w in long_training.WINDOW["cpu"].values())
+  assert max(len(sw.point_name(p, points)) for p in points) <= sw.MAX_NAME  # no hashed names

@@ -172,8 +172,8 @@ def test_runs_saved_before_a_field_existed_keep_their_identity():
   with `decay_mask=ndim` (the others' defaults compute what the old code did), so
   `--reuse_runs_from` and resuming still recognise it; a point that sets one of those fields
   to another value is another run."""
-  workdir = os.path.join(ROOT, "experiments", "results", "lr_sensitivity",
-                         "norm_placement=pre,learning_rate=0.01,seed=0")
+  study = os.path.join(ROOT, "experiments", "results", "grad_profile")  # kept as it was run
+  workdir = os.path.join(study, sw.read_manifest(study)["points"][0]["name"])
   saved = saved_config(workdir)  # packed with its study (transformer.packed_runs)
   assert "loss_chunk" not in saved["train"] and "decay_mask" not in saved["optim"]
   manifest = sw.read_manifest(os.path.dirname(workdir))  # the point as that sweep made it
@@ -218,7 +218,7 @@ def test_point_names_are_readable_and_distinct():
   long_a = {"data.source_dir": "/a/" + "x" * 200}
   long_b = {"data.source_dir": "/b/" + "x" * 200}
   name_a, name_b = sw.point_name(long_a), sw.point_name(long_b)
-  assert len(name_a) <= 100 and name_a != name_b and "/" not in name_a
+  assert len(name_a) <= sw.MAX_NAME and name_a != name_b and "/" not in name_a
 
 
 def test_point_command_overrides_win_and_round_trip_through_flags():

@@ -220,6 +220,11 @@ def override_args(point: Point) -> list[str]:
   return [f"--config.{k}={format_value(v)}" for k, v in point.items()]
 
 
+# A point name's longest: 6 fields of a study (length, warm-up, diagnostics spacing, placement,
+# LR, seed: long_training's 101 characters) fit; a longer one is cut and made unique by a hash.
+MAX_NAME = 120
+
+
 def point_name(point: Point, all_points: Sequence[Point] = ()) -> str:
   """A readable workdir name: `norm_placement=post,seed=1`. Fields that every point of
   `all_points` sets to the same value (a preset's) are left out; fields go by their last path
@@ -239,9 +244,9 @@ def point_name(point: Point, all_points: Sequence[Point] = ()) -> str:
     short[k] = leaf if len(same_leaf) == 1 else k
   parts = [f"{short[k]}={format_value(v)}" for k, v in point.items()]
   name = re.sub(r"[^A-Za-z0-9._=,+-]", "_", ",".join(parts)) or "default"
-  if len(name) > 100:
+  if len(name) > MAX_NAME:  # far below a file name's 255 bytes: paths stay readable
     digest = hashlib.sha1(json.dumps(point, sort_keys=True, default=str).encode()).hexdigest()
-    name = name[:80] + "-" + digest[:10]
+    name = name[:MAX_NAME - 20] + "-" + digest[:10]
   return name
 
 
