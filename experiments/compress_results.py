@@ -29,8 +29,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from transformer import packed_runs  # noqa: E402
+from transformer import packed_runs, paths  # noqa: E402
 from transformer.sweep.points import read_manifest, run_identity  # noqa: E402
+from transformer.sweep.runs import STUDY_BASELINES, _read_cache, recorded_baselines  # noqa: E402
 from transformer.workdir import CONFIG_FILE, METRICS_FILE, METRICS_GZ  # noqa: E402
 
 LOG_FILE = "log.txt"  # written by transformer/sweep/local.py beside each point's run
@@ -105,6 +106,36 @@ def compress_sweep(sweep_dir: str, link_to: str = "") -> tuple[list[str], int]:
   return linked, runs
 
 
+def inline_links(sweep_dir: str, other: str) -> int:
+  """`packed_runs.inline_links`, and the baselines measured afterwards for the copied runs
+  (their home study's `study_baselines.json` records, for runs from before `baselines.json`)
+  added to this study's, so its report reads the same levels. Returns the runs copied."""
+  measured = {}  # point name -> its record in the home study's study_baselines.json
+  for name in packed_runs.entries(sweep_dir):
+    target = packed_runs.link_target(os.path.join(sweep_dir, name))
+    if (target is not None and os.path.dirname(os.path.abspath(target)) == os.path.abspath(other)
+        and packed_runs.text(target, "baselines.json") is None):
+      record = recorded_baselines(target)
+      if record:
+        measured[name] = record
+  count = packed_runs.inline_links(sweep_dir, other)
+  if measured:
+    path = os.path.join(sweep_dir, STUDY_BASELINES)
+    study = _read_cache(path) or {"written_by": "experiments/compress_results.py --inline_links "
+                                  "(records measured for the studies the runs came from)"}
+    records = study.setdefault("records", [])
+    for name, record in measured.items():
+      same = next((r for r in records if {k: v for k, v in r.items() if k != "points"} == record),
+                  None)
+      if same is None:
+        same = {**record, "points": []}
+        records.append(same)
+      if name not in same["points"]:
+        same["points"].append(name)
+    paths.write_text(path, json.dumps(study, indent=1) + "\n")
+  return count
+
+
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("sweep_dirs", nargs="+")
@@ -116,7 +147,7 @@ def main(argv=None) -> None:
   args = parser.parse_args(argv)
   for sweep_dir in args.sweep_dirs:
     if args.inline_links:
-      print(f"{sweep_dir}: {packed_runs.inline_links(sweep_dir, args.inline_links)} linked "
+      print(f"{sweep_dir}: {inline_links(sweep_dir, args.inline_links)} linked "
             f"runs of {args.inline_links} copied in")
       continue
     if args.unpack:

@@ -142,11 +142,19 @@ def recorded_baselines(workdir: str) -> dict:
 
 
 def _linked_from(workdir: str) -> Optional[str]:
-  """The run a reused run links to (a symlinked folder, or a packed link); None otherwise."""
+  """The run a reused run links to (a symlinked folder, or a packed link), followed to the
+  study that ran it (warmup_length links to warmup_stability's links to lr_sensitivity's
+  runs); None for a run of its own."""
   workdir = workdir.rstrip("/")
   if os.path.islink(workdir):
     return os.path.realpath(workdir)
-  return packed_runs.link_target(workdir)
+  home = packed_runs.link_target(workdir)
+  for _ in range(8):  # links are one or two hops; a cycle is not followed for ever
+    further = None if home is None else packed_runs.link_target(home)
+    if further is None:
+      break
+    home = further
+  return home
 
 
 def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
