@@ -260,22 +260,22 @@ def test_long_training_checks_the_short_run_ordering():
   assert "after 600 steps: peri < pre, peri < post, pre < post;" in "\n".join(lines)
   s = long_training.summarize(swap)
   assert s["verdict"] == "partly agrees" and s["figure"] == "curves.png"
-  assert "pre: 2.11 ± 0.025 after 600 steps (LR 0.01); 1.71 ± 0.025 after 2400 steps (LR 0.01)" \
+  assert "pre: 2.11 ± 0.025 after 600 steps (LR 0.003); 1.71 ± 0.025 after 2400 steps (LR 0.003)" \
       in s["numbers"]
 
 
 def test_long_training_retunes_each_placement_and_compares_at_the_matched_lr():
   """Each placement is judged at its best LR of each length, found in its window (post's
-  0.0003-0.003, pre's 0.003-0.03), and at the one LR both windows hold (0.003); a best LR at
-  a window's edge is named in the verdict."""
+  0.0003-0.003, pre's 0.001-0.01), and at the matched LR (0.003); a best LR at a window's edge
+  is named in the verdict."""
   lines = long_training.analyze(_long_runs({"pre": 2.0, "post": 2.3}, {"pre": 1.5, "post": 1.7},
                                            long_best={"post": 0}))
   text = "\n".join(lines)
   assert "| post | 0.0003, 0.001, 0.003 → **0.001** | 0.0003, 0.001, 0.003 → **0.0003** |" in text
-  assert "| pre | 0.003, 0.01, 0.03 → **0.01** | 0.003, 0.01, 0.03 → **0.01** |" in text
+  assert "| pre | 0.001, 0.003, 0.01 → **0.003** | 0.001, 0.003, 0.01 → **0.003** |" in text
   assert "gap @ 600 steps, LR 0.003" in text and "gap @ 2400 steps, LR 0.003" in text
-  # At 0.003 post is 0.1 off its best (2.4, 1.8) and pre too (2.1, 1.6): gaps -0.3, -0.2.
-  assert "| pre − post | -0.3 ± 0 | -0.2 ± 0 | -0.3 ± 0 | -0.2 ± 0 |" in text
+  # At 0.003 post is 0.1 off its best (2.4, 1.8) and pre at its best (2.0, 1.5): -0.4, -0.3.
+  assert "| pre − post | -0.3 ± 0 | -0.2 ± 0 | -0.4 ± 0 | -0.3 ± 0 |" in text
   said = _verdict(lines)
   assert said.startswith("**Agrees.**") and "Caveat: post's best LR after 2400 steps: 0.0003 " \
       "is the grid's smallest LR" in said
