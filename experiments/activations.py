@@ -178,5 +178,6 @@ assert LRS  # the grid is lr_sensitivity's (presets.LRS)
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.COLLAPSE,
-              _analysis.CONFIDENCE)
+THRESHOLDS = (_analysis.CONFIDENCE,)
+THRESHOLDS_NOT_READ = {_analysis.COLLAPSE.label: "the call reads diagnostics of every run, "
+                       "whatever its status"}

@@ -185,6 +185,12 @@ RULE = Threshold("rule for trained", "experiments.analysis", "SWAP_RULE", (True,
                  shown=("the other rule (within X <-> finished healthily)", "the study's own"))
 
 
+# Why a shared threshold cannot move a call that does not read it (THRESHOLDS_NOT_READ).
+COLLAPSE_NOT_READ = ("the call reads clipped final losses, where a collapsed run counts as its "
+                     "loss either way, and no run's status")
+RULE_NOT_READ = "the call does not ask which runs trained"
+
+
 def rule_used(rule: str) -> str:
   """`rule`, or the other one while SWAP_RULE is set."""
   if not SWAP_RULE:

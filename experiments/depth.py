@@ -79,6 +79,8 @@ def gap_to_reference(run, ref) -> float:
   key = (run.overrides[a.PLACEMENT], run.seed, run.overrides[DEPTH])
   if v is None or run.status != "finished" or key not in ref:
     return float("inf")
+  if a.rule_used(a.WITHIN_X) == a.HEALTHY:  # the other rule: finished healthily is trained
+    return 0.0
   return v - ref[key]
 
 

@@ -219,6 +219,6 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.COLLAPSE,
-              _analysis.CONFIDENCE,
+THRESHOLDS = (_analysis.CONFIDENCE,
               Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.01, 0.05)))
+THRESHOLDS_NOT_READ = {_analysis.COLLAPSE.label: _analysis.COLLAPSE_NOT_READ}

@@ -156,7 +156,8 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.COLLAPSE,
-              _analysis.RULE,
-              _analysis.CONFIDENCE,
+THRESHOLDS = (_analysis.CONFIDENCE,
               Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.03, 0.1)))
+THRESHOLDS_NOT_READ = {_analysis.COLLAPSE.label: _analysis.COLLAPSE_NOT_READ,
+                       _analysis.RULE.label: _analysis.RULE_NOT_READ + " (the largest stable "
+                       "LR is shown, not judged)"}

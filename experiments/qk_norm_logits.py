@@ -149,5 +149,6 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.COLLAPSE,
-              _analysis.CONFIDENCE)
+THRESHOLDS = (_analysis.CONFIDENCE,)
+THRESHOLDS_NOT_READ = {_analysis.COLLAPSE.label: "the call reads logits and clipped losses of "
+                       "every run, and counts diverged runs only"}

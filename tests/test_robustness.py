@@ -72,3 +72,32 @@ def test_the_two_rules_for_trained():
     assert a.trained_at(run, best, 0.1) is False and a.trained_at(run, best, 0.1, a.HEALTHY)
   finally:
     a.SWAP_RULE = False
+
+
+def test_a_threshold_the_call_does_not_read_is_named_not_moved():
+  module = _study(margin=0.01)
+  module.THRESHOLDS = (Threshold("margin", None, "MARGIN", (0.02, 0.05)),)
+  module.THRESHOLDS_NOT_READ = {"collapse cutoff": "the call reads no run's status"}
+  text = "\n".join(robustness.section(module, [], lambda runs: None))
+  assert ("Not moved, because the call does not read them: collapse cutoff (the call reads no "
+          "run's status).") in text
+  assert "| collapse cutoff |" not in text
+
+
+def test_every_study_moves_or_names_the_collapse_cutoff():
+  """A study's robustness either moves the collapse cutoff or says its call does not read it
+  (a row for a threshold the call never reads would be a check that cannot fail)."""
+  import importlib  # noqa: PLC0415
+  import os  # noqa: PLC0415
+  root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments")
+  checked = 0
+  for name in sorted(f[:-3] for f in os.listdir(root) if f.endswith(".py")):
+    module = importlib.import_module(f"experiments.{name}")
+    varied = {t.label for t in getattr(module, "THRESHOLDS", ())}
+    not_read = set(getattr(module, "THRESHOLDS_NOT_READ", {}))
+    assert not varied & not_read, name
+    if varied and hasattr(module, "get_sweep") and name not in (
+        "grad_profile", "grad_scale_depth", "residual_growth", "depth_post"):  # no collapse
+      assert a.COLLAPSE.label in varied | not_read, name
+      checked += 1
+  assert checked >= 8

@@ -83,6 +83,21 @@ def test_depth_judges_training_over_the_tolerance():
   assert row.count("24 / 24") == len(a.TOLERANCES)
 
 
+def test_depth_other_rule_counts_every_healthy_run_as_trained(monkeypatch):
+  """The robustness section's "other rule for trained" (finished healthily) reaches the depth
+  study: post ending 0.4 above its 6-layer best at 12 layers (and level with pre at 24) fails
+  at X = 0.3 under the study's rule and trains under the other; a diverged run fails under
+  both."""
+  runs = _depth_runs()
+  for r in runs:
+    if r.overrides[a.PLACEMENT] == "post" and r.overrides["model.num_layers"] == 12:
+      r.metrics["eval"][-1]["loss"] += 0.4
+  assert _verdict(depth.analyze(runs)).startswith("**Agrees.**")
+  monkeypatch.setattr(a, "SWAP_RULE", True)
+  assert _verdict(depth.analyze(runs)).startswith("**Disagrees.**")
+  assert _verdict(depth.analyze(_depth_runs(post_fails_at=12))).startswith("**Agrees.**")
+
+
 def test_depth_counts_collapse_as_not_trained():
   runs = _depth_runs()
   for r in runs:

@@ -7,6 +7,10 @@ asks whether the call survives. A study's sweep file lists them:
   THRESHOLDS = (analysis.COLLAPSE, analysis.X, analysis.RULE,
                 Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.02, 0.1)))
 
+A threshold the call does not read cannot move it, and a row for it would be a check that
+cannot fail: the file names those in `THRESHOLDS_NOT_READ = {label: why}` instead, and the
+section says so.
+
 Each `Threshold` names a module attribute (`module` None: the sweep file's own) and the values
 to try; the section sets it to each value in turn (one threshold moved at a time, the others as
 reported), runs the study's `analyze(runs)` again, and tabulates the verdict word. A threshold
@@ -101,4 +105,8 @@ def section(module: Any, runs: list, reclassify: Callable[[list], None]) -> list
            "| threshold | value | verdict |", "|---|---|---|",
            f"| as reported | - | {reported} |"]
   lines += [f"| {t.label} | {_value(t, v)} | {w} |" for t, v, w in moved]
+  not_read = getattr(module, "THRESHOLDS_NOT_READ", {})
+  if not_read:
+    lines += ["", "Not moved, because the call does not read them: "
+              + "; ".join(f"{label} ({why})" for label, why in not_read.items()) + "."]
   return lines + ["", summary, ""]
