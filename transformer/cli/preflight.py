@@ -16,10 +16,10 @@ from transformer.errors import RunError
 
 def check_workdir(workdir: str) -> None:
   """Creates `workdir` if needed and makes sure files can be written in it. A URL
-  (`gs://...`) gets a write and removal of a probe file, bounded in time
-  (`paths.probe_write`)."""
+  (`gs://...`) is left alone: launch.py's write check (`check_writable`, the first thing it
+  does) has already written and removed a probe file there, and a second round trip to the
+  bucket would only add its latency."""
   if paths.has_scheme(workdir):
-    paths.probe_write(workdir)
     return
   try:
     os.makedirs(workdir, exist_ok=True)
