@@ -10,6 +10,7 @@ import sys
 import time
 
 import jax
+import pytest
 import numpy as np
 
 from tests import multihost_worker as worker
