@@ -10,8 +10,8 @@ import sys
 import time
 
 import jax
-import pytest
 import numpy as np
+import pytest
 
 from tests import multihost_worker as worker
 from transformer.config import ParallelConfig
