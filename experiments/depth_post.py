@@ -96,7 +96,8 @@ def analyze(runs):
   reference = a.mean_ci(list(table[ref_key].values()))[0]
   rows = [(d, a.fmt_lr(lr), w, a.ci(list(v.values())), len(v))
           for (d, lr, w), v in sorted(table.items())]
-  lines = [f"Bigram level of the eval split: {bigram:.3f} nats/token; {ref_depth}-layer "
+  lines = [a.protocol(runs), "",
+           f"Bigram level of the eval split: {bigram:.3f} nats/token; {ref_depth}-layer "
            f"reference (best setting, mean over seeds): {reference:.3f}.", ""]
   lines += a.table(["layers", "LR", "warm-up", "final loss (95% CI)", "seeds"], rows) + [""]
   calls = {}

@@ -47,6 +47,21 @@ def test_the_committed_report_regenerates_byte_for_byte(study, tmp_path, monkeyp
                            "now: regenerate the committed reports")
 
 
+def test_every_committed_report_states_protocol_baselines_and_robustness():
+  """Issue 29: each study's report says what recipe its verdict rests on, the baselines and
+  budget it was judged against, and how the call moves at the neighbouring thresholds."""
+  missing = []
+  for study in sorted(os.listdir(RESULTS)):
+    if not os.path.exists(os.path.join(RESULTS, study, "sweep.json")):
+      continue  # diagnose_init_12l: a --mode=diagnose report, not a study
+    with open(os.path.join(RESULTS, study, "report.md"), encoding="utf-8") as f:
+      text = f.read()
+    missing += [f"{study}: {part!r}" for part in ("\nProtocol: ", "\n## Baselines and budget",
+                                                   "\n## Robustness", "\n**Budget:** ")
+                if part not in text]
+  assert missing == [], missing
+
+
 def test_committed_studies_are_packed():
   """No run folder is committed: every point that ran is a line of its study's packed file."""
   folders = [os.path.join(study, name) for study in sorted(os.listdir(RESULTS))
