@@ -1,25 +1,33 @@
 """Study 7: final loss against depth, with and without warm-up.
 
   python launch.py --mode=sweep --sweep=experiments/depth.py:cpu \
-      --sweep_dir=runs/studies/depth --parallel=2
+      --sweep_dir=runs/studies/depth --parallel=2 \
+      --reuse_runs_from=runs/studies/lr_sensitivity,runs/studies/warmup_stability
 
-Post, pre, peri, DeepNorm, Admin and Mix-LN, each at its best learning rate of lr_sensitivity
-(`BEST_LR`), x depth x {no warm-up, warm-up} x 3 seeds. Layers are scanned
+Under the protocol (`presets.protocol`: the same model, steps, data and seeds for every point):
+post, pre, DeepNorm and Admin, the placements the claim names, at 6, 12 and 24 layers x {no
+warm-up, the protocol's warm-up} x 3 seeds, each at its best LR of lr_sensitivity's grid
+(`BEST_6`, read off its protocol runs before any depth run) and at one matched LR every
+placement shares (`MATCHED`). The 6-layer points are lr_sensitivity's (with warm-up) and
+warmup_stability's (without) runs: `--reuse_runs_from` links them. Deeper stacks are scanned
 (`model.scan_layers`) so that 24 layers compile in seconds; with the role-based weight-decay
-mask a scanned stack trains the same model as an unrolled one.
+mask a scanned stack trains the same model as an unrolled one. Depth comes first in the
+points, so a sweep cut short has whole depths.
 
 "Stops training" is a threshold, so it is judged as a curve over it, as in warmup_stability:
 a run *trained at X* when it neither diverged nor collapsed and its final eval loss is within
 X nats/token of the best its placement reached with that seed at that depth or a shallower
 one (with or without warm-up). So a placement is judged against itself, not against a
-placement that converges faster at a larger LR, and "deeper" may not cost more than X. The deepest depth up to
-which every seed trained at X is tabulated for several X and drawn in
+placement that converges faster at a larger LR, and "deeper" may not cost more than X. The
+deepest depth up to which every seed trained at X is tabulated for several X and drawn in
 `deepest_vs_tolerance.png`; the call is made at `analysis.CALL_TOLERANCE` with the X over
-which it holds. The loss-against-depth figure (`loss_vs_depth.png`) is the raw evidence.
+which it holds, at each placement's best LR, and made again at the matched LR. The
+loss-against-depth figure (`loss_vs_depth.png`) is the raw evidence.
 """
 
 from experiments import analysis as _analysis
-from experiments.presets import TRAINING_SIZES, WARMUP, training
+from experiments.presets import (LAYERS, PROTOCOL_SEEDS, PROTOCOL_SIZES, PROTOCOL_WARMUP,
+                                 protocol)
 from transformer.sweep import preset, product
 from transformer.sweep.robustness import Threshold
 
@@ -27,16 +35,16 @@ CLAIM = ("Liu et al. 2020 (Admin); Wang et al. 2022 (DeepNet): post-norm stops t
          "the stack gets deeper (WMT14 12L-12L and 18L-18L post-LN failed, with warm-up), while "
          "pre-norm, Admin and DeepNorm train at every depth; without warm-up post-norm fails "
          "sooner.")
-PLACEMENTS = ["post", "pre", "peri", "deepnorm", "admin", "mix"]
-# Best LR of each placement in lr_sensitivity (cpu: 6 layers, 200 steps, warm-up 20; see
-# experiments/README.md). Those runs read Python 3.11.7's stdlib corpus with the ndim decay
-# mask; the committed depth runs read Python 3.12.1's with the role mask, so these are
-# near-best LRs here, not tuned ones. The gpu preset has not been run: the same values, to be replaced
-# by its own lr_sensitivity's.
-BEST_LR = {"post": 1e-3, "deepnorm": 3e-3, "admin": 3e-3, "pre": 1e-2, "peri": 1e-2,
-           "mix": 1e-2}
-DEPTHS = {"cpu": [3, 6, 12, 24], "gpu": [6, 12, 24, 48]}
-SEEDS = [0, 1, 2]
+PLACEMENTS = ["post", "pre", "deepnorm", "admin"]
+# Each placement's best LR of lr_sensitivity's protocol grid at 6 layers (the lowest mean
+# clipped final loss over its 3 seeds). Provisional until lr_sensitivity's protocol runs land
+# (2026-11-25: pre's 3e-3 measured, the others expected); set from them before any depth run.
+# The gpu preset has not been run: its lr_sensitivity's best LRs replace these when it is.
+BEST_6 = {"cpu": {"post": 1e-3, "pre": 3e-3, "deepnorm": 3e-3, "admin": 3e-3},
+          "gpu": {"post": 3e-4, "pre": 1e-3, "deepnorm": 1e-3, "admin": 1e-3}}
+MATCHED = {"cpu": 3e-3, "gpu": 1e-3}  # the one LR every placement is also run at
+DEPTHS = {"cpu": [6, 12, 24], "gpu": [12, 24, 48]}
+SHOWN = ["post", "pre", "peri", "deepnorm", "admin", "mix"]  # table order (older runs had all six)
 STABLE = ["pre", "deepnorm", "admin"]  # what the papers say trains at every depth
 LOSS_MARGIN = 0.05  # nats/token: post-norm at the largest depth this much worse than pre
 DEPTH = "model.num_layers"
@@ -46,12 +54,53 @@ TOLERANCE_FIGURE = "deepest_vs_tolerance.png"
 
 
 def get_sweep(size: str = "cpu"):
-  base = preset(TRAINING_SIZES, size)
-  placements = [{"model.norm_placement": p, "optim.learning_rate": BEST_LR[p]}
-                for p in PLACEMENTS]
-  fixed = {k: v for k, v in training(size).items() if k != DEPTH}
-  return product(base, [{**fixed, "model.scan_layers": True}], placements,
-                 {DEPTH: DEPTHS[size]}, {WARM: [0, WARMUP[size]]}, {"seed": SEEDS})
+  """Per depth (shallowest first), placement, LR (its best and the matched one), warm-up
+  (the protocol's, then none) and seed. Stacks deeper than the protocol's are scanned."""
+  base = preset(PROTOCOL_SIZES, size)  # first: an unknown size is a clear error
+  fixed = protocol(size, varied=(DEPTH, WARM))
+  points = []
+  for d in DEPTHS[size]:
+    scan = {"model.scan_layers": True} if d > LAYERS[size] else {}
+    for p in PLACEMENTS:
+      points += product(base, [{**fixed, **scan}], {"model.norm_placement": [p]},
+                        {"optim.learning_rate": sorted({BEST_6[size][p], MATCHED[size]})},
+                        {DEPTH: [d]}, {WARM: [PROTOCOL_WARMUP[size], 0]},
+                        {"seed": PROTOCOL_SEEDS})
+  return points
+
+
+def judged_lrs(runs) -> dict:
+  """`{placement: the LR its runs are judged at}`: of the LRs it ran, the one with the lowest
+  mean clipped final loss over seeds at the shallowest depth, with the longest warm-up (its
+  best LR by lr_sensitivity's runs, which are those points)."""
+  from experiments import analysis as a  # noqa: PLC0415
+  out = {}
+  for p in dict.fromkeys(r.overrides[a.PLACEMENT] for r in runs):
+    mine = a.select(runs, model__norm_placement=p)
+    shallow = min(r.overrides[DEPTH] for r in mine)
+    warm = max(r.overrides[WARM] for r in mine)
+    best = a.best_lr([r for r in mine if r.overrides[DEPTH] == shallow
+                      and r.overrides[WARM] == warm])
+    out[p] = best if best is not None else min(r.overrides[a.LR] for r in mine)
+  return out
+
+
+def matched_lr(runs):
+  """The one LR every placement ran at beside its best (None when there is none, or several
+  and no single matched one)."""
+  from experiments import analysis as a  # noqa: PLC0415
+  by_p = {}
+  for r in runs:
+    by_p.setdefault(r.overrides[a.PLACEMENT], set()).add(r.overrides[a.LR])
+  common = set.intersection(*by_p.values()) if by_p else set()
+  return next(iter(common)) if len(common) == 1 and any(len(v) > 1 for v in by_p.values()) \
+      else None
+
+
+def at_lrs(runs, lrs: dict) -> list:
+  """The runs of each placement at its LR in `lrs` ({placement: LR})."""
+  from experiments import analysis as a  # noqa: PLC0415
+  return [r for r in runs if lrs.get(r.overrides[a.PLACEMENT]) == r.overrides[a.LR]]
 
 
 def reference(runs) -> dict:
@@ -101,7 +150,7 @@ def measure(runs):
   from experiments import analysis as a  # noqa: PLC0415
   depths = sorted({r.overrides[DEPTH] for r in runs})
   warmups = sorted({r.overrides[WARM] for r in runs})
-  placements = [p for p in PLACEMENTS if a.select(runs, model__norm_placement=p)]
+  placements = [p for p in SHOWN if a.select(runs, model__norm_placement=p)]
   sets = {(p, w): a.select(runs, model__norm_placement=p, optim__warmup_steps=w)
           for p in placements for w in warmups}
   ref = reference(runs)
@@ -163,6 +212,24 @@ def _judge(m, runs):
   return agrees, text, (mean, half)
 
 
+def matched_call(runs, lrs: dict) -> str:
+  """The call made again with every placement at the matched LR (a sentence)."""
+  from experiments import analysis as a  # noqa: PLC0415
+  lr = matched_lr(runs)
+  if lr is None:
+    return ("Matched LR: none; no one LR was run for every placement (each ran at "
+            "its own best only), so the call is made at each placement's best LR alone.")
+  if all(v == lr for v in lrs.values()):
+    return f"Matched LR: {a.fmt_lr(lr)} is every placement's best, so the call above is also the matched one."
+  mine = at_lrs(runs, {p: lr for p in lrs})
+  m = measure(mine)
+  if ("post", m["warm"]) not in m["sets"]:
+    return f"Matched LR {a.fmt_lr(lr)}: no post-norm runs with warm-up at it."
+  agrees, text, _ = _judge(m, mine)
+  return (f"Matched LR {a.fmt_lr(lr)} (every placement at it): {text}; judged there, the "
+          f"data {a.verdict_word(agrees)}.")
+
+
 def analyze(runs):
   """Per placement and warm-up: the clipped final eval loss at each depth (mean ± 95% CI over
   seeds) and the deepest depth every seed trained at, over X. Then: does post-norm fail (or
@@ -171,6 +238,9 @@ def analyze(runs):
   from experiments import analysis as a  # noqa: PLC0415
   if not runs:
     return [a.verdict(None, "No runs.")]
+  every = runs
+  lrs = judged_lrs(every)
+  runs = at_lrs(every, lrs)
   m = measure(runs)
   depths, top, warm, none, x = m["depths"], m["top"], m["warm"], m["none"], m["x"]
   rows = []
@@ -182,7 +252,7 @@ def analyze(runs):
   lines = [a.protocol(runs), "",
            "Clipped final eval loss (nats/token; diverged runs count as ln V) at each depth, "
            "each placement at its best LR (" + ", ".join(
-               f"{p} {BEST_LR[p]:g}" for p in m["placements"]) + "), mean ± 95% CI over seeds:",
+               f"{p} {lrs[p]:g}" for p in m["placements"]) + "), mean ± 95% CI over seeds:",
            "", *a.table(["placement", "warm-up", *(f"loss @ {d} layers" for d in depths),
                          "runs"], rows), "",
            "A run *trained at X* when it neither diverged nor collapsed and its final eval loss "
@@ -214,6 +284,7 @@ def analyze(runs):
               + ", ".join(f"{p} {fmt_d(dn[p])}" for p in m["placements"]) + ". Dropping "
               "warm-up makes the stack fail sooner for: "
               + (", ".join(sooner) if sooner else "no placement") + "."]
+  lines += ["", matched_call(every, lrs)]
   steps = max(r.num_steps for r in runs)
   lines += ["", f"Trained {steps} steps on a small model at each placement's 6-layer best LR "
             "(not re-tuned per depth): far from the papers' translation models, so a failure "
@@ -231,9 +302,10 @@ def figures(runs, sweep_dir):
   from transformer.sweep import report  # noqa: PLC0415
   if not runs:
     return []
+  runs = at_lrs(runs, judged_lrs(runs))  # each placement at its best LR, as the verdict
   m = measure(runs)
   plt = report._pyplot()  # noqa: SLF001
-  colours = {p: f"C{i}" for i, p in enumerate(PLACEMENTS)}
+  colours = {p: f"C{i}" for i, p in enumerate(SHOWN)}
   fig, axes = plt.subplots(1, len(m["warmups"]), figsize=(4.2 * len(m["warmups"]) + 1.6, 3.4),
                            sharey=True, squeeze=False)
   for ax, w in zip(axes[0], m["warmups"]):
@@ -289,6 +361,7 @@ def figures(runs, sweep_dir):
 def summarize(runs):
   """The summary's entry (transformer/sweep/report.write_summary)."""
   from experiments import analysis as a  # noqa: PLC0415
+  runs = at_lrs(runs, judged_lrs(runs))  # each placement at its best LR, as the verdict
   m = measure(runs)
   agrees, text, (mean, half) = _judge(m, runs)
   top, warm, none, x = m["top"], m["warm"], m["none"], m["x"]

@@ -21,6 +21,7 @@ from transformer.workdir import read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "experiments", "results")
+IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # residual_growth: 6 one-step runs; long_training: 30 runs of 200 and 2000 steps with
 # provenance; qk_norm_logits: 18 runs of its own and 18 linked from lr_sensitivity's pack.
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits")
@@ -60,6 +61,34 @@ def test_every_committed_report_states_protocol_baselines_and_robustness():
                                                    "\n## Robustness", "\n**Budget:** ")
                 if part not in text]
   assert missing == [], missing
+
+
+def test_in_progress_runs_are_finished_points_of_their_study(monkeypatch):
+  """A study cut off by the end of a session commits its finished runs, packed, under
+  experiments/in_progress/<study>/ (its README says how a sweep resumes from them): each is a
+  finished run of a point of `experiments/<study>.py:cpu`, trained with that point's
+  overrides, so a sweep resumed on that folder skips exactly the runs that are done."""
+  studies = sorted(s for s in os.listdir(IN_PROGRESS) if os.path.isdir(os.path.join(IN_PROGRESS, s)))
+  if not studies:
+    pytest.skip("no study is in progress")
+  monkeypatch.chdir(REPO)
+  wrong, checked = [], 0
+  for study in studies:
+    points = sweep_points.load_sweep(f"experiments/{study}.py:cpu")
+    by_name = {sweep_points.point_name(p, points): p for p in points}
+    directory = os.path.join(IN_PROGRESS, study)
+    for name in packed_runs.entries(directory):
+      point, workdir = by_name.get(name), os.path.join(directory, name)
+      if point is None:
+        wrong.append(f"{study}/{name}: not a point of experiments/{study}.py:cpu")
+        continue
+      checked += 1
+      flat = sweep_points.flat_config(saved_config(workdir))
+      wrong += [f"{study}/{name}: {k}={flat.get(k)!r}, its point says {v!r}"
+                for k, v in point.items() if flat.get(k) != v]
+      if not sweep_points.is_finished(workdir, point["train.num_steps"]):
+        wrong.append(f"{study}/{name}: not finished")
+  assert checked and wrong == [], wrong[:5]
 
 
 def test_committed_studies_are_packed():

@@ -27,15 +27,20 @@ def _verdict(lines):
 
 # --- depth ------------------------------------------------------------------------------------
 
+# One LR per placement, as the runs before the protocol had (their 6 placements).
+OLD_DEPTH_LRS = {"post": 1e-3, "pre": 1e-2, "peri": 1e-2, "deepnorm": 3e-3, "admin": 3e-3,
+                 "mix": 1e-2}
+
+
 def _depth_runs(post_fails_at=None, pre_fails_at=None):
   runs = []
-  for p in depth.PLACEMENTS:
+  for p in depth.SHOWN:
     for d in (3, 6, 12, 24):
       for w in (0, 20):
         for s in range(3):
           fails = {"post": post_fails_at, "pre": pre_fails_at}.get(p)
           bad = fails is not None and d >= fails
-          runs.append(_run({a.PLACEMENT: p, a.LR: depth.BEST_LR[p], "model.num_layers": d,
+          runs.append(_run({a.PLACEMENT: p, a.LR: OLD_DEPTH_LRS[p], "model.num_layers": d,
                             "optim.warmup_steps": w, "seed": s},
                            status="diverged" if bad else "finished",
                            final_loss=2.0 - 0.01 * d + 0.01 * s))
@@ -144,10 +149,61 @@ def test_depth_counts_a_loss_gap_at_the_largest_depth():
   assert _verdict(lines).startswith("**Agrees.**") and "ends worse than pre-norm" in _verdict(lines)
 
 
-def test_depth_sweep_scans_every_depth_at_each_placements_best_lr():
+def test_depth_sweep_is_the_protocols_at_each_best_and_the_matched_lr():
+  from experiments import lr_sensitivity, warmup_stability  # noqa: PLC0415
   points = depth.get_sweep("cpu")
-  assert len(points) == 6 * 4 * 2 * 3 and all(p["model.scan_layers"] for p in points)
-  assert {(p[a.PLACEMENT], p[a.LR]) for p in points} == set(depth.BEST_LR.items())
+  lrs = {(p[a.PLACEMENT], p[a.LR]) for p in points}
+  assert lrs == set(depth.BEST_6["cpu"].items()) | {(q, depth.MATCHED["cpu"])
+                                                    for q in depth.PLACEMENTS}
+  per_setting = len(depth.DEPTHS["cpu"]) * 2 * 3  # depths x warm-ups x seeds
+  assert len(points) == per_setting * len(lrs)
+  assert [p["model.num_layers"] for p in points] == sorted(p["model.num_layers"] for p in points)
+  # Deeper stacks are scanned; the 6-layer points are the runs lr_sensitivity (warm-up) and
+  # warmup_stability (none) train, so --reuse_runs_from links them.
+  assert all(p.get("model.scan_layers") == (p["model.num_layers"] > 6) or
+             ("model.scan_layers" not in p and p["model.num_layers"] == 6) for p in points)
+  others = lr_sensitivity.get_sweep("cpu") + warmup_stability.get_sweep("cpu")
+  shallow = [p for p in points if p["model.num_layers"] == 6]
+  assert shallow and all(p in others for p in shallow)
+
+
+def _protocol_depth_runs(post_fails_at=12, post_matched_fails_at=12):
+  """Post at its best LR (1e-3) and the matched one (3e-3), the others at 3e-3 only; at 6
+  layers post's 3e-3 ends 0.1 nats worse than its 1e-3 (deeper, as well as it)."""
+  runs = []
+  for p in depth.PLACEMENTS:
+    for lr in sorted({depth.BEST_6["cpu"][p], depth.MATCHED["cpu"]}):
+      fails = {1e-3: post_fails_at, 3e-3: post_matched_fails_at}[lr] if p == "post" else None
+      for d in (6, 12, 24):
+        for w in (0, 60):
+          for s in range(3):
+            bad = fails is not None and d >= fails
+            loss = 2.0 - 0.01 * d + 0.01 * s + (0.1 if p == "post" and lr == 3e-3 and d == 6
+                                                 else 0)
+            runs.append(_run({a.PLACEMENT: p, a.LR: lr, "model.num_layers": d,
+                              "optim.warmup_steps": w, "seed": s},
+                             status="diverged" if bad else "finished", final_loss=loss,
+                             num_steps=600))
+  return runs
+
+
+def test_depth_judges_each_best_lr_and_again_at_the_matched_one():
+  runs = _protocol_depth_runs()
+  assert depth.judged_lrs(runs) == {"post": 1e-3, "pre": 3e-3, "deepnorm": 3e-3, "admin": 3e-3}
+  assert depth.matched_lr(runs) == 3e-3
+  lines = depth.analyze(runs)
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert "each placement at its best LR (post 0.001, pre 0.003" in "\n".join(lines)
+  matched = next(line for line in lines if line.startswith("Matched LR 0.003"))
+  assert matched.endswith("judged there, the data agrees.")
+  # Post trains at every depth at the matched LR: the call there flips, the verdict does not.
+  lines = depth.analyze(_protocol_depth_runs(post_matched_fails_at=None))
+  assert _verdict(lines).startswith("**Agrees.**")
+  matched = next(line for line in lines if line.startswith("Matched LR 0.003"))
+  assert "post-norm trains at every depth up to 24" in matched
+  assert matched.endswith("judged there, the data disagrees.")
+  # The runs from before the protocol (one LR per placement) have no matched LR.
+  assert any(line.startswith("Matched LR: none") for line in depth.analyze(_depth_runs(12)))
 
 
 # --- warmup_length -----------------------------------------------------------------------------
