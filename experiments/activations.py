@@ -113,8 +113,10 @@ def analyze(runs):
          + (f"; smaller at {', '.join(f'{lr:g}' for lr in smaller)}" if smaller else "") + ". ")
   if top in larger and not smaller:
     ok = True if len(larger) >= len(lrs) // 2 else "partly"
+    steps = max(r.num_steps for r in runs)
+    reads = max(len(a.diagnostics_rows(r)) for r in runs)
     why += ("Whether the growth is exponential in training time is not tested: the runs are "
-            "200 steps and the diagnostics ten points.")
+            f"{steps} steps and the diagnostics {reads} points.")
   else:
     ok = False if smaller else None
   lines.append(a.verdict(ok, why))

@@ -5,9 +5,10 @@
 
 Placements x a log-spaced LR grid (with warm-up) x 3 seeds, on one model and one corpus. LR
 sensitivity: the mean over the grid of the final eval loss (clipped at the initial loss;
-diverged runs count as the initial loss) minus the best. At 200 steps the grid's lowest LRs are
-under-trained, not unstable, so the measure is also given over the grid without its two
-lowest LRs; placements are ranked only where their 95% intervals over seeds separate.
+diverged runs count as the initial loss) minus the best. In a short run (the protocol's 600
+steps on cpu) the grid's lowest LRs are under-trained, not unstable, so the measure is also
+given over the grid without its two lowest LRs; placements are ranked only where their 95%
+intervals over seeds separate.
 Run this study before warmup_stability, qk_norm_logits and activations: they reuse its runs.
 """
 
@@ -22,7 +23,7 @@ CLAIM = ("Wortsman et al. 2023: LR sensitivity (the expected final-loss gap to t
          "unstable recipes; the papers call post-norm the unstable placement (Xiong et al. "
          "2020, Liu et al. 2020). No paper tabulates it for every norm placement on the same "
          "model and data: this table is new.")
-LOW = 2  # the grid's lowest LRs left out of the trimmed measure (under-trained at 200 steps)
+LOW = 2  # the grid's lowest LRs left out of the trimmed measure (under-trained, not unstable)
 
 
 def get_sweep(size: str = "cpu"):
