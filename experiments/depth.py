@@ -37,9 +37,9 @@ CLAIM = ("Liu et al. 2020 (Admin); Wang et al. 2022 (DeepNet): post-norm stops t
          "sooner.")
 PLACEMENTS = ["post", "pre", "deepnorm", "admin"]
 # Each placement's best LR of lr_sensitivity's protocol grid at 6 layers (the lowest mean
-# clipped final loss over its 3 seeds). Provisional until lr_sensitivity's protocol runs land
-# (2026-11-25, its first 41 runs: pre 3e-3 at 1.80 and post 1e-3 at 1.96 nats, each inside
-# the grid, measured; DeepNorm's and Admin's expected); set from them before any depth run.
+# clipped final loss over its 3 seeds), read off lr_sensitivity's 90 protocol runs (2026-11-25,
+# staged in experiments/in_progress/): post 1e-3 (1.96 nats), pre 3e-3 (1.80), DeepNorm 3e-3
+# (1.86), Admin 3e-3 (1.76), each inside the grid; set before any depth run.
 # The gpu preset has not been run: its lr_sensitivity's best LRs replace these when it is.
 BEST_6 = {"cpu": {"post": 1e-3, "pre": 3e-3, "deepnorm": 3e-3, "admin": 3e-3},
           "gpu": {"post": 3e-4, "pre": 1e-3, "deepnorm": 1e-3, "admin": 1e-3}}
