@@ -87,21 +87,25 @@ def judged_lrs(runs) -> dict:
 
 
 def matched_lr(runs):
-  """The one LR every placement ran at beside its best (None when there is none, or several
-  and no single matched one)."""
+  """The one LR every placement ran at (None when there is none, or several)."""
   from experiments import analysis as a  # noqa: PLC0415
   by_p = {}
   for r in runs:
     by_p.setdefault(r.overrides[a.PLACEMENT], set()).add(r.overrides[a.LR])
   common = set.intersection(*by_p.values()) if by_p else set()
-  return next(iter(common)) if len(common) == 1 and any(len(v) > 1 for v in by_p.values()) \
-      else None
+  return next(iter(common)) if len(common) == 1 else None
 
 
 def at_lrs(runs, lrs: dict) -> list:
   """The runs of each placement at its LR in `lrs` ({placement: LR})."""
   from experiments import analysis as a  # noqa: PLC0415
   return [r for r in runs if lrs.get(r.overrides[a.PLACEMENT]) == r.overrides[a.LR]]
+
+
+def at_best(runs) -> list:
+  """The runs of each placement at its judged (best) LR: what the verdict, figures and
+  summary read."""
+  return at_lrs(runs, judged_lrs(runs))
 
 
 def reference(runs) -> dict:
@@ -303,7 +307,7 @@ def figures(runs, sweep_dir):
   from transformer.sweep import report  # noqa: PLC0415
   if not runs:
     return []
-  runs = at_lrs(runs, judged_lrs(runs))  # each placement at its best LR, as the verdict
+  runs = at_best(runs)
   m = measure(runs)
   plt = report._pyplot()  # noqa: SLF001
   colours = {p: f"C{i}" for i, p in enumerate(SHOWN)}
@@ -362,7 +366,7 @@ def figures(runs, sweep_dir):
 def summarize(runs):
   """The summary's entry (transformer/sweep/report.write_summary)."""
   from experiments import analysis as a  # noqa: PLC0415
-  runs = at_lrs(runs, judged_lrs(runs))  # each placement at its best LR, as the verdict
+  runs = at_best(runs)
   m = measure(runs)
   agrees, text, (mean, half) = _judge(m, runs)
   top, warm, none, x = m["top"], m["warm"], m["none"], m["x"]
