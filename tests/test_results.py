@@ -23,7 +23,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "experiments", "results")
 IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # residual_growth: 6 one-step runs; long_training: 30 runs of 200 and 2000 steps with
-# provenance; qk_norm_logits: 18 runs of its own and 18 linked from lr_sensitivity's pack.
+# provenance; qk_norm_logits: 36 runs (18 its own, 18 inlined from the old lr_sensitivity).
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits")
 REPORT_FILES = ("report.md", "results.csv")
 TRACKED_LIMIT_BYTES = 15_000_000  # issue 29: the whole tracked tree, what a clone carries
