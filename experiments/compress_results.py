@@ -4,8 +4,8 @@
       --link_to=experiments/results/lr_sensitivity
 
 For the points of the sweep dir (its `sweep.json`):
-- with `--link_to=OTHER` (a sweep dir whose runs it reused with `--reuse_runs_from`, packed or
-  not): a run that is a copy of one of OTHER's (the same `run_identity` and the same metrics)
+- with `--link_to=OTHER[,OTHER2...]` (the sweep dirs whose runs it reused with
+  `--reuse_runs_from`, packed or not): a run that is a copy of one of OTHER's (the same `run_identity` and the same metrics)
   becomes a link to it, as `--reuse_runs_from` links it in a fresh sweep;
 - every run folder (and link) becomes one line of `runs.jsonl.xz` (`transformer.packed_runs`):
   its config, metrics (ungzipped), provenance and baselines record; `log.txt` (the point's
@@ -98,9 +98,11 @@ def link_copies(sweep_dir: str, other: str) -> list[str]:
 
 
 def compress_sweep(sweep_dir: str, link_to: str = "") -> tuple[list[str], int]:
-  """Links the copies (when `link_to`), then packs every point into `runs.jsonl.xz`.
-  Returns the linked point names and the number of runs packed (links aside)."""
-  linked = link_copies(sweep_dir, link_to) if link_to else []
+  """Links the copies of runs of `link_to` (comma-separated sweep dirs, as
+  `--reuse_runs_from`), then packs every point into `runs.jsonl.xz`. Returns the linked point
+  names and the number of runs packed (links aside)."""
+  linked = [name for other in filter(None, link_to.split(","))
+            for name in link_copies(sweep_dir, other)]
   names = [p["name"] for p in read_manifest(sweep_dir)["points"]]
   runs, _ = packed_runs.pack(sweep_dir, names)
   return linked, runs
@@ -139,7 +141,8 @@ def inline_links(sweep_dir: str, other: str) -> int:
 def main(argv=None) -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("sweep_dirs", nargs="+")
-  parser.add_argument("--link_to", default="", help="a sweep dir whose runs this one reused")
+  parser.add_argument("--link_to", default="", help="the sweep dirs (comma-separated) whose "
+                      "runs this one reused")
   parser.add_argument("--unpack", action="store_true", help="write the run folders back")
   parser.add_argument("--inline_links", default="", metavar="OTHER",
                       help="copy into each packed file the runs it links to in OTHER (before "

@@ -197,6 +197,24 @@ def test_compress_links_copies_and_packs_reproducibly(tmp_path):
   assert read_metrics(str(b / "run=3")) == {"eval": rows}  # one row a step, as before
 
 
+def test_compress_links_copies_of_runs_of_several_studies(tmp_path):
+  rows = [{"step": 1, "split": "eval", "loss": 2.5}]
+  a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+  for directory, lr in ((a, 1), (b, 2)):
+    _sweep(directory, [f"lr={lr}"])
+    _run(directory / f"lr={lr}", lr, rows)
+    compress_results.compress_sweep(str(directory))
+  _sweep(c, ["x=1", "x=2", "x=3"])
+  _run(c / "x=1", 1, rows)  # a's
+  _run(c / "x=2", 2, rows)  # b's
+  _run(c / "x=3", 3, rows)  # its own
+  assert compress_results.compress_sweep(str(c), f"{a},{b}") == (["x=1", "x=2"], 1)
+  entries = packed_runs.entries(str(c))
+  assert entries["x=1"]["link"] == os.path.join("..", "a", "lr=1")
+  assert entries["x=2"]["link"] == os.path.join("..", "b", "lr=2")
+  assert "files" in entries["x=3"]
+
+
 def test_inline_links_copies_the_linked_runs_before_their_study_is_rerun(tmp_path):
   """--inline_links=A copies into B's packed file the runs B links to in A (and only those),
   so that A can be re-run under new settings without changing what B reported."""
