@@ -148,9 +148,11 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   lines += ["", "## Figures", ""]
   for caption, path in figures:
     lines += [f"{caption}:", "", f"![{caption}]({path})", ""]
-  lines += ["Raw figures: `results.csv`; every run's metrics: `<point>/metrics.jsonl` "
-            "(`metrics.jsonl.gz` in a committed study); its "
-            "output: `<point>/log.txt`."]
+  lines += ["Raw figures: `results.csv`; every run's metrics: `<point>/metrics.jsonl` (in a "
+            "committed study, its line of `runs.jsonl.xz`: `python "
+            "experiments/compress_results.py --unpack <study dir>` writes the folders back); "
+            "its output: `<point>/log.txt`, in the sweep dir it ran in (a committed study keeps "
+            "no logs)."]
   out = paths.join(sweep_dir, "report.md")
   paths.write_text(out, "\n".join(lines) + "\n")
   return out
