@@ -121,6 +121,20 @@ def _call(m):
   return agrees, said
 
 
+def _scale(runs, x):
+  """X against the runs' own scale, the best clipped final loss and the unigram level they
+  recorded: ' (the best run ends at ...)', or '' when either is unknown."""
+  from experiments import analysis as a  # noqa: PLC0415
+  from transformer.sweep.runs import recorded_baselines  # noqa: PLC0415
+  best = min((v for v in map(a.clipped_final_loss, runs) if v is not None), default=None)
+  unigrams = {recorded_baselines(r.workdir).get("unigram_nats") for r in runs} - {None}
+  if best is None or len(unigrams) != 1 or min(unigrams) <= best:
+    return ""
+  (unigram,) = unigrams
+  return (f" (the best run ends at {best:.2f} nats/token and the unigram level is "
+          f"{unigram:.2f}: X is {x / (unigram - best):.0%} of the gap)")
+
+
 def analyze(runs):
   from experiments import analysis as a  # noqa: PLC0415
   m = measure(runs)
@@ -135,9 +149,8 @@ def analyze(runs):
                     [[p, *(f"{a.fmt_lr(m['largest'][(p, none)][t])} / "
                            f"{a.fmt_lr(m['largest'][(p, some)][t])}" for t in a.TOLERANCES)]
                      for p in m["placements"]]), "",
-           f"Call at X = {x:g} nats (about a third of the gap between the best runs, ~2.3, and "
-           "the unigram entropy, 3.32): a placement *needs* warm-up when dropping it lowers "
-           "that largest LR. Where the call holds, as X varies over [0, 1]:", ""]
+           f"Call at X = {x:g} nats{_scale(runs, x)}: a placement *needs* warm-up when dropping "
+           "it lowers that largest LR. Where the call holds, as X varies over [0, 1]:", ""]
   adjusted = a.holm({p: c[3] for p, c in m["counts"].items() if c})
   for p in m["placements"]:
     c = m["counts"][p]
