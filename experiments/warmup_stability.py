@@ -124,13 +124,13 @@ def _call(m):
 def _scale(runs, x):
   """X against the runs' own scale, the best clipped final loss and the unigram level they
   recorded: ' (the best run ends at ...)', or '' when either is unknown."""
-  from experiments import analysis as a  # noqa: PLC0415
+  from transformer.sweep.budget import best_run  # noqa: PLC0415
   from transformer.sweep.runs import recorded_baselines  # noqa: PLC0415
-  best = min((v for v in map(a.clipped_final_loss, runs) if v is not None), default=None)
+  run = best_run(runs)  # the run the report's **Budget** line names
   unigrams = {recorded_baselines(r.workdir).get("unigram_nats") for r in runs} - {None}
-  if best is None or len(unigrams) != 1 or min(unigrams) <= best:
+  if run is None or len(unigrams) != 1 or min(unigrams) <= run.final["loss"]:
     return ""
-  (unigram,) = unigrams
+  (unigram,), best = unigrams, run.final["loss"]
   return (f" (the best run ends at {best:.2f} nats/token and the unigram level is "
           f"{unigram:.2f}: X is {x / (unigram - best):.0%} of the gap)")
 
