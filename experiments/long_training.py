@@ -11,7 +11,9 @@ same grid, `WINDOW`: each placement's best LR at the protocol's length and the g
 either side, so that a longer run's optimum, usually a little lower, can be located. The
 windows are centred on lr_sensitivity's protocol runs (pre: 3e-3, 1.80 nats against 1.89 at
 1e-2; post and peri as measured while the protocol was set, 1e-3 and pre's) and are checked
-against its full results before any long run starts. Each placement is compared
+against its full results before any long run starts. Post-norm's window was then widened by
+one grid step, to 1e-2: its first long runs (2026-11-25) put its best at the window's top,
+3e-3, so the optimum was not located, which the protocol asks for. Each placement is compared
 at its own best LR of each length (the lowest mean clipped final loss over seeds; the report
 says when it is at the edge of what was run) and, beside it, at one LR every window holds,
 `MATCHED`.
@@ -29,9 +31,10 @@ CLAIM = ("Xiong et al. 2020: pre-norm converges faster than post-norm; Liu et al
          "placement retuned over an LR window at each length.")
 PLACEMENTS = ["post", "pre", "peri"]
 FACTOR = 4
-# The long runs' LRs: the best at the protocol's length and its grid neighbours (cpu); the gpu
-# preset has not been run, so its long runs take the whole grid.
-WINDOW = {"cpu": {"post": [3e-4, 1e-3, 3e-3], "pre": [1e-3, 3e-3, 1e-2],
+# The long runs' LRs: the best at the protocol's length and its grid neighbours (cpu), post's
+# widened to 1e-2 after its long runs' best came out at 3e-3, the window's top; the gpu preset
+# has not been run, so its long runs take the whole grid.
+WINDOW = {"cpu": {"post": [3e-4, 1e-3, 3e-3, 1e-2], "pre": [1e-3, 3e-3, 1e-2],
                   "peri": [1e-3, 3e-3, 1e-2]},
           "gpu": {p: list(PROTOCOL_LRS["gpu"]) for p in PLACEMENTS}}
 MATCHED = {"cpu": 3e-3, "gpu": 1e-3}  # in every placement's window: the matched-LR comparison

@@ -237,3 +237,13 @@ def test_figures_plot_nats_wrap_long_titles_and_split_many_panels():
   assert [s for s, _ in split] == ["_norm_placement_pre", "_norm_placement_post",
                                    "_norm_placement_peri"]
   assert all(len(members) == 10 for _, members in split)
+
+
+def test_a_cadence_field_is_not_a_swept_field():
+  """long_training's longer runs record diagnostics every 600 steps, the short ones at the
+  protocol's cadence: that changes what a run writes down, not what it trains, so no figure is
+  drawn against it and no label names it; the run length is the swept field."""
+  runs = [report.Run(f"p{i}", {"train.num_steps": n, "train.diagnostics_every": d, "seed": s},
+                     n, "/nowhere", {})
+          for i, (n, d, s) in enumerate([(600, 100, 0), (600, 100, 1), (2400, 600, 0)])]
+  assert sweep_runs.swept_fields(runs) == ["train.num_steps"]

@@ -337,12 +337,13 @@ def test_long_training_checks_the_short_run_ordering():
 
 def test_long_training_retunes_each_placement_and_compares_at_the_matched_lr():
   """Each placement is judged at its best LR of each length, found in its window (post's
-  0.0003-0.003, pre's 0.001-0.01), and at the matched LR (0.003); a best LR at a window's edge
+  0.0003-0.01, pre's 0.001-0.01), and at the matched LR (0.003); a best LR at a window's edge
   is named in the verdict."""
   lines = long_training.analyze(_long_runs({"pre": 2.0, "post": 2.3}, {"pre": 1.5, "post": 1.7},
                                            long_best={"post": 0}))
   text = "\n".join(lines)
-  assert "| post | 0.0003, 0.001, 0.003 → **0.001** | 0.0003, 0.001, 0.003 → **0.0003** |" in text
+  assert ("| post | 0.0003, 0.001, 0.003, 0.01 → **0.001** | 0.0003, 0.001, 0.003, 0.01 → "
+          "**0.0003** |") in text
   assert "| pre | 0.001, 0.003, 0.01 → **0.003** | 0.001, 0.003, 0.01 → **0.003** |" in text
   assert "gap @ 600 steps, LR 0.003" in text and "gap @ 2400 steps, LR 0.003" in text
   # At 0.003 post is 0.1 off its best (2.4, 1.8) and pre at its best (2.0, 1.5): -0.4, -0.3.
@@ -368,7 +369,7 @@ def test_long_training_sweep_reuses_the_protocol_runs_and_is_4x_longer():
   short = [p for p in points if p["train.num_steps"] == 600]
   long = [p for p in points if p["train.num_steps"] == 2400]
   assert len(short) == 45 and all(i in reused for i in identity(short))
-  assert len(long) == 27 and not any(i in reused for i in identity(long))
+  assert len(long) == 30 and not any(i in reused for i in identity(long))
   assert {(p["model.norm_placement"], p["optim.learning_rate"]) for p in long} == {
       (pl, lr) for pl, window in long_training.WINDOW["cpu"].items() for lr in window}
   assert all(long_training.MATCHED["cpu"] in w for w in long_training.WINDOW["cpu"].values())

@@ -257,12 +257,19 @@ def groups(runs: Sequence[Run]) -> dict[tuple, list[Run]]:
   return out
 
 
+# How often a run logs, evaluates or records diagnostics: what it writes down, not what it
+# trains, so never an axis of a figure or a label (long_training's longer runs record
+# diagnostics less often; its figures are about their length).
+CADENCE_FIELDS = ("train.log_every", "train.eval_every", "train.diagnostics_every")
+
+
 def swept_fields(runs: Sequence[Run]) -> list[str]:
-  """Fields (other than seed) that take more than one value across the points."""
+  """Fields (other than seed and `CADENCE_FIELDS`) that take more than one value across the
+  points."""
   fields = []
   for r in runs:
     for k in r.overrides:
-      if k != "seed" and k not in fields:
+      if k != "seed" and k not in CADENCE_FIELDS and k not in fields:
         fields.append(k)
   return [f for f in fields if len({json.dumps(r.overrides.get(f), default=str)
                                     for r in runs}) > 1]
