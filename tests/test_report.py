@@ -247,3 +247,21 @@ def test_a_cadence_field_is_not_a_swept_field():
                      n, "/nowhere", {})
           for i, (n, d, s) in enumerate([(600, 100, 0), (600, 100, 1), (2400, 600, 0)])]
   assert sweep_runs.swept_fields(runs) == ["train.num_steps"]
+
+
+def test_a_field_tied_to_an_earlier_one_gets_no_figure_of_its_own():
+  """long_training's warm-up is a tenth of its steps: a figure against it would repeat the one
+  against the steps. A field that varies independently of the earlier ones is not tied, nor is
+  one that only sometimes follows another."""
+  def runs_of(rows):
+    return [report.Run(f"p{i}", {"train.num_steps": n, "optim.warmup_steps": w,
+                                 "optim.learning_rate": lr, "seed": 0}, n, "/nowhere", {})
+            for i, (n, w, lr) in enumerate(rows)]
+  tied = runs_of([(600, 60, 1e-3), (600, 60, 3e-3), (2400, 240, 1e-3), (2400, 240, 3e-3)])
+  fields = sweep_runs.swept_fields(tied)
+  assert fields == ["train.num_steps", "optim.warmup_steps", "optim.learning_rate"]
+  assert sweep_runs.tied_fields(tied, fields) == {"optim.warmup_steps": "train.num_steps"}
+  crossed = runs_of([(600, 0, 1e-3), (600, 60, 1e-3), (2400, 0, 1e-3), (2400, 240, 1e-3)])
+  assert sweep_runs.tied_fields(crossed, sweep_runs.swept_fields(crossed)) == {}
+  many_to_one = runs_of([(600, 0, 1e-3), (1200, 0, 3e-3), (2400, 240, 1e-3)])
+  assert sweep_runs.tied_fields(many_to_one, sweep_runs.swept_fields(many_to_one)) == {}

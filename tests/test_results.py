@@ -22,8 +22,8 @@ from transformer.workdir import read_metrics
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(REPO, "experiments", "results")
 IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
-# residual_growth: 6 one-step runs; long_training: 30 runs of 200 and 2000 steps with
-# provenance; qk_norm_logits: 36 runs (18 its own, 18 inlined from the old lr_sensitivity).
+# residual_growth: 6 one-step runs; long_training: 75 runs of 600 and 2400 steps (45 linked to
+# lr_sensitivity's); qk_norm_logits: 36 runs (18 its own, 18 inlined from the old lr_sensitivity).
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits")
 REPORT_FILES = ("report.md", "results.csv")
 TRACKED_LIMIT_BYTES = 15_000_000  # issue 29: the whole tracked tree, what a clone carries
@@ -128,8 +128,8 @@ def test_packed_runs_read_as_their_folders_did():
   """A packed run's metrics, config, provenance and baselines come back through the usual
   readers; a linked run reads as the run it links to."""
   runs = load_runs(os.path.join(RESULTS, "long_training"), entropy=False)
-  assert len(runs) == 30 and all(r.status == "finished" for r in runs)
-  run = runs[0]
+  assert len(runs) == 75 and all(r.status != "missing" for r in runs)
+  run = next(r for r in runs if r.num_steps == 2400)  # its own, packed (600: lr_sensitivity's)
   assert run.final["step"] == run.num_steps and run.metrics["train"]
   assert saved_config(run.workdir)["model"]["d_model"] == 128
   assert provenance.read_records(run.workdir)[0]["data"]

@@ -325,7 +325,7 @@ def test_long_training_checks_the_short_run_ordering():
                       {"peri": 1.50, "pre": 1.51, "post": 1.52})
   said = _verdict(long_training.analyze(shrink))
   assert said.startswith("**Partly agrees.**") and "reversed" not in said
-  assert "sign kept, gap now under the margin: peri < pre" in said
+  assert "sign kept (95% CI above 0), no longer resolved above the margin: peri < pre" in said
   # Every pair, not only neighbours in the mean order: pre < post is resolved here although
   # peri sits between them.
   assert "after 600 steps: peri < pre, peri < post, pre < post;" in "\n".join(lines)

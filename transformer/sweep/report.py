@@ -9,7 +9,8 @@
 - `curves.png`: train loss and the eval metric against step, mean over seeds with the
   min..max spread shaded;
 - `final_vs_<field>.png` for every swept field with several values: the final metric against
-  it, one line per value of the other swept fields;
+  it, one line per value of the other swept fields (none for a field tied one-to-one to an
+  earlier one, `runs.tied_fields`: that figure would repeat the earlier field's);
 - a `Verdict` section when the sweep file defines `analyze(runs)` (the studies in
   `experiments/`): the file's own test of its claim on these runs, as Markdown lines;
 - `diagnostics.png` when runs log rows with `"split": "diagnostics"`: per-layer profiles of
@@ -40,7 +41,7 @@ from transformer.sweep.points import holds_studies  # noqa: F401 -- report.holds
 from transformer.sweep.runs import (COLLAPSE_TOLERANCE, Run, _section, classify,  # noqa: F401
                                     classify_run, entropy_key, eval_metric_names, groups,
                                     load_runs, read_metrics, saved_config, study_claim,
-                                    swept_fields, unigram_entropy)
+                                    swept_fields, tied_fields, unigram_entropy)
 from transformer.sweep.stats import (_fmt, clipped_final_loss, initial_loss,  # noqa: F401
                                      largest_stable_lr, lr_sensitivity_table, mean_ci,
                                      mean_clipped_loss_per_lr)
@@ -126,9 +127,10 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
       where = f" ({suffix[1:].replace('_', ' ', 1).replace('_', '=', 1)})" if suffix else ""
       figures.append((f"Learning curves{where} (mean over healthy seeds, min..max shaded)",
                       f"curves{suffix}.png"))
+  tied = tied_fields(runs, fields)
   for field in fields:
     path = f"final_vs_{field.replace('.', '_')}.png"
-    if _plot_final_vs(runs, field, fields, metric, os.path.join(sweep_dir, path)):
+    if field not in tied and _plot_final_vs(runs, field, fields, metric, os.path.join(sweep_dir, path)):
       figures.append((f"Final {metric} against {field}", path))
   figures += study_figures(manifest, runs, sweep_dir)
   best = ", each setting at its best LR" if len(at_best_lr(runs)) < len(runs) else ""

@@ -275,6 +275,21 @@ def swept_fields(runs: Sequence[Run]) -> list[str]:
                                     for r in runs}) > 1]
 
 
+def tied_fields(runs: Sequence[Run], fields: Sequence[str]) -> dict[str, str]:
+  """{field: the earlier field of `fields` it is tied to}: the two determine each other across
+  the runs (long_training's warm-up is a tenth of its steps), so a figure against the later
+  one repeats the figure against the earlier one."""
+  value = lambda r, f: json.dumps(r.overrides.get(f), default=str)  # noqa: E731
+  tied = {}
+  for i, f in enumerate(fields):
+    for g in fields[:i]:
+      pairs = {(value(r, g), value(r, f)) for r in runs}
+      if len({a for a, _ in pairs}) == len(pairs) == len({b for _, b in pairs}):
+        tied[f] = g
+        break
+  return tied
+
+
 def _label(group: tuple, swept: Optional[Sequence[str]] = None) -> str:
   """`placement=post, learning_rate=0.01`: the group's fields (only those in `swept`, the
   fields that vary across the sweep, when given) by their last name part; a field the group's
