@@ -115,6 +115,9 @@ def sweep_dir(tmp_path, monkeypatch):
 
 
 def test_report_marks_runs_and_averages_only_healthy_ones(sweep_dir):
+  diverged = "norm_placement=post,learning_rate=0.01,seed=0"
+  with open(os.path.join(sweep_dir, diverged, "log.txt"), "w") as f:
+    f.write("step 20 | loss nan\n")  # the others' logs are gone, as in a committed (packed) run
   path = report.write_report(sweep_dir)
   text = open(path).read()
   status = {r.name: r.status for r in report.load_runs(sweep_dir)}
@@ -129,8 +132,9 @@ def test_report_marks_runs_and_averages_only_healthy_ones(sweep_dir):
   assert "| post | 0.01 | 0 / 3 | - | - | - |" in text
   assert "**Claim under test:** post-norm needs warm-up" in text
   for line in ("| norm_placement=post,learning_rate=0.01,seed=0 | diverged | non-finite train "
-               "metrics at step 20 |",
-               "| norm_placement=post,learning_rate=0.01,seed=2 | incomplete | at step 20 of 40 |"):
+               f"metrics at step 20 | `{diverged}/log.txt` |",
+               "| norm_placement=post,learning_rate=0.01,seed=2 | incomplete | at step 20 of 40 | "
+               "not kept (packed run) |"):
     assert line in text
   assert "collapsed | final eval loss 3.5000 vs unigram entropy 3.5000" in text
   # LR table (no config.json here, so the initial loss is the first train loss, 4.0). post:

@@ -114,8 +114,10 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   if marked:
     lines += ["", "## Runs not averaged in", "", "| point | status | detail | log |",
               "|---|---|---|---|"]
-    for r in marked:
-      lines.append(f"| {r.name} | {r.status} | {r.detail} | `{r.name}/log.txt` |")
+    for r in marked:  # a committed (packed) run keeps no log
+      log = (f"`{r.name}/log.txt`" if os.path.exists(os.path.join(r.workdir, "log.txt"))
+             else "not kept (packed run)")
+      lines.append(f"| {r.name} | {r.status} | {r.detail} | {log} |")
 
   lr_field = next((f for f in fields if f.rsplit(".", 1)[-1] == "learning_rate"), None)
   if lr_field:
