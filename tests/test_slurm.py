@@ -105,6 +105,10 @@ def _restart_and_finish(task: str, log, what: str) -> str:
   back for two minutes, its EligibleTime), waits for it to complete; returns its log."""
   _wait_for(what, lambda: _job_states(task) == ["PENDING"] or "start 2 on" in _read(log),
             REQUEUES_WITHIN_S, [log])
+  # slurmd revokes the old run's credential when it ends, and refuses a credential made in the
+  # same second ("Killing non-startable batch JobId=..: Job credential revoked", the task then
+  # FAILED): SLURM's own two-minute hold avoids that; a forced start must wait a second too.
+  time.sleep(2)
   subprocess.run(["scontrol", "update", f"jobid={task}", "StartTime=now"], capture_output=True,
                  timeout=30)
   states = _wait_until_ended(task, ENDS_WITHIN_S, [log])
