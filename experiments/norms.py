@@ -89,7 +89,10 @@ def analyze(runs):
                      "largest stable LR", "runs"], rows), ""]
   lines += [n for n in (a.edge_note(f"{label_} best LR", best[label_][0], by[label_])
                         for label_ in names) if n]
-  if "none" in names:
+  # A norm is judged only once some seed has a loss at its best LR and at LayerNorm's (a
+  # study cut off midway lists norms whose runs have not run yet).
+  judged = [n for n in names if n != "layernorm" and diff[n][0] == diff[n][0]]
+  if "none" in judged:
     lnv = a.initial_loss(by["none"][0])
     clipped = [r for r in by["none"] if (v := a.clipped_final_loss(r)) is not None and v >= lnv]
     lines += ["Without any norm the final norm before the output projection goes too, so the "
@@ -112,24 +115,29 @@ def analyze(runs):
   dyts = [n for n in names if n.startswith("dyt")]
   default = "dyt a0=0.5"
   said = []
-  if default in names:
+  if default in judged:
     said.append(f"DyT at alpha_0 = 0.5 {'matches' if matches(default) else 'does not match'} "
                 f"LayerNorm ({a.fmt(*diff[default])} nats/token)")
   tuned = [n for n in dyts if matches(n)]
   if tuned and default not in tuned:
     said.append(f"with tuning it does ({', '.join(tuned)})")
-  if "rmsnorm" in names:
+  if "rmsnorm" in judged:
     said.append(f"RMSNorm {'matches' if matches('rmsnorm') else 'does not match'} "
                 f"({a.fmt(*diff['rmsnorm'])})")
-  if "none" in names:
+  if "none" in judged:
     said.append(f"no norm is {'worse' if worse('none') else 'not clearly worse'} "
                 f"({a.fmt(*diff['none'])})")
-  parts = [matches(default) if default in names else None,
-           matches("rmsnorm") if "rmsnorm" in names else None,
-           worse("none") if "none" in names else None]
+  unjudged = [n for n in (default, "rmsnorm", "none") if n in names and n not in judged]
+  if unjudged:
+    said.append(f"not judged, no finished runs to compare: {', '.join(unjudged)}")
+  parts = [matches(default) if default in judged else None,
+           matches("rmsnorm") if "rmsnorm" in judged else None,
+           worse("none") if "none" in judged else None]
   known = [p for p in parts if p is not None]
   text = "; ".join(said) + f" (match: 95% CI within ± {LOSS_MARGIN} nats/token)."
-  if known and all(known):
+  if known and all(known) and unjudged:
+    lines.append(a.verdict(None, text + " What was judged agrees; the rest has not run."))
+  elif known and all(known):
     lines.append(a.verdict(True, text))
   elif any(known) or tuned:
     lines.append(a.verdict("partly", text))
