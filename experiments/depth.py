@@ -271,6 +271,10 @@ def analyze(runs):
                      for p in m["placements"]]), ""]
   if ("post", warm) not in m["sets"]:
     return lines + [a.verdict(None, "No post-norm runs with warm-up: nothing to judge.")]
+  pending = [r for r in runs if r.status in ("missing", "incomplete")]
+  if pending:  # deepest_trained reads a run that has not ended as one that did not train
+    return lines + [a.verdict(None, f"{len(pending)} of the {len(runs)} runs at the judged LRs "
+                              "have not ended: the call waits for them.")]
   agrees, text, (mean, half) = _judge(m, runs)
   as_paper = a.intervals_where(
       lambda t: (lambda f, b: f and not b)(*_call_at(m, t)), m["points"])

@@ -269,3 +269,19 @@ def test_a_field_tied_to_an_earlier_one_gets_no_figure_of_its_own():
   assert sweep_runs.tied_fields(crossed, sweep_runs.swept_fields(crossed)) == {}
   many_to_one = runs_of([(600, 0, 1e-3), (1200, 0, 3e-3), (2400, 240, 1e-3)])
   assert sweep_runs.tied_fields(many_to_one, sweep_runs.swept_fields(many_to_one)) == {}
+
+
+def test_a_study_cut_off_midway_says_so_above_its_verdict(sweep_dir, tmp_path):
+  """One point of the fixture has not finished: the verdict section says how many have not,
+  above the study's own lines, so a call on part of the runs is never read as the call."""
+  study = tmp_path / "study.py"
+  study.write_text("def analyze(runs):\n  return ['**Agrees.** on what ran']\n")
+  with open(os.path.join(sweep_dir, MANIFEST)) as f:
+    manifest = json.load(f)
+  manifest["sweep_file"] = str(study)
+  with open(os.path.join(sweep_dir, MANIFEST), "w") as f:
+    json.dump(manifest, f)
+  text = open(report.write_report(sweep_dir)).read()
+  verdict = text.split("## Verdict", 1)[1]
+  assert verdict.index("**The sweep is not complete:** 1 of 12 points have not finished") < \
+      verdict.index("**Agrees.** on what ran")

@@ -64,6 +64,18 @@ def test_depth_finds_where_post_norm_stops_training():
   assert "pre also stop(s) training" in _verdict(lines)
 
 
+def test_depth_waits_for_runs_that_have_not_ended():
+  """A sweep cut off midway: pre-norm's 24-layer runs have not run. A run that has not ended is
+  not one that failed to train, so there is no call yet (not 'pre also stops training')."""
+  runs = _depth_runs(post_fails_at=12)
+  for r in runs:
+    if r.overrides[a.PLACEMENT] == "pre" and r.overrides["model.num_layers"] == 24:
+      r.status, r.metrics = "missing", {}
+  said = _verdict(depth.analyze(runs))
+  assert said.startswith("**Inconclusive.**") and "6 of the" in said, said
+  assert _verdict(depth.analyze(_depth_runs(post_fails_at=12))).startswith("**Agrees.**")
+
+
 def test_depth_judges_training_over_the_tolerance():
   runs = _depth_runs()
   for r in runs:  # post ends 0.4 nats higher from 12 layers on, never diverges

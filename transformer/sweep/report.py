@@ -193,8 +193,12 @@ def study_verdict(manifest: dict, runs: Sequence[Run],
   analyze = getattr(module, "analyze", None)
   if analyze is None:
     return []
+  pending = [r for r in runs if r.status in ("missing", "incomplete")]
+  caveat = ([f"**The sweep is not complete:** {len(pending)} of {len(runs)} points have not "
+             "finished. The call below reads only the runs that ended, and may change when the "
+             "rest has run.", ""] if pending else [])
   try:
-    lines = ["## Verdict", "", *analyze(list(runs)), ""]
+    lines = ["## Verdict", "", *caveat, *analyze(list(runs)), ""]
     return lines + robustness.section(module, list(runs), reclassify)
   except Exception as e:  # noqa: BLE001
     print(f"[report] {manifest['sweep_file']}: analyze() failed: {type(e).__name__}: {e}")
