@@ -183,7 +183,8 @@ def analyze(runs):
   by = {f: [said(*pq) for pq, g in fates.items() if g == f]
         for f in ("kept", "shrunk", "reversed", "unresolved")}
   parts = [f"{name}: {'; '.join(by[f])}" for f, name in (
-      ("kept", "kept"), ("shrunk", "sign kept (95% CI above 0), no longer resolved above the margin"),
+      ("kept", "kept"),
+      ("shrunk", "sign kept (95% CI above 0), no longer resolved above the margin"),
       ("reversed", "reversed"), ("unresolved", "no longer resolved")) if by[f]]
   text = f"Of the gaps the {short}-step runs resolve, after {long} steps: " + "; ".join(parts) + "."
   if m["notes"]:  # an optimum not located: that placement may do better than its best here

@@ -299,12 +299,11 @@ def test_norms_verdict_reads_the_gap_to_layernorm():
 def test_norms_does_not_judge_a_norm_whose_runs_have_not_run():
   """A study cut off midway: DyT at 0.5 and no norm have no finished runs yet. They are named
   as not judged, not called 'does not match' or 'not clearly worse'."""
-  runs = [r for r in _norm_runs(dyt_gap=0.2)
-          if r.overrides["model.norm"] == "none" or r.overrides.get("model.dyt_alpha_init") == 0.5]
-  for r in runs:
+  def not_run(r):
+    return r.overrides["model.norm"] == "none" or r.overrides.get("model.dyt_alpha_init") == 0.5
+  runs = _norm_runs(dyt_gap=0.2)
+  for r in filter(not_run, runs):
     r.status, r.metrics = "missing", {}
-  runs += [r for r in _norm_runs(dyt_gap=0.2)
-           if r.overrides["model.norm"] != "none" and r.overrides.get("model.dyt_alpha_init") != 0.5]
   said = _verdict(norms.analyze(runs))
   assert "does not match" not in said and "not clearly worse" not in said, said
   assert "not judged, no finished runs to compare: dyt a0=0.5, none" in said

@@ -115,7 +115,7 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
     lines += ["", "## Runs not averaged in", "", "| point | status | detail | log |",
               "|---|---|---|---|"]
     for r in marked:  # a committed (packed) run keeps no log
-      log = (f"`{r.name}/log.txt`" if os.path.exists(os.path.join(r.workdir, "log.txt"))
+      log = (f"`{r.name}/log.txt`" if paths.exists(paths.join(r.workdir, "log.txt"))
              else "not kept (packed run)")
       lines.append(f"| {r.name} | {r.status} | {r.detail} | {log} |")
 
@@ -132,7 +132,8 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   tied = tied_fields(runs, fields)
   for field in fields:
     path = f"final_vs_{field.replace('.', '_')}.png"
-    if field not in tied and _plot_final_vs(runs, field, fields, metric, os.path.join(sweep_dir, path)):
+    if field not in tied and _plot_final_vs(runs, field, fields, metric,
+                                            os.path.join(sweep_dir, path)):
       figures.append((f"Final {metric} against {field}", path))
   figures += study_figures(manifest, runs, sweep_dir)
   best = ", each setting at its best LR" if len(at_best_lr(runs)) < len(runs) else ""
