@@ -30,6 +30,7 @@ from experiments.presets import (LAYERS, PROTOCOL_SEEDS, PROTOCOL_SIZES, PROTOCO
                                  protocol)
 from transformer.sweep import preset, product
 from transformer.sweep.robustness import Threshold
+from transformer.sweep.runs import PENDING
 
 CLAIM = ("Liu et al. 2020 (Admin); Wang et al. 2022 (DeepNet): post-norm stops training as "
          "the stack gets deeper (WMT14 12L-12L and 18L-18L post-LN failed, with warm-up), while "
@@ -271,7 +272,7 @@ def analyze(runs):
                      for p in m["placements"]]), ""]
   if ("post", warm) not in m["sets"]:
     return lines + [a.verdict(None, "No post-norm runs with warm-up: nothing to judge.")]
-  pending = [r for r in runs if r.status in ("missing", "incomplete")]
+  pending = [r for r in runs if r.status in PENDING]
   if pending:  # deepest_trained reads a run that has not ended as one that did not train
     return lines + [a.verdict(None, f"{len(pending)} of the {len(runs)} runs at the judged LRs "
                               "have not ended: the call waits for them.")]

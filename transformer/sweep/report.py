@@ -38,7 +38,7 @@ from transformer.sweep import points as sweep_lib
 from transformer.sweep import budget, provenance_report, robustness
 from transformer.sweep.points import holds_studies  # noqa: F401 -- report.holds_studies
 # The report's parts; their names stay importable from here (report.Run, report.mean_ci, ...).
-from transformer.sweep.runs import (COLLAPSE_TOLERANCE, Run, _section, classify,  # noqa: F401
+from transformer.sweep.runs import (COLLAPSE_TOLERANCE, PENDING, Run, _section, classify,  # noqa: F401
                                     classify_run, entropy_key, eval_metric_names, groups,
                                     load_runs, read_metrics, saved_config, study_claim,
                                     swept_fields, tied_fields, unigram_entropy)
@@ -194,7 +194,7 @@ def study_verdict(manifest: dict, runs: Sequence[Run],
   analyze = getattr(module, "analyze", None)
   if analyze is None:
     return []
-  pending = [r for r in runs if r.status in ("missing", "incomplete")]
+  pending = [r for r in runs if r.status in PENDING]
   caveat = ([f"**The sweep is not complete:** {len(pending)} of {len(runs)} points have not "
              "finished. The call below reads only the runs that ended, and may change when the "
              "rest has run.", ""] if pending else [])

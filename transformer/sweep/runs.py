@@ -271,19 +271,26 @@ def swept_fields(runs: Sequence[Run]) -> list[str]:
     for k in r.overrides:
       if k != "seed" and k not in CADENCE_FIELDS and k not in fields:
         fields.append(k)
-  return [f for f in fields if len({json.dumps(r.overrides.get(f), default=str)
-                                    for r in runs}) > 1]
+  return [f for f in fields if len({_value(r, f) for r in runs}) > 1]
+
+
+def _value(run: Run, field: str) -> str:
+  """The run's value of `field`, comparable across runs (unset: `null`)."""
+  return json.dumps(run.overrides.get(field), default=str)
+
+
+# The statuses of a point that has not ended: a study cut off midway has them.
+PENDING = ("missing", "incomplete")
 
 
 def tied_fields(runs: Sequence[Run], fields: Sequence[str]) -> dict[str, str]:
   """{field: the earlier field of `fields` it is tied to}: the two determine each other across
   the runs (long_training's warm-up is a tenth of its steps), so a figure against the later
   one repeats the figure against the earlier one."""
-  value = lambda r, f: json.dumps(r.overrides.get(f), default=str)  # noqa: E731
   tied = {}
   for i, f in enumerate(fields):
     for g in fields[:i]:
-      pairs = {(value(r, g), value(r, f)) for r in runs}
+      pairs = {(_value(r, g), _value(r, f)) for r in runs}
       if len({a for a, _ in pairs}) == len(pairs) == len({b for _, b in pairs}):
         tied[f] = g
         break
