@@ -344,6 +344,31 @@ def test_plots_draw_collapsed_and_diverged_runs_as_marks():
   assert any(l.get_gid() == "diverged" for ax in fig.axes for l in ax.lines)
 
 
+def test_a_field_only_some_runs_set_is_plotted_without_empty_panels_or_crowded_ticks():
+  """norms: DyT's alpha_0 is swept over 0.05..0.5 only for DyT. Its figure has the DyT panel
+  alone (LayerNorm's would be empty), with the swept values as the x tick labels and no
+  labelled minor ticks (matplotlib labels them on a log axis spanning under two decades, and
+  they overlapped)."""
+  runs = []
+  for norm, alphas in (("layernorm", [None]), ("dyt", [0.05, 0.1, 0.2, 0.5])):
+    for alpha in alphas:
+      for lr in (1e-3, 1e-2):
+        for s in range(2):
+          o = {"model.norm": norm, a.LR: lr, "seed": s}
+          if alpha is not None:
+            o["model.dyt_alpha_init"] = alpha
+          runs.append(_run(o, final_loss=2.0 + 0.01 * s))
+  fields = ["model.norm", a.LR, "model.dyt_alpha_init"]
+  fig = report._final_vs_figure(runs, "model.dyt_alpha_init", fields, "loss")
+  shown = [ax for ax in fig.axes if ax.axison]
+  assert [ax.get_title() for ax in shown] == ["norm=dyt"]
+  ax = shown[0]
+  assert ax.get_xscale() == "log"
+  assert [t.get_text() for t in ax.get_xticklabels()] == ["0.05", "0.1", "0.2", "0.5"]
+  fig.canvas.draw()
+  assert not [t for t in ax.get_xticklabels(minor=True) if t.get_text()]
+
+
 def test_a_far_off_group_is_drawn_off_scale_not_flattening_the_others():
   """A placement ending at 150 nats (a model without any norm) beside ones near 2: the shared
   y stops at twice the median and the far-off runs are triangles on the top edge."""

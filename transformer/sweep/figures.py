@@ -348,7 +348,9 @@ def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], met
     panel_keys = []
   line_keys = [f for f in others if f not in panel_keys]
   plt = _pyplot()
-  panels = _split(runs, panel_keys)
+  # A panel whose runs never set `field` (norms: LayerNorm has no DyT alpha) would be empty.
+  panels = {k: m for k, m in _split(runs, panel_keys).items()
+            if any(field in r.overrides for r in m)}
   cols = min(3, len(panels))
   nrows = math.ceil(len(panels) / cols)
   fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols + 1.8, 3.2 * nrows),
@@ -386,6 +388,9 @@ def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], met
       drawn = drawn or bool(points)
     if numeric and min(values) > 0 and max(values) / min(values) >= 10:
       ax.set_xscale("log")
+      if max(values) / min(values) < 100:  # matplotlib labels the minor ticks: they overlap
+        ax.set_xticks(values, [f"{v:g}" for v in values])
+        ax.xaxis.set_minor_formatter(plt.NullFormatter())
     if not numeric:
       ax.set_xticks(range(len(values)), [str(v) for v in values], rotation=30, fontsize=8)
     ax.set_title(_title(_label(pkey) if pkey else f"{metric} vs {field}"), fontsize=9)
