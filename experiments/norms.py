@@ -5,7 +5,7 @@
       --reuse_runs_from=runs/studies/lr_sensitivity
 
 Pre-norm x norm kind x the LR grid x 3 seeds, on the training studies' recipe. DyT
-(`model.norm=dyt`, gamma * tanh(alpha x) + beta) is run at three initial alphas
+(`model.norm=dyt`, gamma * tanh(alpha x) + beta) is run at four initial alphas
 (`model.dyt_alpha_init`; Zhu et al.'s default for non-LLM models is 0.5). The LayerNorm points
 are lr_sensitivity's pre-norm runs (linked when that study was run with this code).
 """
@@ -121,6 +121,11 @@ def analyze(runs):
   tuned = [n for n in dyts if matches(n)]
   if tuned and default not in tuned:
     said.append(f"with tuning it does ({', '.join(tuned)})")
+  others = [n for n in dyts if n != default and n in judged]
+  if others and not tuned:  # the issue asked for smaller alpha_0: say what they gave
+    closest = min(others, key=lambda n: diff[n][0])
+    said.append(f"nor at any other alpha_0 tried (the closest, {closest}: "
+                f"{a.fmt(*diff[closest])})")
   if "rmsnorm" in judged:
     said.append(f"RMSNorm {'matches' if matches('rmsnorm') else 'does not match'} "
                 f"({a.fmt(*diff['rmsnorm'])})")

@@ -275,6 +275,8 @@ def _norm_runs(dyt_gap=0.0, rms_gap=0.0, none_gap=0.5):
   for v in norms.VARIANTS:
     name = v["model.norm"]
     gap = {"dyt": dyt_gap, "rmsnorm": rms_gap, "none": none_gap}.get(name, 0.0)
+    if isinstance(gap, dict):  # DyT's gap by alpha_0
+      gap = gap[v["model.dyt_alpha_init"]]
     for lr, base in ((1e-3, 2.5), (1e-2, 2.0)):
       for s in range(3):
         runs.append(_run({"model.norm_placement": "pre", **v, a.LR: lr, "seed": s},
@@ -294,6 +296,16 @@ def test_norms_verdict_reads_the_gap_to_layernorm():
   assert "DyT at alpha_0 = 0.5 does not match" in _verdict(lines)
   assert _verdict(norms.analyze(_norm_runs(dyt_gap=0.2, rms_gap=0.2, none_gap=0.0))
                   ).startswith("**Disagrees.**")
+
+
+def test_norms_verdict_says_what_the_other_alphas_gave():
+  """DyT at the paper's alpha_0 decides the call; the other alphas are named: the one that
+  matches LayerNorm ("with tuning"), or, when none does, the closest and its gap."""
+  said = _verdict(norms.analyze(_norm_runs(dyt_gap={0.05: 0.3, 0.1: 0.2, 0.2: 0.1, 0.5: 0.15})))
+  assert said.startswith("**Partly agrees.**")
+  assert "nor at any other alpha_0 tried (the closest, dyt a0=0.2: 0.1 ± " in said, said
+  said = _verdict(norms.analyze(_norm_runs(dyt_gap={0.05: 0.3, 0.1: 0.2, 0.2: 0.0, 0.5: 0.15})))
+  assert "with tuning it does (dyt a0=0.2)" in said and "nor at" not in said, said
 
 
 def test_norms_does_not_judge_a_norm_whose_runs_have_not_run():
