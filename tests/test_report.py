@@ -253,10 +253,12 @@ def test_a_cadence_field_is_not_a_swept_field():
   assert sweep_runs.swept_fields(runs) == ["train.num_steps"]
 
 
-def test_a_field_tied_to_an_earlier_one_gets_no_figure_of_its_own():
+def test_a_field_another_determines_gets_no_figure_of_its_own():
   """long_training's warm-up is a tenth of its steps: a figure against it would repeat the one
-  against the steps. A field that varies independently of the earlier ones is not tied, nor is
-  one that only sometimes follows another."""
+  against the steps (of two fields that determine each other, the earlier keeps its figure).
+  depth's scan_layers is on for 12 and 24 layers and unset for 6: the layers determine it, so
+  its figure would show the same runs at fewer x positions. A field crossed with the others is
+  not tied."""
   def runs_of(rows):
     return [report.Run(f"p{i}", {"train.num_steps": n, "optim.warmup_steps": w,
                                  "optim.learning_rate": lr, "seed": 0}, n, "/nowhere", {})
@@ -265,10 +267,37 @@ def test_a_field_tied_to_an_earlier_one_gets_no_figure_of_its_own():
   fields = sweep_runs.swept_fields(tied)
   assert fields == ["train.num_steps", "optim.warmup_steps", "optim.learning_rate"]
   assert sweep_runs.tied_fields(tied, fields) == {"optim.warmup_steps": "train.num_steps"}
-  crossed = runs_of([(600, 0, 1e-3), (600, 60, 1e-3), (2400, 0, 1e-3), (2400, 240, 1e-3)])
+  crossed = runs_of([(600, 0, 1e-3), (600, 60, 1e-3), (2400, 0, 1e-3), (2400, 240, 1e-3),
+                     (600, 0, 3e-3), (600, 60, 3e-3), (2400, 0, 3e-3), (2400, 240, 3e-3)])
   assert sweep_runs.tied_fields(crossed, sweep_runs.swept_fields(crossed)) == {}
-  many_to_one = runs_of([(600, 0, 1e-3), (1200, 0, 3e-3), (2400, 240, 1e-3)])
-  assert sweep_runs.tied_fields(many_to_one, sweep_runs.swept_fields(many_to_one)) == {}
+  depth = [report.Run(f"p{layers}_{lr}", {**({"model.scan_layers": True} if layers > 6 else {}),
+                                          "model.num_layers": layers,
+                                          "optim.learning_rate": lr, "seed": 0},
+                      600, "/nowhere", {}) for layers in (6, 12, 24) for lr in (1e-3, 3e-3)]
+  for order in (depth, depth[::-1]):  # whichever of the two is listed first
+    fields = sweep_runs.swept_fields(order)
+    assert sweep_runs.tied_fields(order, fields) == {"model.scan_layers": "model.num_layers"}
+  assert sweep_runs.swept_fields(depth[::-1])[0] == "model.scan_layers"
+
+
+def test_a_categorical_field_left_unset_is_plotted_at_config():
+  """grad_profile's activation: ReLU where set, the config's GELU where not. The figure
+  against it has both (it showed ReLU alone, the unset runs dropped)."""
+  runs = []
+  for p in ("pre", "post"):
+    for relu in (0, 1):
+      for s in range(2):
+        r = _run_with([(1, 5.0)], 2.0 + relu + 0.01 * s)
+        r.overrides = {"model.norm_placement": p, "seed": s,
+                       **({"model.activation": "relu"} if relu else {})}
+        r.status = "finished"
+        runs.append(r)
+  fig = report._final_vs_figure(runs, "model.activation",
+                                ["model.norm_placement", "model.activation"], "loss")
+  ax = fig.axes[0]
+  assert [t.get_text() for t in ax.get_xticklabels()] == ["config", "relu"]
+  means = [line for line in ax.lines if len(line.get_xdata()) == 2]  # the mean over seeds
+  assert means and all(list(line.get_xdata()) == [0, 1] for line in means)
 
 
 def test_a_study_cut_off_midway_says_so_above_its_verdict(sweep_dir, tmp_path):

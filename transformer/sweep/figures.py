@@ -338,6 +338,8 @@ def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], met
   numeric = all(_is_number(v) for v in values)
   if numeric:
     values = sorted(values)
+  elif any(field not in r.overrides for r in runs):
+    values.insert(0, None)  # the runs that leave it unset, at `config` (activation: GELU)
   others = [f for f in fields if f != field]
   lr = _lr_field(others)
   if len(others) >= 2:
@@ -392,7 +394,8 @@ def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], met
         ax.set_xticks(values, [f"{v:g}" for v in values])
         ax.xaxis.set_minor_formatter(plt.NullFormatter())
     if not numeric:
-      ax.set_xticks(range(len(values)), [str(v) for v in values], rotation=30, fontsize=8)
+      ax.set_xticks(range(len(values)), ["config" if v is None else str(v) for v in values],
+                    rotation=30, fontsize=8)
     ax.set_title(_title(_label(pkey) if pkey else f"{metric} vs {field}"), fontsize=9)
     ax.set_xlabel(field)
     ax.grid(alpha=0.3)

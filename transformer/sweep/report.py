@@ -9,8 +9,8 @@
 - `curves.png`: train loss and the eval metric against step, mean over seeds with the
   min..max spread shaded;
 - `final_vs_<field>.png` for every swept field with several values: the final metric against
-  it, one line per value of the other swept fields (none for a field tied one-to-one to an
-  earlier one, `runs.tied_fields`: that figure would repeat the earlier field's);
+  it, one line per value of the other swept fields (none for a field another one determines,
+  `runs.tied_fields`: that figure would repeat the other field's at fewer x positions);
 - a `Verdict` section when the sweep file defines `analyze(runs)` (the studies in
   `experiments/`): the file's own test of its claim on these runs, as Markdown lines;
 - `diagnostics.png` when runs log rows with `"split": "diagnostics"`: per-layer profiles of

@@ -284,14 +284,19 @@ PENDING = ("missing", "incomplete")
 
 
 def tied_fields(runs: Sequence[Run], fields: Sequence[str]) -> dict[str, str]:
-  """{field: the earlier field of `fields` it is tied to}: the two determine each other across
-  the runs (long_training's warm-up is a tenth of its steps), so a figure against the later
-  one repeats the figure against the earlier one."""
+  """{field: the field of `fields` that determines it across the runs}: a figure against it
+  would show the same runs as the figure against that field, at fewer x positions. Of two
+  fields that determine each other (long_training's warm-up is a tenth of its steps) the
+  earlier keeps its figure; a field that another one sets with more values (depth's
+  scan_layers, on for 12 and 24 layers, unset for 6) has none."""
+  def determines(g, f):
+    seen: dict = {}
+    return all(seen.setdefault(_value(r, g), _value(r, f)) == _value(r, f) for r in runs)
+
   tied = {}
   for i, f in enumerate(fields):
-    for g in fields[:i]:
-      pairs = {(_value(r, g), _value(r, f)) for r in runs}
-      if len({a for a, _ in pairs}) == len(pairs) == len({b for _, b in pairs}):
+    for j, g in enumerate(fields):
+      if g != f and determines(g, f) and (j < i or not determines(f, g)):
         tied[f] = g
         break
   return tied
