@@ -10,7 +10,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from transformer import paths
-from transformer.sweep.runs import _LAYER, _NOT_METRICS, Run, _label, groups, swept_fields
+from transformer.sweep.runs import (_LAYER, _NOT_METRICS, Run, _label, groups, implied_fields,
+                                    swept_fields)
 from transformer.sweep.stats import initial_loss, mean_ci, mean_clipped_loss_per_lr
 
 
@@ -171,6 +172,7 @@ def _curves_figure(runs: Sequence[Run], metric: str):
     return _curves_by_group(runs, metric, swept, plt)
   others = [f for f in swept if f != lr]
   panels = _split(runs, others)
+  named = [f for f in swept if f not in implied_fields(runs, others)]  # titles: no scan_layers
   colors = _lr_colors(plt, {r.overrides[lr] for r in runs})
   cols = min(3, len(panels))
   rows = math.ceil(len(panels) / cols)
@@ -202,7 +204,7 @@ def _curves_figure(runs: Sequence[Run], metric: str):
         if r.status == "collapsed" and r.final:
           ax.plot([r.final["step"]], [r.final["loss"]], ls="", color=color, gid="collapsed",
                   **MARKS["collapsed"])
-    ax.set_title(_title(_label(key, swept) if key else "all"), fontsize=9)
+    ax.set_title(_title(_label(key, named) if key else "all"), fontsize=9)
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
   if not drawn:

@@ -289,17 +289,25 @@ def tied_fields(runs: Sequence[Run], fields: Sequence[str]) -> dict[str, str]:
   fields that determine each other (long_training's warm-up is a tenth of its steps) the
   earlier keeps its figure; a field that another one sets with more values (depth's
   scan_layers, on for 12 and 24 layers, unset for 6) has none."""
-  def determines(g, f):
-    seen: dict = {}
-    return all(seen.setdefault(_value(r, g), _value(r, f)) == _value(r, f) for r in runs)
-
   tied = {}
   for i, f in enumerate(fields):
     for j, g in enumerate(fields):
-      if g != f and determines(g, f) and (j < i or not determines(f, g)):
+      if g != f and _determines(runs, g, f) and (j < i or not _determines(runs, f, g)):
         tied[f] = g
         break
   return tied
+
+
+def implied_fields(runs: Sequence[Run], fields: Sequence[str]) -> list[str]:
+  """The fields of `fields` that another one sets and that do not set it back (depth's
+  scan_layers, set by the layer count): a panel title naming them says nothing new."""
+  return [f for f, g in tied_fields(runs, fields).items() if not _determines(runs, f, g)]
+
+
+def _determines(runs: Sequence[Run], g: str, f: str) -> bool:
+  """Whether each value of field `g` across `runs` comes with a single value of `f`."""
+  seen: dict = {}
+  return all(seen.setdefault(_value(r, g), _value(r, f)) == _value(r, f) for r in runs)
 
 
 def _label(group: tuple, swept: Optional[Sequence[str]] = None) -> str:
