@@ -177,7 +177,7 @@ def summarize(runs):
   word, said = a.verdict_of(lines)
   top = lrs[-1]
   return {"verdict": word,
-          "numbers": [said.split(". Whether")[0] + "."],
+          "numbers": [said.split(". Whether")[0].rstrip(".") + "."],
           "figure": FIGURE,
           "placements": {p: {f"last-block residual RMS @ LR {top:g}": _g(cells[(p, top)]["last_rms"]),
                              f"max attention logit @ LR {top:g}": _g(cells[(p, top)]["logit"]),

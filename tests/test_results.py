@@ -48,6 +48,20 @@ def test_the_committed_report_regenerates_byte_for_byte(study, tmp_path, monkeyp
                            "now: regenerate the committed reports")
 
 
+def test_the_committed_results_readme_regenerates_byte_for_byte(tmp_path, monkeypatch):
+  """experiments/results/README.md is written from every study's runs (`summarize`), not by
+  hand: a change to a study's summary (activations' ended in '..') or to its runs shows here."""
+  relative = os.path.join("experiments", "results")
+  shutil.copytree(RESULTS, tmp_path / relative, symlinks=True)
+  os.remove(tmp_path / relative / "README.md")
+  monkeypatch.chdir(tmp_path)
+  report.write_summary(relative)
+  same = filecmp.cmp(os.path.join(RESULTS, "README.md"), tmp_path / relative / "README.md",
+                     shallow=False)
+  assert same, ("experiments/results/README.md differs from what --mode=report writes now: "
+                "python launch.py --mode=report --sweep_dir=experiments/results")
+
+
 def test_every_committed_report_states_protocol_baselines_and_robustness():
   """Issue 29: each study's report says what recipe its verdict rests on, the baselines and
   budget it was judged against, and how the call moves at the neighbouring thresholds."""
