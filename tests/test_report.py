@@ -278,8 +278,6 @@ def test_a_field_another_determines_gets_no_figure_of_its_own():
     fields = sweep_runs.swept_fields(order)
     assert sweep_runs.tied_fields(order, fields) == {"model.scan_layers": "model.num_layers"}
   assert sweep_runs.swept_fields(depth[::-1])[0] == "model.scan_layers"
-  assert sweep_runs.implied_fields(depth, sweep_runs.swept_fields(depth)) == ["model.scan_layers"]
-  assert sweep_runs.implied_fields(tied, sweep_runs.swept_fields(tied)) == []  # one-to-one
 
 
 def test_a_categorical_field_left_unset_is_plotted_at_config():

@@ -367,6 +367,14 @@ def test_a_field_only_some_runs_set_is_plotted_without_empty_panels_or_crowded_t
   assert [t.get_text() for t in ax.get_xticklabels()] == ["0.05", "0.1", "0.2", "0.5"]
   fig.canvas.draw()
   assert not [t for t in ax.get_xticklabels(minor=True) if t.get_text()]
+  # LayerNorm leaves alpha_0 unset, as every LayerNorm run does: no "dyt_alpha_init=config"
+  # in its panel title or legend entry.
+  fig = report._curves_figure(runs, "loss")
+  assert {ax.get_title() for ax in fig.axes if ax.axison} == {
+      "norm=layernorm", *(f"norm=dyt, dyt_alpha_init={x:g}" for x in (0.05, 0.1, 0.2, 0.5))}
+  fig = report._final_vs_figure(runs, a.LR, fields, "loss")
+  labels = {t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().texts}
+  assert "mean over healthy seeds" in labels and not any("config" in t for t in labels)
 
 
 def test_a_far_off_group_is_drawn_off_scale_not_flattening_the_others():

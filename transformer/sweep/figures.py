@@ -10,8 +10,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from transformer import paths
-from transformer.sweep.runs import (_LAYER, _NOT_METRICS, Run, _label, groups, implied_fields,
-                                    swept_fields)
+from transformer.sweep.runs import _LAYER, _NOT_METRICS, Run, _label, groups, swept_fields
 from transformer.sweep.stats import initial_loss, mean_ci, mean_clipped_loss_per_lr
 
 
@@ -172,7 +171,6 @@ def _curves_figure(runs: Sequence[Run], metric: str):
     return _curves_by_group(runs, metric, swept, plt)
   others = [f for f in swept if f != lr]
   panels = _split(runs, others)
-  named = [f for f in swept if f not in implied_fields(runs, others)]  # titles: no scan_layers
   colors = _lr_colors(plt, {r.overrides[lr] for r in runs})
   cols = min(3, len(panels))
   rows = math.ceil(len(panels) / cols)
@@ -204,7 +202,8 @@ def _curves_figure(runs: Sequence[Run], metric: str):
         if r.status == "collapsed" and r.final:
           ax.plot([r.final["step"]], [r.final["loss"]], ls="", color=color, gid="collapsed",
                   **MARKS["collapsed"])
-    ax.set_title(_title(_label(key, named) if key else "all"), fontsize=9)
+    shown = _shown(key, runs, swept)
+    ax.set_title(_title(_label(key, shown) if shown else "all"), fontsize=9)
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
   if not drawn:
@@ -288,6 +287,19 @@ def _plot_curves(runs: Sequence[Run], metric: str, path: str) -> bool:
 
 TITLE_CHARS = 40  # a panel title's line: longer ones ran into the next panel's (long_training)
 MAX_PANELS = 12  # more, and the curves are split into one figure per value of a field
+
+
+def _shown(key: tuple, runs: Sequence[Run], fields: Sequence[str]) -> list[str]:
+  """The `fields` worth naming in a label of group `key`: not one the group leaves unset where
+  another field of the key has a value whose runs all leave it unset (norms: DyT's alpha_0
+  beside norm=layernorm, where `dyt_alpha_init=config` would be noise; depth's scan_layers
+  beside num_layers=6)."""
+  values = dict(key)
+  moot = {f for f, v in key if v is None and any(
+      w is not None and g != f and all(f not in r.overrides for r in runs
+                                       if r.overrides.get(g) == w)
+      for g, w in key)}
+  return [f for f in fields if f in values and f not in moot]
 
 
 def _title(text: str) -> str:
@@ -382,7 +394,8 @@ def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], met
           ys.append(mean)
           errs.append(0.0 if math.isnan(half) else half)
         points += [(xs_of(v), r, r.final.get(metric)) for r in at]
-      label = _label(lkey) if lkey else "mean over healthy seeds"
+      shown = _shown(pkey + lkey, runs, line_keys)
+      label = _label(lkey, shown) if shown else "mean over healthy seeds"
       if xs:
         line = ax.errorbar(xs, ys, yerr=errs, color=color, capsize=2, lw=1.3, label=label)
         handles.setdefault(label, line)
@@ -398,7 +411,8 @@ def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], met
     if not numeric:
       ax.set_xticks(range(len(values)), ["config" if v is None else str(v) for v in values],
                     rotation=30, fontsize=8)
-    ax.set_title(_title(_label(pkey) if pkey else f"{metric} vs {field}"), fontsize=9)
+    shown = _shown(pkey, runs, panel_keys)
+    ax.set_title(_title(_label(pkey, shown) if shown else f"{metric} vs {field}"), fontsize=9)
     ax.set_xlabel(field)
     ax.grid(alpha=0.3)
     ax.autoscale_view()

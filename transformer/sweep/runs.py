@@ -298,12 +298,6 @@ def tied_fields(runs: Sequence[Run], fields: Sequence[str]) -> dict[str, str]:
   return tied
 
 
-def implied_fields(runs: Sequence[Run], fields: Sequence[str]) -> list[str]:
-  """The fields of `fields` that another one sets and that do not set it back (depth's
-  scan_layers, set by the layer count): a panel title naming them says nothing new."""
-  return [f for f, g in tied_fields(runs, fields).items() if not _determines(runs, f, g)]
-
-
 def _determines(runs: Sequence[Run], g: str, f: str) -> bool:
   """Whether each value of field `g` across `runs` comes with a single value of `f`."""
   seen: dict = {}
