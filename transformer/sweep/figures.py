@@ -294,12 +294,12 @@ def _shown(key: tuple, runs: Sequence[Run], fields: Sequence[str]) -> list[str]:
   another field of the key has a value whose runs all leave it unset (norms: DyT's alpha_0
   beside norm=layernorm, where `dyt_alpha_init=config` would be noise; depth's scan_layers
   beside num_layers=6)."""
-  values = dict(key)
   moot = {f for f, v in key if v is None and any(
       w is not None and g != f and all(f not in r.overrides for r in runs
                                        if r.overrides.get(g) == w)
       for g, w in key)}
-  return [f for f in fields if f in values and f not in moot]
+  named = {f for f, _ in key} - moot
+  return [f for f in fields if f in named]
 
 
 def _title(text: str) -> str:

@@ -38,10 +38,11 @@ from transformer.sweep import points as sweep_lib
 from transformer.sweep import budget, provenance_report, robustness
 from transformer.sweep.points import holds_studies  # noqa: F401 -- report.holds_studies
 # The report's parts; their names stay importable from here (report.Run, report.mean_ci, ...).
-from transformer.sweep.runs import (COLLAPSE_TOLERANCE, PENDING, Run, _section, classify,  # noqa: F401
-                                    classify_run, entropy_key, eval_metric_names, groups,
-                                    load_runs, read_metrics, saved_config, study_claim,
-                                    swept_fields, tied_fields, unigram_entropy)
+from transformer.sweep.runs import (COLLAPSE_TOLERANCE, PENDING, Run,  # noqa: F401
+                                    _section, classify, classify_run, entropy_key,
+                                    eval_metric_names, groups, load_runs, read_metrics,
+                                    saved_config, study_claim, swept_fields, tied_fields,
+                                    unigram_entropy)
 from transformer.sweep.stats import (_fmt, clipped_final_loss, initial_loss,  # noqa: F401
                                      largest_stable_lr, lr_sensitivity_table, mean_ci,
                                      mean_clipped_loss_per_lr)

@@ -301,7 +301,8 @@ def tied_fields(runs: Sequence[Run], fields: Sequence[str]) -> dict[str, str]:
 def _determines(runs: Sequence[Run], g: str, f: str) -> bool:
   """Whether each value of field `g` across `runs` comes with a single value of `f`."""
   seen: dict = {}
-  return all(seen.setdefault(_value(r, g), _value(r, f)) == _value(r, f) for r in runs)
+  pairs = ((_value(r, g), _value(r, f)) for r in runs)
+  return all(seen.setdefault(key, value) == value for key, value in pairs)
 
 
 def _label(group: tuple, swept: Optional[Sequence[str]] = None) -> str:
