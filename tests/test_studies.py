@@ -477,6 +477,34 @@ def test_summary_collects_every_study(tmp_path, monkeypatch):
   assert "| two | local_text, python-stdlib two, 1 files, 10 bytes (digest bbbb) | 3.3194 |" in text
 
 
+def test_the_summary_waits_like_the_report_for_a_sweep_not_complete(tmp_path):
+  """A study whose `summarize` reads only the runs that ended would call a sweep cut short as
+  if it were whole; its report says "not complete", so the summary's verdict is inconclusive
+  and says how many points are left, whatever `summarize` made of the rest."""
+  results, d = tmp_path / "results", tmp_path / "results" / "cut"
+  os.makedirs(d / "seed=0")
+  (d / "seed=0" / "metrics.jsonl").write_text(
+      json.dumps({"step": 5, "split": "eval", "loss": 1.5}) + "\n")
+  (tmp_path / "cut.py").write_text(
+      "def get_sweep():\n  return [{'seed': 0}, {'seed': 1}]\n"
+      "def summarize(runs):\n  return {'verdict': 'agrees', 'numbers': ['x = 1']}\n")
+  points = [{"name": f"seed={s}", "overrides": {"seed": s}, "num_steps": 5} for s in (0, 1)]
+  with open(d / MANIFEST, "w") as f:
+    json.dump({"sweep_file": str(tmp_path / "cut.py"), "config": "c.py", "claim": "C",
+               "overrides": [], "points": points}, f)
+  path, verdicts = report.write_summary(str(results))
+  text = open(path).read()
+  assert verdicts == ["cut: is inconclusive"]
+  assert "**Verdict:** the data is inconclusive (" in text
+  assert "- The sweep is not complete: 1 of 2 points have not finished" in text
+  assert "- x = 1" in text  # summarize's numbers stay, flagged by the line above them
+  os.makedirs(d / "seed=1")  # the last point ends: summarize's own verdict again
+  (d / "seed=1" / "metrics.jsonl").write_text(
+      json.dumps({"step": 5, "split": "eval", "loss": 1.4}) + "\n")
+  path, verdicts = report.write_summary(str(results))
+  assert verdicts == ["cut: agrees"] and "not complete" not in open(path).read()
+
+
 def test_qk_norm_logits_that_grow_with_the_lr_fail_the_bounded_check():
   """The check that replaced 'qk-norm's logits are lower than the unnormalised ones' (true by
   construction here) can fail: qk-norm's own logits growing across the LR grid."""

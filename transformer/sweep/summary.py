@@ -11,8 +11,8 @@ from transformer.config import LEGACY_DEFAULTS
 from transformer.sweep import points as sweep_lib
 from transformer.sweep.budget import BUDGET_LINE
 from transformer.sweep.robustness import ROBUSTNESS_LINE
-from transformer.sweep.runs import (Run, _read_cache, _section, load_runs, saved_config,
-                                   study_claim)
+from transformer.sweep.runs import (PENDING, Run, _read_cache, _section, load_runs,
+                                   saved_config, study_claim)
 
 
 SUMMARY = "README.md"
@@ -39,6 +39,11 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
     runs = load_runs(sweep_dir)
     s = summarize(runs)
     s.setdefault("numbers", []).extend(_recipe_changes_since(runs))
+    pending = sum(r.status in PENDING for r in runs)
+    if pending:  # its report waits for them (report.py's caveat); so does the summary
+      s["verdict"] = "is inconclusive"
+      s["numbers"].insert(0, f"The sweep is not complete: {pending} of {len(runs)} points have "
+                          "not finished; the numbers below read only the runs that ended.")
     studies.append((name, manifest, s))
     data_rows.append((name, *_study_data(sweep_dir, runs)))
     verdicts.append(f"{name}: {s['verdict']}")
