@@ -437,6 +437,8 @@ def intervals_where(pred, points: Sequence[float], hi: float = 1.0) -> list[tupl
 
 
 def intervals_text(intervals: list[tuple[float, float]], hi: float = 1.0) -> str:
+  """The X where a call holds, worded to follow "for": "X in [0.2, 0.5), X in [0.7, 1]" or
+  "no X in [0, 1]"."""
   if not intervals:
-    return f"at no X in [0, {hi:g}]"
+    return f"no X in [0, {hi:g}]"
   return ", ".join(f"X in [{a:.3g}, {b:.3g}" + (")" if b < hi else "]") for a, b in intervals)

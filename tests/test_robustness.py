@@ -101,3 +101,11 @@ def test_every_study_moves_or_names_the_collapse_cutoff():
       assert a.COLLAPSE.label in varied | not_read, name
       checked += 1
   assert checked >= 8
+
+
+def test_the_x_where_a_call_holds_reads_after_for():
+  """Each study writes "... for {intervals_text(...)}": the empty case must read as a phrase
+  there ("for no X in [0, 1]"), not "for at no X"."""
+  assert a.intervals_where(lambda x: False, [0.2, 0.5]) == []
+  assert "for " + a.intervals_text([]) == "for no X in [0, 1]"
+  assert a.intervals_text([(0.2, 0.5), (0.7, 1.0)]) == "X in [0.2, 0.5), X in [0.7, 1]"

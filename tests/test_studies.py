@@ -53,6 +53,23 @@ def test_lr_sensitivity_is_wortsmans_formula():
   assert a.largest_stable_lr(runs) == 1e-2
 
 
+def test_the_lr_table_names_a_best_lr_at_the_grid_edge():
+  """Issue 29: a report shows whether each optimum lies inside the grid. A setting whose best
+  LR is its smallest or largest is named; one of two LRs is not judged (an edge by
+  construction)."""
+  from transformer.sweep import stats  # noqa: PLC0415
+  loss = {"inside": {1e-3: 3.0, 1e-2: 2.0, 1e-1: 2.5}, "low": {1e-3: 2.0, 1e-2: 2.5, 1e-1: 3.0},
+          "pair": {1e-3: 2.0, 1e-2: 2.5}}
+  runs = [_run({"w": w, a.LR: lr, "seed": s}, final_loss=v)
+          for w, d in loss.items() for lr, v in d.items() for s in (0, 1)]
+  text = "\n".join(stats.lr_sensitivity_table(runs, a.LR, ["w", a.LR]))
+  assert "not located" in text and "low (0.001, its smallest)" in text
+  assert "inside (" not in text and "pair (" not in text
+  inside = [r for r in runs if r.overrides["w"] == "inside"]
+  assert "Every best LR lies inside the LR values its setting ran (1 setting of" in "\n".join(
+      stats.lr_sensitivity_table(inside, a.LR, ["w", a.LR]))
+
+
 def test_largest_stable_lr_counts_up_from_the_best_lr():
   """Best at 1e-3 (loss 2.0), one seed collapsed at 1e-2, every seed fine at 1e-1: stable up
   to 1e-3, not 'up to 1e-1'. A slow, collapsed-looking run below the best LR (1e-4) is not

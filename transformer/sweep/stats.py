@@ -106,6 +106,7 @@ def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[st
   by_other: dict[tuple, list[Run]] = {}
   for r in runs:
     by_other.setdefault(tuple(r.overrides.get(f) for f in others), []).append(r)
+  edges, gridded = [], 0
   for key, members in by_other.items():
     means = mean_clipped_loss_per_lr(members, lr_field)
     if not means:
@@ -117,4 +118,16 @@ def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[st
                                      f"{stable:g}" if stable else "none",
                                      f"{sensitivity:.4f}", str(len(means))]
     lines.append("| " + " | ".join(cells) + " |")
+    if len(means) >= 3:  # an optimum among two LRs is at an edge by construction
+      gridded += 1
+      if best_lr in (min(means), max(means)):
+        side = "smallest" if best_lr == min(means) else "largest"
+        edges.append(f"{' / '.join(str(v) for v in key) or 'all runs'} ({best_lr:g}, its "
+                     f"{side})")
+  if edges:
+    lines += ["", "Best LR at the edge of the LR values that setting ran, so not located (a "
+              "wider grid could find a better one): " + "; ".join(edges) + "."]
+  elif gridded:
+    lines += ["", f"Every best LR lies inside the LR values its setting ran ({gridded} "
+              f"setting{'s' if gridded > 1 else ''} of 3 LRs or more)."]
   return lines
