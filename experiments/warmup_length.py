@@ -5,17 +5,14 @@
       --reuse_runs_from=runs/studies/lr_sensitivity,runs/studies/warmup_stability
 
 Post- and pre-norm x warm-up length (0 .. the whole run) x the LR grid x 3 seeds, on the
-training studies' recipe. The warm-up 0 and `WARMUP` points are warmup_stability's and
-lr_sensitivity's runs: `--reuse_runs_from` links them when those studies' runs recorded
+training studies' recipe. The warm-up 0 and `PROTOCOL_WARMUP` points are warmup_stability's
+and lr_sensitivity's runs: `--reuse_runs_from` links them when those studies' runs recorded
 reading the same data (runs from before provenance did not, and are not linked). On the cpu
-preset, warm-up 200 is the whole 200-step run: the LR only rises.
+preset, warm-up 600 is the whole 600-step run: the LR only rises.
 
-The committed results (`experiments/results/warmup_length/`) were made to match the committed
-warmup_stability runs, which predate both the role-based weight-decay mask and provenance
-(they read Python 3.11.7's stdlib, see experiments/README.md): the sweep dir was seeded with
-links to warmup_stability's post and pre runs of seeds 0-2 (same point names, so the sweep
-counts them as finished) and the other 108 points were run with
-`--config.optim.decay_mask=ndim --config.data.source_dir=<Python 3.11.7's lib/python3.11>`.
+The committed results (`experiments/results/warmup_length/`) are this sweep as written: its
+60 warm-up-0 and warm-up-60 points are lr_sensitivity's and warmup_stability's runs, linked by
+`--reuse_runs_from`, and its other 90 points were run for it.
 
 Stability is judged as in warmup_stability: a run *trained at X* when it did not diverge and
 its final eval loss is within X nats/token of the best final loss its seed reached at any LR
