@@ -2,7 +2,9 @@
 
 import dataclasses
 import glob
+import json
 import os
+import re
 import subprocess
 import sys
 
@@ -158,3 +160,50 @@ def test_a_batch_out_of_memory_is_one_line_naming_it(monkeypatch):
   assert "(asked for 3.00 GiB more)" in message and "--bench_batch_sizes" in message
   with pytest.raises(KeyError):
     bench.run_benchmarks(config, [8])
+
+
+def test_bench_returns_the_measured_and_compiled_memory_as_numbers(capsys):
+  result = run_benchmark(_config("decoder_lm"), steps=1, warmup=0)
+  memory = result["memory"]
+  assert set(memory) == {"device_peak_bytes", "device_bytes_limit", "compiled_argument_bytes",
+                         "compiled_output_bytes", "compiled_temp_bytes", "compiled_alias_bytes",
+                         "compiled_generated_code_bytes", "compiled_total_bytes",
+                         "host_max_rss_bytes"}
+  parts = [memory[f"compiled_{k}_bytes"] for k in ("argument", "output", "temp", "alias")]
+  assert all(type(v) is int and v > 0 for v in parts)  # the donated state is aliased
+  assert type(memory["compiled_generated_code_bytes"]) is int
+  assert memory["compiled_total_bytes"] == parts[0] + parts[1] + parts[2] - parts[3]
+  assert type(memory["host_max_rss_bytes"]) is int and memory["host_max_rss_bytes"] > 2**20
+  for key in ("device_peak_bytes", "device_bytes_limit"):  # CPU devices report no stats
+    assert memory[key] is None or (type(memory[key]) is int and memory[key] > 0)
+  assert (result["platform"], result["device_kind"]) == (jax.devices()[0].platform,
+                                                         jax.devices()[0].device_kind)
+  # The printed line is made from the same figures.
+  line = [x for x in capsys.readouterr().out.splitlines() if "peak memory" in x][0]
+  assert line.endswith(bench._peak_memory(memory))
+  assert f"compiled step needs {memory['compiled_total_bytes'] / 2**30:.2f} GiB" in line
+
+
+def test_bench_prints_no_mfu_above_100_percent_from_a_too_low_cpu_peak(tmp_path, monkeypatch,
+                                                                       capsys):
+  """A CPU peak cached while other jobs shared the cores (here 1 kFLOP/s) is measured again
+  once; still below the achieved rate (2 kFLOP/s), bench prints "MFU n/a (why)", never a
+  percentage above 100, and the peak cache keeps the higher figure."""
+  from transformer.train import peaks  # noqa: PLC0415
+  if jax.devices()[0].platform != "cpu":
+    pytest.skip("the measured peak is the CPU's")
+  monkeypatch.setenv("TRANSFORMER_CACHE_DIR", str(tmp_path))
+  path = tmp_path / "cpu_peak.json"
+  path.write_text(json.dumps({peaks._cpu_key(): {"flops_per_sec": 1e3, "measured": "busy"}}))
+  calls = []
+  monkeypatch.setattr(peaks, "measure_matmul_flops", lambda *a, **k: calls.append(1) or 2e3)
+  result = run_benchmark(_config("decoder_lm", peak_flops_per_device=0.0), steps=1, warmup=0)
+  out = capsys.readouterr().out
+  assert result["mfu"] is None and len(calls) == 1
+  assert "below the achieved" in result["mfu_problem"] and str(path) in result["mfu_problem"]
+  assert f"MFU             n/a ({result['mfu_problem']})" in out
+  percents = [float(p) for p in re.findall(r"MFU\s+([\d.]+)%", out)]
+  assert percents == []
+  row = [line for line in out.splitlines() if line.strip().startswith("| decoder_lm |")][0]
+  assert "| n/a | measured |" in row
+  assert [e["flops_per_sec"] for e in json.loads(path.read_text()).values()] == [2e3]

@@ -88,3 +88,158 @@ def test_unusable_cache_file_is_measured_again(tmp_path, monkeypatch):
   assert peak == 123e9
   assert list(json.loads((tmp_path / "cpu_peak.json").read_text()).values())[0][
       "flops_per_sec"] == 123e9
+
+
+# --- A peak only goes up; MFU is never above 100% -------------------------------------------
+
+
+def _stored(tmp_path) -> list:
+  return [e["flops_per_sec"] for e in json.loads((tmp_path / "cpu_peak.json").read_text())
+          .values()]
+
+
+def _measuring(monkeypatch, *figures) -> list:
+  """Makes `measure_matmul_flops` return `figures` in turn; the list of calls it returns grows
+  by one per measurement."""
+  calls, it = [], iter(figures)
+
+  def measure(*args, **kwargs):
+    calls.append(1)
+    return next(it)
+  monkeypatch.setattr(peaks, "measure_matmul_flops", measure)
+  return calls
+
+
+def test_remeasuring_the_cpu_keeps_the_best_figure(tmp_path, monkeypatch):
+  calls = _measuring(monkeypatch, 100e9, 50e9, 200e9)
+  assert peaks.cpu_peak_flops(str(tmp_path))[0] == 100e9
+  # A lower measurement (busy cores) does not lower the cached peak...
+  peak, how = peaks.remeasure_cpu_peak(str(tmp_path))
+  assert peak == 100e9 and "100 GFLOP/s" in how and _stored(tmp_path) == [100e9]
+  # ... a higher one raises it, in the cache too, which later runs then read.
+  peak, how = peaks.remeasure_cpu_peak(str(tmp_path))
+  assert peak == 200e9 and "200 GFLOP/s" in how and _stored(tmp_path) == [200e9]
+  assert peaks.cpu_peak_flops(str(tmp_path))[0] == 200e9 and len(calls) == 3
+  assert [p.name for p in tmp_path.iterdir()] == ["cpu_peak.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize("cache", ['{"a": 1', "[1, 2]", "\xff\xfe", "", None])
+def test_remeasuring_over_a_torn_or_garbage_cache_stores_the_new_figure(tmp_path, monkeypatch,
+                                                                        cache):
+  _measuring(monkeypatch, 77e9)
+  path = tmp_path / "cpu_peak.json"
+  if cache is not None:
+    path.write_text(cache, encoding="latin-1")
+  else:  # this machine's entry, with a figure that is not a number
+    path.write_text(json.dumps({peaks._cpu_key(): {"flops_per_sec": "fast", "measured": "x"}}))
+  peak, how = peaks.remeasure_cpu_peak(str(tmp_path))
+  assert peak == 77e9 and "77 GFLOP/s" in how
+  assert 77e9 in _stored(tmp_path)
+
+
+def _cached_cpu_peak(tmp_path, monkeypatch, flops: float) -> tuple[float, str]:
+  """This machine's CPU peak cached as `flops`, read back per device as training reads it."""
+  (tmp_path / "cpu_peak.json").write_text(json.dumps(
+      {peaks._cpu_key(): {"flops_per_sec": flops, "measured": "a busy day"}}))
+  monkeypatch.setattr(jax, "devices", lambda *a: [_FakeCpu()])
+  return peaks.peak_flops_per_device(0.0, "float32", cache=str(tmp_path))
+
+
+class _FakeCpu:
+  platform, device_kind = "cpu", "cpu"
+
+
+def test_an_achieved_rate_above_the_cached_cpu_peak_measures_again_and_uses_the_raised_peak(
+    tmp_path, monkeypatch):
+  peak, source = _cached_cpu_peak(tmp_path, monkeypatch, 10e9)
+  n = jax.local_device_count()
+  assert peak == 10e9 / n and peaks.peak_is_measured(0.0)
+  calls = _measuring(monkeypatch, 40e9)
+  check = peaks.checked_mfu(20e9 / n, peak, source, measured_cpu=True, cache=str(tmp_path))
+  assert check.mfu == pytest.approx(0.5) and check.problem is None and len(calls) == 1
+  assert check.peak == 40e9 / n and "40 GFLOP/s" in check.source
+  assert _stored(tmp_path) == [40e9]
+
+
+def test_an_achieved_rate_above_even_the_remeasured_cpu_peak_gives_no_mfu(tmp_path,
+                                                                           monkeypatch):
+  peak, source = _cached_cpu_peak(tmp_path, monkeypatch, 10e9)
+  n = jax.local_device_count()
+  calls = _measuring(monkeypatch, 12e9)
+  check = peaks.checked_mfu(50e9 / n, peak, source, measured_cpu=True, cache=str(tmp_path))
+  assert check.mfu is None and len(calls) == 1
+  assert "below the achieved" in check.problem and "peak is wrong" in check.problem
+  assert str(tmp_path / "cpu_peak.json") in check.problem  # the file to delete, named
+  assert "train.peak_flops_per_device" in check.problem
+  assert _stored(tmp_path) == [12e9]  # still the best measurement kept
+
+
+def test_an_achieved_rate_within_the_peak_is_not_measured_again(monkeypatch):
+  monkeypatch.setattr(peaks, "measure_matmul_flops", lambda *a, **k: pytest.fail("measured"))
+  check = peaks.checked_mfu(5e9, 10e9, "some peak", measured_cpu=True)
+  assert check == (0.5, 10e9, "some peak", None)
+  assert peaks.checked_mfu(10e9, 10e9, "some peak", measured_cpu=True).mfu == 1.0
+
+
+def test_a_data_sheet_or_given_peak_below_the_achieved_rate_gives_no_mfu(monkeypatch):
+  monkeypatch.setattr(peaks, "measure_matmul_flops", lambda *a, **k: pytest.fail("measured"))
+  sheet = "data sheet, bfloat16 dense peak of NVIDIA H100 80GB HBM3"
+  check = peaks.checked_mfu(1.5e15, 989e12, sheet)
+  assert check.mfu is None and check.peak == 989e12
+  assert "below the achieved" in check.problem and "train.peak_flops_per_device" in check.problem
+  given = peaks.checked_mfu(2e11, 1e11, "train.peak_flops_per_device")
+  assert given.mfu is None and "given peak" in given.problem and "raise it" in given.problem
+  # No peak at all: no MFU, and the reason is where the peak would come from.
+  unknown = peaks.checked_mfu(1e12, None, "no data-sheet peak for X; set ...")
+  assert unknown.mfu is None and unknown.problem == "no data-sheet peak for X; set ..."
+
+
+@pytest.mark.parametrize("achieved", [0.0, 1e9, 9.99e9, 1e10, 1e10 * (1 + 1e-12), 3e10, 1e30])
+def test_checked_mfu_is_never_above_one(achieved):
+  mfu = peaks.checked_mfu(achieved, 1e10, "train.peak_flops_per_device").mfu
+  assert mfu is None or 0 <= mfu <= 1
+  assert (mfu is None) == (achieved > 1e10)
+
+
+def _train_log_rows(tmp_path, monkeypatch, capsys, cached: float, *measured: float):
+  """Two `train` rows of the train loop's `_ThroughputLog` (smoke config, one CPU device) whose
+  CPU peak is cached as `cached` and measured again as `measured`: (rows, log, measurements)."""
+  from configs.default import get_config  # noqa: PLC0415
+  from transformer.config import from_config_dict  # noqa: PLC0415
+  from transformer.train import loop  # noqa: PLC0415
+
+  par = type("Par", (), {"num_devices": 1})()
+  guard = type("Guard", (), {"skipped": 0, "mode": "raise"})()
+  rows = []
+  writer = type("Writer", (), {"write": lambda self, step, split, row: rows.append(row)})()
+  monkeypatch.setenv("TRANSFORMER_CACHE_DIR", str(tmp_path))
+  _cached_cpu_peak(tmp_path, monkeypatch, cached)
+  monkeypatch.setattr(jax, "local_device_count", lambda *a: 1)
+  calls = _measuring(monkeypatch, *measured)
+  throughput = loop._ThroughputLog(from_config_dict(get_config("smoke")), par,
+                                   lambda s: 1e-3, guard, writer)
+  for step in (1, 2):
+    throughput.add({"tokens": 8.0, "loss": 1.0, "grad_norm": 1.0, "finite": True})
+    throughput.write(step, 2)
+  return rows, capsys.readouterr().out, calls
+
+
+def test_the_train_log_measures_again_once_then_warns_once_and_drops_mfu(tmp_path, monkeypatch,
+                                                                        capsys):
+  """The train loop's MFU goes through `checked_mfu`: a cached CPU peak below the achieved rate
+  is measured again once; still below, one warning and no `mfu` in this or later rows."""
+  rows, out, calls = _train_log_rows(tmp_path, monkeypatch, capsys, 1e3, 2e3, 3e3)
+  assert len(calls) == 1 and out.count("WARNING: MFU n/a:") == 1
+  assert "below the achieved" in out
+  steps = [line for line in out.splitlines() if line.startswith("step ")]
+  assert len(steps) == 2 and not any("MFU" in line for line in steps)
+  assert all("mfu" not in row for row in rows) and len(rows) == 2
+  assert _stored(tmp_path) == [2e3]
+
+
+def test_the_train_log_uses_a_cpu_peak_raised_by_measuring_again(tmp_path, monkeypatch,
+                                                                 capsys):
+  rows, out, calls = _train_log_rows(tmp_path, monkeypatch, capsys, 1e3, 1e30)
+  assert len(calls) == 1 and "WARNING" not in out and "measured again, is now" in out
+  assert all(0 < row["mfu"] <= 1 for row in rows) and len(rows) == 2
+  assert _stored(tmp_path) == [1e30]

@@ -4,8 +4,9 @@ Works for every model kind (`transformer.kinds`). The step is the training step 
 kind's task (`transformer.tasks`), with its loss as configured (masked-LM masking, label
 smoothing, z-loss), built from facts read off the config instead of a dataset
 (`Kind.config_facts`), on the task's `random_batch`. Prints tokens/s, step time, MFU (FLOPs
-convention in `transformer/train/flops.py`; the peak and its source are printed), compile time
-and peak memory, then one markdown table row (`SUMMARY_HEADER`) to paste into a table of
+convention in `transformer/train/flops.py`; the peak and its source are printed; never above
+100%: `peaks.checked_mfu`), compile time and peak memory (also returned as numbers:
+`memory_figures`), then one markdown table row (`SUMMARY_HEADER`) to paste into a table of
 results. No dataset is read and TensorFlow is never imported: batches are random token ids
 with the vocabulary `model.vocab_size` as the config gives it (so a GPT-2 config is timed with
 GPT-2's 50257-token vocabulary whatever tokenizer its data section names), or random images of
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import resource
+import sys
 import time
 
 import jax
@@ -70,21 +72,47 @@ def build_parallel(task) -> Parallel:
                   init_boxed_params=task.init_boxed_params)
 
 
-def _peak_memory(compiled) -> str:
-  parts = []
+# memory_analysis() attribute behind each compiled_* figure of `memory_figures`.
+_COMPILED_FIELDS = {"compiled_argument_bytes": "argument_size_in_bytes",
+                    "compiled_output_bytes": "output_size_in_bytes",
+                    "compiled_temp_bytes": "temp_size_in_bytes",
+                    "compiled_alias_bytes": "alias_size_in_bytes",
+                    "compiled_generated_code_bytes": "generated_code_size_in_bytes"}
+
+
+def memory_figures(compiled) -> dict:
+  """Memory of the benchmarked step in bytes (ints, None where not reported): the first local
+  device's measured `device_peak_bytes` and `device_bytes_limit` (`memory_stats()`), XLA's
+  compiled memory analysis of the same step (`compiled_*`; `compiled_total_bytes` = argument +
+  output + temp - alias, per device), and this process's `host_max_rss_bytes`."""
   stats = jax.local_devices()[0].memory_stats() or {}
-  if "peak_bytes_in_use" in stats:
-    parts.append(f"device peak {stats['peak_bytes_in_use'] / 2**30:.2f} GiB")
+  memory = {"device_peak_bytes": stats.get("peak_bytes_in_use") or None,
+            "device_bytes_limit": stats.get("bytes_limit") or None}
   try:
-    m = compiled.memory_analysis()
-    total = (m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes
-             - m.alias_size_in_bytes)
-    parts.append(f"compiled step needs {total / 2**30:.2f} GiB per device (XLA estimate: "
-                 f"args {m.argument_size_in_bytes / 2**30:.2f} + temps "
-                 f"{m.temp_size_in_bytes / 2**30:.2f})")
+    analysis = compiled.memory_analysis()
   except Exception:  # noqa: BLE001 -- not every backend reports it
-    pass
-  parts.append(f"process max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+    analysis = None
+  for field, attr in _COMPILED_FIELDS.items():
+    value = getattr(analysis, attr, None)
+    memory[field] = int(value) if isinstance(value, (int, np.integer)) else None
+  parts = [memory[f"compiled_{k}_bytes"] for k in ("argument", "output", "temp", "alias")]
+  memory["compiled_total_bytes"] = (None if None in parts
+                                    else parts[0] + parts[1] + parts[2] - parts[3])
+  rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+  memory["host_max_rss_bytes"] = rss * (1 if sys.platform == "darwin" else 1024)
+  return memory
+
+
+def _peak_memory(memory: dict) -> str:
+  """The `peak memory` line of the log, from `memory_figures`' dict."""
+  parts = []
+  if memory["device_peak_bytes"] is not None:
+    parts.append(f"device peak {memory['device_peak_bytes'] / 2**30:.2f} GiB")
+  if memory["compiled_total_bytes"] is not None:
+    parts.append(f"compiled step needs {memory['compiled_total_bytes'] / 2**30:.2f} GiB per "
+                 f"device (XLA estimate: args {memory['compiled_argument_bytes'] / 2**30:.2f} "
+                 f"+ temps {memory['compiled_temp_bytes'] / 2**30:.2f})")
+  parts.append(f"process max RSS {memory['host_max_rss_bytes'] / 2**30:.2f} GiB")
   return "; ".join(parts)
 
 
@@ -137,20 +165,26 @@ def _time_steps(par: Parallel, compiled, state, batch: dict, steps: int, warmup:
 
 def _figures(config: ExperimentConfig, par: Parallel, n_params: int, compile_s: float,
              step_s: float, loss: float) -> dict:
-  """Throughput, model FLOP/s and MFU of a step of `step_s` seconds."""
+  """Throughput, model FLOP/s and MFU of a step of `step_s` seconds, and the device. `mfu` is
+  None (`mfu_problem` says why) without a peak or with one below the achieved rate
+  (`peaks.checked_mfu`, which first measures a CPU peak again); never above 1."""
   step_flops = kinds.experiment_flops_per_step(config)
-  peak, peak_source = peaks.peak_flops_per_device(
-      config.train.peak_flops_per_device, config.model.dtype)
+  override = config.train.peak_flops_per_device
+  peak, peak_source = peaks.peak_flops_per_device(override, config.model.dtype)
+  check = peaks.checked_mfu(step_flops / step_s / par.num_devices, peak, peak_source,
+                            peaks.peak_is_measured(override))
+  dev = jax.devices()[0]
   return {"kind": config.model.kind, "params": n_params, "devices": par.num_devices,
+          "platform": dev.platform, "device_kind": dev.device_kind,
           "compile_s": compile_s, "step_s": step_s,
           "tokens_per_s": tokens_per_step(config) / step_s,
           "model_tflops_per_s": step_flops / step_s / 1e12, "step_flops": step_flops,
-          "mfu": step_flops / step_s / (peak * par.num_devices) if peak else None,
-          "peak": peak, "peak_source": peak_source, "loss": loss}
+          "mfu": check.mfu, "mfu_problem": check.problem,
+          "peak": check.peak, "peak_source": check.source, "loss": loss}
 
 
-def _log_figures(config: ExperimentConfig, par: Parallel, result: dict, times: list[float],
-                 compiled) -> None:
+def _log_figures(config: ExperimentConfig, par: Parallel, result: dict,
+                 times: list[float]) -> None:
   dev = jax.devices()[0]
   m = config.model
   rows_desc = kinds.get(m.kind).row_shape(config)
@@ -169,19 +203,20 @@ def _log_figures(config: ExperimentConfig, par: Parallel, result: dict, times: l
   log(f"  model FLOPs     {result['step_flops'] / 1e12:.4f} TFLOP/step (MaxText convention: "
       f"6N-style matmul count, causal attention halved) = "
       f"{result['model_tflops_per_s']:.4f} TFLOP/s")
-  if result["peak"]:
+  if result["mfu"] is not None:
     log(f"  MFU             {result['mfu']:.1%} of "
         f"{result['peak'] * par.num_devices / 1e12:.3f} TFLOP/s ({result['peak_source']})")
   else:
-    log(f"  MFU             n/a ({result['peak_source']})")
-  log(f"  peak memory     {_peak_memory(compiled)}")
+    log(f"  MFU             n/a ({result['mfu_problem']})")
+  log(f"  peak memory     {_peak_memory(result['memory'])}")
   log(f"  table row       {SUMMARY_HEADER}")
   log(f"                  {summary_row(config, result, dev)}")
 
 
 def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2,
                   workdir: str = "") -> dict:
-  """Compiles and times `steps` train steps (after `warmup`); prints and returns the figures.
+  """Compiles and times `steps` train steps (after `warmup`); prints and returns the figures
+  (`_figures`' dict, with `synced_step_s` and `memory`: `memory_figures`).
 
   With `train.profile_steps=a,b` (counted among the timed steps, 1-based) and a `workdir`,
   those steps are traced into `<workdir>/profile` (and then not timed).
@@ -202,7 +237,8 @@ def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2,
                                              config.train.profile_range, workdir)
   result = _figures(config, par, n_params, compile_s, dispatched_s, float(metrics["loss"]))
   result["synced_step_s"] = float(np.median(times))
-  _log_figures(config, par, result, times, compiled)
+  result["memory"] = memory_figures(compiled)
+  _log_figures(config, par, result, times)
   return result
 
 

@@ -372,6 +372,8 @@ class _ThroughputLog:
     self._step_flops = kinds.experiment_flops_per_step(config)
     self._peak, self._peak_source = peaks.peak_flops_per_device(
         config.train.peak_flops_per_device, config.model.dtype)
+    # A measured CPU peak below the achieved rate is measured again, once per run.
+    self._remeasure = peaks.peak_is_measured(config.train.peak_flops_per_device)
     if self._peak:
       log(f"MFU: {self._step_flops / 1e9:,.4g} GFLOPs per step (MaxText convention) against "
           f"{self._peak * par.num_devices / 1e12:,.3f} TFLOP/s peak ({self._peak_source}).")
@@ -391,6 +393,25 @@ class _ThroughputLog:
     """`seconds` spent on something else (an eval) do not count in tokens/s."""
     self._start += seconds
 
+  def _add_mfu(self, row: dict, step_time: float) -> None:
+    """Puts the MFU of a `step_time`-second step in `row` (`peaks.checked_mfu`: never above
+    100%). A peak below the achieved rate, even measured again, warns once, and MFU is left
+    out of this and every later row (a false figure is worse than none)."""
+    achieved = self._step_flops / max(step_time, 1e-9) / self._par.num_devices
+    check = peaks.checked_mfu(achieved, self._peak, self._peak_source, self._remeasure)
+    if achieved > self._peak:
+      self._remeasure = False  # measured again (if at all) once per run
+    if check.mfu is None:
+      log(f"WARNING: MFU n/a: {check.problem}. MFU is not reported from here on.")
+      self._peak = None
+      return
+    if check.peak != self._peak:
+      total = check.peak * self._par.num_devices
+      log(f"MFU: the CPU peak, measured again, is now {total / 1e12:,.3f} TFLOP/s "
+          f"({check.source}).")
+    self._peak, self._peak_source = check.peak, check.source
+    row["mfu"] = check.mfu
+
   def write(self, step: int, num_steps: int) -> None:
     fetched = jax.device_get(self.pending)
     elapsed = time.time() - self._start
@@ -403,14 +424,7 @@ class _ThroughputLog:
     if self._steps:
       row.update(tokens_per_sec=tokens / max(elapsed, 1e-9), step_time=step_time)
     if self._peak and self._steps:
-      mfu = self._step_flops / max(step_time, 1e-9) / (self._peak * self._par.num_devices)
-      if mfu <= 1.0:
-        row["mfu"] = mfu
-      else:  # a false figure is worse than none
-        log(f"WARNING: MFU would be {mfu:.0%}: the peak ({self._peak_source}) is too low, e.g. "
-            "a CPU peak measured while the machine was busy. MFU is not reported from here "
-            "on; delete the cached peak (or set train.peak_flops_per_device) to fix it.")
-        self._peak = None
+      self._add_mfu(row, step_time)
     skipped = self._guard.skipped
     if self._guard.mode == "skip":
       row["skipped_steps"] = skipped

@@ -9,7 +9,7 @@ import math
 import os
 import platform
 import time
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import jax
 
@@ -93,33 +93,70 @@ def measure_matmul_flops(size: int = CPU_PEAK_MATMUL_SIZE, repeats: int = CPU_PE
   return 2.0 * size ** 3 / best
 
 
+def cpu_peak_path(directory: Optional[str] = None) -> str:
+  """The file the measured CPU peaks are cached in: `<directory or cache_dir()>/cpu_peak.json`."""
+  return os.path.join(directory or cache_dir(), "cpu_peak.json")
+
+
+def _cpu_key() -> str:
+  return f"{_cpu_model()} | {_cpu_cores()} cores | jax {jax.__version__}"
+
+
+def _new_entry(flops: float) -> dict:
+  return {"flops_per_sec": flops, "matmul_size": CPU_PEAK_MATMUL_SIZE,
+          "measured": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+
+
+def _write_cache(path: str, cache: dict) -> None:
+  """Writes `cache` to `path` atomically (a temporary file, then os.replace); a read-only
+  folder is ignored (the figure is still right for this process)."""
+  try:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+      json.dump(cache, f, indent=2, sort_keys=True)
+    os.replace(tmp, path)  # atomic: concurrent runs never read half a file
+  except OSError:
+    pass
+
+
+def _cpu_source(entry: dict, path: str) -> str:
+  n = entry.get("matmul_size", CPU_PEAK_MATMUL_SIZE)
+  return (f"measured float32 {n}x{n} matmul on {_cpu_cores()} CPU cores, "
+          f"{entry['flops_per_sec'] / 1e9:,.0f} GFLOP/s ({entry['measured']}; cached in {path})")
+
+
 def cpu_peak_flops(directory: Optional[str] = None) -> tuple[float, str]:
   """Measured float32 matmul FLOP/s of this machine's CPU cores, and how it was obtained.
 
   Measured once per (CPU model, cores usable by this process, JAX version) and cached in
-  `<directory or cache_dir()>/cpu_peak.json`; delete that file to measure again.
+  `cpu_peak_path(directory)`; delete that file to measure again. A figure measured while other
+  processes shared the cores is too low: `remeasure_cpu_peak` raises it (it never lowers it).
   """
-  directory = directory or cache_dir()
-  path = os.path.join(directory, "cpu_peak.json")
-  key = f"{_cpu_model()} | {_cpu_cores()} cores | jax {jax.__version__}"
+  path = cpu_peak_path(directory)
+  key = _cpu_key()
   cache = _read_cache(path)
   entry = cache.get(key)
   if not _valid_entry(entry):
-    entry = {"flops_per_sec": measure_matmul_flops(), "matmul_size": CPU_PEAK_MATMUL_SIZE,
-             "measured": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
-    cache[key] = entry
-    try:
-      os.makedirs(directory, exist_ok=True)
-      tmp = f"{path}.{os.getpid()}.tmp"
-      with open(tmp, "w") as f:
-        json.dump(cache, f, indent=2, sort_keys=True)
-      os.replace(tmp, path)  # atomic: concurrent runs never read half a file
-    except OSError:
-      pass  # read-only home: the figure is still right for this process
-  n = entry.get("matmul_size", CPU_PEAK_MATMUL_SIZE)
-  return entry["flops_per_sec"], (
-      f"measured float32 {n}x{n} matmul on {_cpu_cores()} CPU cores, "
-      f"{entry['flops_per_sec'] / 1e9:,.0f} GFLOP/s ({entry['measured']}; cached in {path})")
+    entry = cache[key] = _new_entry(measure_matmul_flops())
+    _write_cache(path, cache)
+  return entry["flops_per_sec"], _cpu_source(entry, path)
+
+
+def remeasure_cpu_peak(directory: Optional[str] = None) -> tuple[float, str]:
+  """Measures the CPU matmul rate again and keeps the best figure: returns (max(cached, new)
+  FLOP/s of the whole CPU, its source), and stores it in `cpu_peak_path(directory)`
+  atomically when the new measurement is higher (or the cached entry is missing or unusable).
+  A peak only goes up: a measurement on busy cores never lowers it."""
+  path = cpu_peak_path(directory)
+  key = _cpu_key()
+  new = _new_entry(measure_matmul_flops())
+  cache = _read_cache(path)  # read after measuring: keep what a concurrent run wrote meanwhile
+  entry = cache.get(key)
+  if not _valid_entry(entry) or new["flops_per_sec"] > entry["flops_per_sec"]:
+    entry = cache[key] = new
+    _write_cache(path, cache)
+  return entry["flops_per_sec"], _cpu_source(entry, path)
 
 
 def _read_cache(path: str) -> dict:
@@ -161,12 +198,68 @@ def peak_flops_per_device(override: float = 0.0, dtype: str = "float32",
     return override, "train.peak_flops_per_device"
   device = jax.devices()[0]
   if device.platform == "cpu":
-    peak, how = cpu_peak_flops(cache)
-    n = jax.local_device_count()
-    return peak / n, how + (f", shared by {n} CPU devices" if n > 1 else "")
+    return _per_cpu_device(*cpu_peak_flops(cache))
   peak = data_sheet_peak(device.device_kind, dtype)
   if peak:
     kind = "TF32 tensor-core" if dtype == "float32" and device.platform == "gpu" else dtype
     return peak, f"data sheet, {kind} dense peak of {device.device_kind}"
   return None, (f"no data-sheet peak for {device.device_kind} ({dtype}); set "
                 "train.peak_flops_per_device")
+
+
+def _per_cpu_device(peak: float, how: str) -> tuple[float, str]:
+  """A whole-CPU peak split among the fake CPU devices of this process, and its source."""
+  n = jax.local_device_count()
+  return peak / n, how + (f", shared by {n} CPU devices" if n > 1 else "")
+
+
+def peak_is_measured(override: float = 0.0) -> bool:
+  """True where `peak_flops_per_device(override, ...)` is the measured CPU peak (one that
+  `checked_mfu` may measure again): on CPU, with no `train.peak_flops_per_device` given."""
+  return not override > 0 and jax.devices()[0].platform == "cpu"
+
+
+class MfuCheck(NamedTuple):
+  """`checked_mfu`'s answer: `mfu` (a fraction, never above 1) or None; the `peak` FLOP/s per
+  device and its `source` it was computed against (raised where the CPU was measured again);
+  `problem`, why there is no MFU (None when there is one)."""
+  mfu: Optional[float]
+  peak: Optional[float]
+  source: str
+  problem: Optional[str]
+
+
+def checked_mfu(achieved: float, peak: Optional[float], source: str, measured_cpu: bool = False,
+                cache: Optional[str] = None) -> MfuCheck:
+  """The MFU of `achieved` model FLOP/s per device against `peak` FLOP/s per device (from
+  `source`), as an `MfuCheck`; the one guard bench and the train log share.
+
+  achieved <= peak: that fraction. Above a measured CPU peak (`measured_cpu`, see
+  `peak_is_measured`; `cache` its folder): the CPU is measured once more (`remeasure_cpu_peak`,
+  which keeps the best figure) and the raised peak is used if it now covers the rate. Otherwise
+  no MFU (a figure above 100% is false, not good news): mfu None and a `problem` saying the
+  peak is below the achieved rate and how to fix it. No peak at all: mfu None, problem `source`.
+  """
+  if not peak or not peak > 0:
+    return MfuCheck(None, None, source, source)
+  if not (math.isfinite(achieved) and achieved >= 0):
+    return MfuCheck(None, peak, source, f"no finite achieved rate ({achieved} FLOP/s)")
+  if achieved > peak and measured_cpu:
+    peak, source = _per_cpu_device(*remeasure_cpu_peak(cache))
+  if achieved <= peak:
+    return MfuCheck(achieved / peak, peak, source, None)
+  return MfuCheck(None, peak, source, _peak_too_low(achieved, peak, source, measured_cpu, cache))
+
+
+def _peak_too_low(achieved: float, peak: float, source: str, measured_cpu: bool,
+                  cache: Optional[str]) -> str:
+  """Why a peak below the achieved rate gives no MFU, and how to fix it."""
+  rates = (f"{peak / 1e12:.4g} TFLOP/s per device is below the achieved "
+           f"{achieved / 1e12:.4g} TFLOP/s, so the peak is wrong")
+  if measured_cpu:
+    return (f"the cached CPU peak {rates} (too low even measured again now: other work shares "
+            f"the cores?): delete {cpu_peak_path(cache)} on a quiet machine to measure it "
+            "afresh, or set train.peak_flops_per_device")
+  if source == "train.peak_flops_per_device":
+    return f"the given peak train.peak_flops_per_device {rates}: raise it"
+  return f"the peak {rates} ({source}): set train.peak_flops_per_device"
