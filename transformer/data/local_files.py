@@ -4,6 +4,7 @@ TensorFlow: the `local_text` and `stdlib_package` builders read them, and proven
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sysconfig
 
@@ -25,3 +26,10 @@ def list_source_files(source_dir: str, suffixes: tuple[str, ...]) -> list[str]:
       if f.endswith(suffixes):
         found.append(os.path.relpath(os.path.join(root, f), source_dir))
   return sorted(found)
+
+
+def is_validation(rel_path: str, validation_percent: int) -> bool:
+  """Whether the file at `rel_path` (relative to the corpus folder) is held out: an MD5 hash of
+  its path, so the split is the same on every machine and never mixes a file's parts."""
+  digest = hashlib.md5(rel_path.replace(os.sep, "/").encode()).hexdigest()
+  return int(digest, 16) % 100 < validation_percent

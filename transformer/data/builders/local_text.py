@@ -16,12 +16,7 @@ import sys
 import tensorflow_datasets as tfds
 
 # Listed without TensorFlow (provenance fingerprints the same files); re-exported here.
-from transformer.data.local_files import list_source_files, stdlib_dir  # noqa: F401
-
-
-def is_validation(rel_path: str, validation_percent: int) -> bool:
-  digest = hashlib.md5(rel_path.replace(os.sep, "/").encode()).hexdigest()
-  return int(digest, 16) % 100 < validation_percent
+from transformer.data.local_files import is_validation, list_source_files, stdlib_dir  # noqa: F401
 
 
 class LocalTextConfig(tfds.core.BuilderConfig):

@@ -20,7 +20,7 @@ import sys
 
 import tensorflow_datasets as tfds
 
-from transformer.data.builders.local_text import is_validation, list_source_files, stdlib_dir
+from transformer.data.local_files import is_validation, list_source_files, stdlib_dir
 
 STDLIB_CLASSES = ("asyncio", "email", "idlelib", "importlib", "multiprocessing", "tkinter",
                   "unittest", "xml")

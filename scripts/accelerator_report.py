@@ -1,0 +1,330 @@
+"""Every accelerator figure in one call: bench, memory and a short study, then one JSON and one
+markdown file; `merge` puts them into the README's table and `experiments/results/`.
+
+On a bare GPU host (its image: Python 3.12, jax + CUDA plugin, flax, optax, orbax-checkpoint,
+tensorboard, numpy, matplotlib, scipy, ...; no ml-collections, TensorFlow or TFDS), from the
+repository root:
+
+  python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \\
+      .whl/*.whl -e . && python3 scripts/accelerator_report.py run --out=$OUT
+
+Carried wheels (in `.whl/`, which git ignores; `scripts/accelerator_wheels.sh` downloads them):
+ml_collections (configs) and importlib_resources. Nothing reads TensorFlow: bench draws random
+batches, and the study trains on a token file of the host's Python standard library written
+with NumPy (`transformer/data/local_tokens.py`). The same command runs on a CPU (`--profile`
+is picked from the device: `gpu` or `cpu`; `tiny` is CI's: tiny shapes, seconds).
+
+Parts, each in child processes (so a part that runs out of memory or time cannot take the
+others with it, and each bench row's peak device memory is its own), each with a share of
+`--budget_s` (default 480 s, sized for one H100 with room to rerun inside a 15-minute lease):
+  probe        device, versions, a matmul's achieved FLOP/s (on CPU: the peak MFU is read
+               against, re-measured here on a quiet machine and kept only if higher);
+  bench        GPT-2 small (124M, bf16, 1024 tokens) at batch 8, 16, 32, 64 until one does
+               not fit, then each GPU switch flipped alone (XLA attention, chunked loss,
+               unpadded vocabulary): step time, tokens/s, MFU against the data-sheet dense
+               peak, the measured peak device memory beside XLA's compiled memory analysis;
+  replication  experiments/accelerator_replication.py:gpu (post, pre, peri x 3 LRs, 240
+               steps of 64 x 512 tokens), stopped with SIGINT when its share runs out (each
+               run saves and exits); finished runs are packed into one file.
+A part that runs out of time keeps what it measured and says so; elapsed time is printed per
+part. `merge DIR` (on any machine with the project installed) copies the files into
+`experiments/results/accelerator/`, regenerates the README table between its markers from every
+JSON there, and writes the replication's report into
+`experiments/results/accelerator_replication/`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from importlib import metadata
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
+
+import accelerator_tables as tables  # noqa: E402
+
+SCHEMA = 1
+JSON_NAME, MD_NAME = "accelerator_report.json", "accelerator_report.md"
+RUNS_NAME, SWEEP_NAME = "replication_runs.jsonl.xz", "replication_sweep.json"
+VERSIONS = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "ml_collections")
+GPT2_GPU = "configs/gpt2_small.py:gpu"
+TINY_MODEL = {"model.d_model": 32, "model.num_heads": 2, "model.d_ff": 64,
+              "model.num_layers": 2, "data.seq_len": 32, "model.max_len": 32,
+              "model.vocab_size": 500, "model.attention_impl": "xla", "model.dtype": "float32"}
+# Each profile: bench rows (label, config, overrides), the batch sizes of the batch sweep, the
+# switches flipped one at a time at `switch_batch`, the study's size, the parts' shares.
+PROFILES = {
+    "gpu": {"config": GPT2_GPU, "base": {}, "batches": [8, 16, 32, 64], "switch_batch": 16,
+            "switches": [("xla attention", {"model.attention_impl": "xla"}),
+                         ("chunked loss", {"train.loss_chunk": 4096}),
+                         ("vocabulary not padded", {"model.vocab_pad_multiple": 1})],
+            "bench_steps": 10, "replication": "gpu", "parallel": 1,
+            "shares": {"probe": 0.06, "bench": 0.44, "replication": 0.50}},
+    "cpu": {"config": "configs/default.py", "base": {}, "batches": [16], "switch_batch": 16,
+            "switches": [], "bench_steps": 20, "replication": "",
+            "shares": {"probe": 0.2, "bench": 0.8, "replication": 0.0}},
+    "tiny": {"config": "configs/gpt2_small.py", "base": TINY_MODEL, "batches": [2, 4],
+             "switch_batch": 2,
+             "switches": [("chunked loss", {"train.loss_chunk": 16}),
+                          ("vocabulary not padded", {"model.vocab_pad_multiple": 1})],
+             "bench_steps": 2, "replication": "tiny", "parallel": 2,
+             "shares": {"probe": 0.1, "bench": 0.4, "replication": 0.5}},
+}
+
+
+def log(msg: str) -> None:
+  print(f"[accelerator_report {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def versions() -> dict:
+  """Installed versions, read from package metadata (no import: the parent never starts JAX,
+  which would hold the accelerator its children need)."""
+  out = {"python": platform.python_version()}
+  for name in VERSIONS:
+    try:
+      out[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+      out[name] = None
+  return out
+
+
+def commit() -> str:
+  """The checkout's commit (+ whether tracked files differ), else `$TRANSFORMER_COMMIT` (a
+  device receives the tree without .git), else 'unknown'."""
+  from transformer import provenance  # noqa: PLC0415 -- imports neither JAX nor TensorFlow
+  state = provenance.git_state(ROOT)
+  if not state["commit"]:
+    given = os.environ.get("TRANSFORMER_COMMIT", "")
+    return f"{given} (given by TRANSFORMER_COMMIT)" if given else "unknown"
+  return state["commit"][:12] + (" + uncommitted changes" if state["dirty"] else "")
+
+
+# ------------------------------------------------------------------------------ children
+
+
+def run_child(args: list[str], deadline: float, what: str, stop_signal=signal.SIGKILL,
+              grace_s: float = 0.0) -> tuple[int | None, str]:
+  """Runs `python args` until it ends or `deadline` (time.monotonic()); past it, sends
+  `stop_signal`, waits `grace_s`, then kills. Returns (exit code or None if stopped, output)."""
+  left = deadline - time.monotonic()
+  if left <= 1:
+    return None, f"{what}: not started, its share of the time had run out"
+  proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, start_new_session=True)
+  try:
+    out, _ = proc.communicate(timeout=left)
+    return proc.returncode, out
+  except subprocess.TimeoutExpired:
+    os.killpg(proc.pid, stop_signal)
+    try:
+      out, _ = proc.communicate(timeout=grace_s or 1)
+    except subprocess.TimeoutExpired:
+      os.killpg(proc.pid, signal.SIGKILL)
+      out, _ = proc.communicate()
+    return None, (out or "") + f"\n{what}: stopped, its share of the time ran out"
+
+
+def worker(kind: str, spec: dict, deadline: float) -> dict:
+  """Runs one measurement (`kind`: probe or bench) in a child; its JSON result, or an error."""
+  args = [os.path.join("scripts", "accelerator_worker.py"), kind, json.dumps(spec)]
+  t0 = time.monotonic()
+  code, out = run_child(args, deadline, f"{kind} {spec.get('label', '')}".strip())
+  result = {"elapsed_s": round(time.monotonic() - t0, 1)}
+  marker = next((line for line in reversed(out.splitlines())
+                 if line.startswith(WORKER_MARK)), None)
+  if code == 0 and marker:
+    result.update(json.loads(marker[len(WORKER_MARK):]))
+  elif code is None:
+    result["stopped"] = out.strip().splitlines()[-1]
+  else:
+    result["error"] = (marker and json.loads(marker[len(WORKER_MARK):]).get("error")) or \
+        "\n".join(out.strip().splitlines()[-5:])
+  return result
+
+
+WORKER_MARK = "ACCELERATOR_RESULT "
+
+
+# ------------------------------------------------------------------------------- parts
+
+
+def bench_specs(profile: dict) -> list[dict]:
+  """The batch sweep's rows, then each switch at `switch_batch`, in the order they run."""
+  base = {"config": profile["config"], "steps": profile["bench_steps"]}
+  rows = [{**base, "label": f"batch {b}", "overrides": {**profile["base"],
+                                                        "train.batch_size": b}}
+          for b in profile["batches"]]
+  rows += [{**base, "label": f"{name}, batch {profile['switch_batch']}",
+            "overrides": {**profile["base"], "train.batch_size": profile["switch_batch"],
+                          **change}, "switch": name} for name, change in profile["switches"]]
+  return rows
+
+
+def run_bench(profile: dict, deadline: float) -> dict:
+  """Each row in its own child; the batch sweep stops at the first batch that does not fit."""
+  rows, oom_at = [], None
+  for spec in bench_specs(profile):
+    batch = spec["overrides"]["train.batch_size"]
+    if "switch" not in spec and oom_at is not None and batch > oom_at:
+      rows.append({**spec, "skipped": f"batch {oom_at} already did not fit"})
+      continue
+    out = worker("bench", spec, deadline)
+    rows.append({**spec, **out})
+    if out.get("oom") and "switch" not in spec:
+      oom_at = batch
+    log(f"bench {spec['label']}: {tables.bench_outcome(rows[-1])} ({out['elapsed_s']} s)")
+  return {"rows": rows}
+
+
+def run_replication(size: str, parallel: int, deadline: float, out_dir: str, work: str
+                    ) -> dict:
+  """The study's sweep in a child, SIGINT at the deadline; finished runs packed into out_dir."""
+  from transformer import packed_runs  # noqa: PLC0415 -- no JAX in this process
+  from transformer.data.local_tokens import write_local_token_file  # noqa: PLC0415
+  tokens, sweep_dir = os.path.join(work, "tokens"), os.path.join(work, "replication")
+  meta = write_local_token_file(tokens)
+  log(f"replication: token file of {meta['source']['resolved_dir']}: "
+      f"{meta['splits']['train']['tokens']:,} train tokens")
+  sweep = f"experiments/accelerator_replication.py:{size}"
+  code, out = run_child(["launch.py", "--mode=sweep", f"--sweep={sweep}",
+                         f"--sweep_dir={sweep_dir}", "--config=configs/default.py",
+                         f"--parallel={parallel}", f"--config.data.source_dir={tokens}"],
+                        deadline, "replication",
+                        stop_signal=signal.SIGINT, grace_s=90)
+  names = sorted(n for n in os.listdir(sweep_dir)
+                 if os.path.isdir(os.path.join(sweep_dir, n))) if os.path.isdir(sweep_dir) else []
+  finished = [n for n in names if _finished(os.path.join(sweep_dir, n))]
+  if finished:
+    packed_runs.pack(sweep_dir, finished)
+    shutil.copyfile(os.path.join(sweep_dir, "runs.jsonl.xz"), os.path.join(out_dir, RUNS_NAME))
+  if os.path.exists(os.path.join(sweep_dir, "sweep.json")):
+    shutil.copyfile(os.path.join(sweep_dir, "sweep.json"), os.path.join(out_dir, SWEEP_NAME))
+  lines = [line for line in out.splitlines() if line.startswith("[sweep]")]
+  return {"sweep": sweep, "exit": code, "points_finished": finished,
+          "stopped": code is None, "runner": lines[-6:],
+          "corpus": {"dir": meta["source"]["resolved_dir"],
+                     "train_tokens": meta["splits"]["train"]["tokens"],
+                     "validation_tokens": meta["splits"]["validation"]["tokens"]}}
+
+
+def _finished(workdir: str) -> bool:
+  """A run that reached its last step or stopped at a non-finite one (its own record)."""
+  from transformer.sweep import points  # noqa: PLC0415
+  try:
+    with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
+      steps = json.load(f)["train"]["num_steps"]
+  except (OSError, ValueError, KeyError, TypeError):
+    return False
+  return points.is_finished(workdir, steps)
+
+
+def run_parts(profile_name: str, out_dir: str, budget_s: float) -> dict:
+  """Probe, bench, replication in turn, each to its share's end (unused time passes on)."""
+  profile = PROFILES[profile_name]
+  start = time.monotonic()
+  report = {"parts": {}}
+  share_end = 0.0
+  for part in ("probe", "bench", "replication"):
+    share_end += profile["shares"][part]
+    if profile["shares"][part] <= 0 or (part == "replication" and not profile["replication"]):
+      continue
+    t0 = time.monotonic()
+    deadline = start + min(share_end, 1.0) * budget_s  # time a part leaves passes on
+    log(f"{part}: up to {deadline - t0:.0f} s")
+    if part == "probe":
+      result = worker("probe", {"label": "probe", "matmul": profile_name}, deadline)
+    elif part == "bench":
+      result = run_bench(profile, deadline)
+    else:
+      work = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"accelerator-{os.getpid()}")
+      result = run_replication(profile["replication"], profile["parallel"], deadline,
+                               out_dir, work)
+    result["elapsed_s"] = round(time.monotonic() - t0, 1)
+    result["share_s"] = round(deadline - t0, 1)
+    report["parts"][part] = result
+    log(f"{part}: done in {result['elapsed_s']} s")
+    if part == "replication":
+      shutil.rmtree(work, ignore_errors=True)  # checkpoints: GBs on a GPU, never reported
+  report["elapsed_s"] = round(time.monotonic() - start, 1)
+  return report
+
+
+def cmd_run(args) -> int:
+  profile = args.profile or ("gpu" if shutil.which("nvidia-smi") else "cpu")
+  os.makedirs(args.out, exist_ok=True)
+  head = {"schema": SCHEMA, "profile": profile, "budget_s": args.budget_s,
+          "command": "python scripts/accelerator_report.py " + shlex.join(sys.argv[1:]),
+          "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+          "versions": versions(), "commit": commit(), "host": tables.host()}
+  log(f"profile {profile}, budget {args.budget_s:.0f} s, {head['versions']}")
+  report = {**head, **run_parts(profile, args.out, args.budget_s)}
+  report["host"]["load_average_end"] = tables.host()["load_average"]
+  with open(os.path.join(args.out, JSON_NAME), "w", encoding="utf-8") as f:
+    json.dump(report, f, indent=1, sort_keys=True)
+  with open(os.path.join(args.out, MD_NAME), "w", encoding="utf-8") as f:
+    f.write(tables.markdown(report))
+  log(f"wrote {args.out}/{JSON_NAME} and {MD_NAME} in {report['elapsed_s']} s")
+  return 0
+
+
+def cmd_merge(args) -> int:
+  """Copies each DIR's files into the results and regenerates the README table."""
+  for directory in args.dirs:
+    report = tables.read_report(os.path.join(directory, JSON_NAME))
+    slug = tables.slug(report)
+    os.makedirs(args.results, exist_ok=True)
+    for name, ext in ((JSON_NAME, "json"), (MD_NAME, "md")):
+      shutil.copyfile(os.path.join(directory, name), os.path.join(args.results, f"{slug}.{ext}"))
+    if os.path.exists(os.path.join(directory, RUNS_NAME)) and args.replication:
+      _merge_replication(directory, args.replication)
+  changed = tables.update_readme(args.readme, args.results)
+  log(f"{args.readme}: table {'regenerated' if changed else 'unchanged'} from "
+      f"{args.results}")
+  return 0
+
+
+def _merge_replication(directory: str, dest: str) -> None:
+  os.makedirs(dest, exist_ok=True)
+  shutil.copyfile(os.path.join(directory, RUNS_NAME), os.path.join(dest, "runs.jsonl.xz"))
+  shutil.copyfile(os.path.join(directory, SWEEP_NAME), os.path.join(dest, "sweep.json"))
+  subprocess.run([sys.executable, "launch.py", "--mode=report", f"--sweep_dir={dest}"],
+                 cwd=ROOT, check=True, timeout=600)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  sub = parser.add_subparsers(dest="command", required=True)
+  run = sub.add_parser("run", help="measure; write DIR/accelerator_report.{json,md}")
+  run.add_argument("--out", required=True)
+  run.add_argument("--profile", choices=sorted(PROFILES), default="")
+  run.add_argument("--budget_s", type=float, default=480.0)
+  merge = sub.add_parser("merge", help="results + README table from run folders")
+  merge.add_argument("dirs", nargs="*")
+  merge.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+  merge.add_argument("--results", default=os.path.join(ROOT, "experiments", "results",
+                                                       "accelerator"))
+  merge.add_argument("--replication", default=os.path.join(
+      ROOT, "experiments", "results", "accelerator_replication"))
+  args = parser.parse_args(argv)
+  if args.command == "run" and args.budget_s <= 0:
+    parser.error(f"--budget_s={args.budget_s} must be > 0")
+  try:
+    return cmd_run(args) if args.command == "run" else cmd_merge(args)
+  except tables.ReportError as e:
+    print(f"accelerator_report: {e}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,137 @@
+"""scripts/accelerator_report.py: the command a GPU lease runs, here on CPU with tiny shapes;
+its merge regenerates the README's table (the committed one byte for byte); its time shares
+stop a part and keep what it measured; a torn report is one clear line."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+
+import accelerator_report as report  # noqa: E402
+import accelerator_tables as tables  # noqa: E402
+
+SCRIPT = os.path.join(ROOT, "scripts", "accelerator_report.py")
+
+
+def _run(*args, env=None, timeout=900):
+  proc = subprocess.run([sys.executable, SCRIPT, *args], cwd=ROOT, capture_output=True,
+                        text=True, timeout=timeout, env=env)
+  return proc.returncode, proc.stdout + proc.stderr
+
+
+def _readme_copy(tmp_path) -> str:
+  path = str(tmp_path / "README.md")
+  shutil.copyfile(os.path.join(ROOT, "README.md"), path)
+  return path
+
+
+def test_tiny_report_writes_both_files_and_merge_regenerates_the_table(tmp_path):
+  env = dict(os.environ, TRANSFORMER_CACHE_DIR=str(tmp_path / "cache"),
+             TMPDIR=str(tmp_path), XLA_FLAGS="")  # one CPU device, as a GPU host has one GPU
+  out = str(tmp_path / "out")
+  code, log = _run("run", "--profile=tiny", f"--out={out}", "--budget_s=600", env=env)
+  assert code == 0, log
+  data = json.load(open(os.path.join(out, report.JSON_NAME)))
+  assert data["parts"]["probe"]["platform"] == "cpu"
+  assert data["parts"]["probe"]["matmul"]["flops_per_s"] > 0
+  rows = data["parts"]["bench"]["rows"]
+  assert [r["label"] for r in rows] == ["batch 2", "batch 4", "chunked loss, batch 2",
+                                       "vocabulary not padded, batch 2"]
+  for r in rows:
+    assert "step_s" in r, r
+    assert r["step_s"] > 0 and (r["mfu"] is None or 0 < r["mfu"] <= 1), r
+    mem = r["memory"]
+    assert mem["compiled_total_bytes"] == (mem["compiled_argument_bytes"]
+                                           + mem["compiled_output_bytes"]
+                                           + mem["compiled_temp_bytes"]
+                                           - mem["compiled_alias_bytes"]) > 0
+  assert rows[2]["config"]["loss_chunk"] == 16 and rows[3]["config"]["vocab_pad_multiple"] == 1
+  rep = data["parts"]["replication"]
+  assert len(rep["points_finished"]) == 6 and not rep["stopped"], rep
+  md = open(os.path.join(out, report.MD_NAME)).read()
+  assert "| batch 4 | decoder_lm |" in md and "## Replication" in md
+  assert not os.path.exists(str(tmp_path / f"accelerator-{os.getpid()}"))
+
+  readme, results = _readme_copy(tmp_path), str(tmp_path / "results")
+  merged = str(tmp_path / "replication")
+  code, log = _run("merge", out, f"--readme={readme}", f"--results={results}",
+                   f"--replication={merged}")
+  assert code == 0, log
+  text = open(readme).read()
+  assert "| 1 x cpu | batch 4 | decoder_lm |" in text
+  assert os.listdir(results) == sorted(os.listdir(results)) and len(os.listdir(results)) == 2
+  assert "## Verdict" in open(os.path.join(merged, "report.md")).read()
+  assert not tables.update_readme(readme, results)  # regenerated: the same bytes again
+  assert open(readme).read() == text
+
+
+def test_committed_readme_table_is_generated_from_the_committed_reports():
+  text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+  committed = text[text.index(tables.BEGIN):text.index(tables.END) + len(tables.END)]
+  generated = tables.readme_table(os.path.join(ROOT, "experiments", "results", "accelerator"))
+  assert committed == "\n".join(generated)
+
+
+@pytest.mark.parametrize("content, why", [(b"", "unreadable"), (b"\xff\xfe{", "unreadable"),
+                                          (b'{"schema": 1, "parts"', "unreadable"),
+                                          (b"[1, 2]", "not an accelerator report")])
+def test_a_torn_or_foreign_report_is_one_clear_line(tmp_path, content, why):
+  (tmp_path / report.JSON_NAME).write_bytes(content)
+  code, log = _run("merge", str(tmp_path), f"--readme={_readme_copy(tmp_path)}",
+                   f"--results={tmp_path / 'results'}", timeout=120)
+  assert code == 2 and why in log and "Traceback" not in log, log
+  code, log = _run("merge", str(tmp_path / "missing"), timeout=120)
+  assert code == 2 and "no such file" in log
+
+
+def test_a_part_past_its_share_is_stopped_and_says_so():
+  t0 = time.monotonic()
+  code, out = report.run_child(["-c", "import time; print('started', flush=True); "
+                                "time.sleep(60)"], time.monotonic() + 3, "sleeper")
+  assert code is None and "started" in out and "sleeper: stopped" in out
+  assert time.monotonic() - t0 < 20
+  code, out = report.run_child(["-c", "print(1)"], time.monotonic(), "late")
+  assert code is None and "late: not started" in out
+
+
+def test_a_stopped_study_gets_sigint_and_time_to_save():
+  child = ("import signal, sys, time\n"
+           "def save(*_):\n  print('saved', flush=True); sys.exit(130)\n"
+           "signal.signal(signal.SIGINT, save)\nprint('running', flush=True)\ntime.sleep(60)")
+  code, out = report.run_child(["-c", child], time.monotonic() + 3, "study",
+                               stop_signal=report.signal.SIGINT, grace_s=20)
+  assert code is None and "saved" in out, out
+
+
+def _row(label, batch, step_s, mfu, peak=None, compiled=None, switch=None):
+  row = {"label": label, "step_s": step_s, "mfu": mfu, "tokens_per_s": 1.0,
+         "config": {"batch": batch}, "memory": {"device_peak_bytes": peak,
+                                                 "compiled_total_bytes": compiled}}
+  return {**row, "switch": switch} if switch else row
+
+
+def test_gaps_name_low_mfu_memory_off_the_analysis_and_a_slower_configured_switch():
+  rows = [_row("batch 16", 16, 0.10, 0.30, peak=12 * 2**30, compiled=10 * 2**30),
+          _row("batch 32", 32, 0.18, 0.50, peak=20 * 2**30, compiled=19.5 * 2**30),
+          _row("xla attention, batch 16", 16, 0.08, 0.37, switch="xla attention"),
+          _row("chunked loss, batch 16", 16, 0.12, 0.25, switch="chunked loss")]
+  rep = {"profile": "gpu", "parts": {"probe": {"device_kind": "NVIDIA H100 80GB HBM3"},
+                                     "bench": {"rows": rows}}}
+  found = tables.gaps(rep)
+  assert any(g.startswith("batch 16: MFU 30.0%") for g in found)
+  assert not any(g.startswith("batch 32: MFU") for g in found)
+  assert any("batch 16: measured peak 12.00 GiB against XLA's compiled 10.00 GiB (+20%)" in g
+             for g in found)
+  assert not any("batch 32: measured" in g for g in found)  # within 10%
+  assert any(g.startswith("xla attention, batch 16: 80.0 ms against the config's 100.0 ms")
+             for g in found)
+  assert not any(g.startswith("chunked loss") for g in found)  # slower: the config is right
+  rep["parts"]["probe"]["device_kind"] = "cpu"
+  assert not any("MFU" in g for g in tables.gaps(rep))  # the 45% bar is the H100's
