@@ -103,7 +103,7 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.train.z_loss = 0.0  # coefficient of log(Z)^2 of the output softmax (PaLM); 0 = off
   c.train.diagnostics_every = 0  # steps between per-layer diagnostics rows; 0 = off
   c.train.samples_at_eval = True  # LMs and translation: greedy samples of fixed prompts per eval
-  c.train.loss_chunk = 0  # decoder_lm: tokens per chunk of output layer + loss; 0 = one piece
+  c.train.loss_chunk = 0  # decoder_lm: positions per row in each chunk of output layer + loss
   c.train.wandb_project = ""  # Weights & Biases project (needs pip install .[wandb]); "" = off
   c.train.wandb_entity = ""  # wandb team or user; "" = wandb's default
   c.train.wandb_group = ""  # "" = a hash of the config without its seed (seeds share a group)

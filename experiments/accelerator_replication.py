@@ -16,7 +16,9 @@ Fixed before the runs: the claim is lr_sensitivity's (post-norm is more LR-sensi
 pre-norm); the statistic is the difference of the two LR sensitivities over this window
 (Wortsman et al.'s measure, diverged runs clipped at the initial loss), with one seed; the
 margin is MARGIN nats. One seed gives no interval: the call says so, and a reviewer reads it
-as a replication of direction, not of size. `tiny`: the same study on shapes a CPU runs in
+as a replication of direction, not of size. Added after the first GPU run (where post-norm
+trained at none of its LRs, all ending near the unigram level): a placement whose best run ends
+above the bigram level is not compared, since a sensitivity over failures is flat. `tiny`: the same study on shapes a CPU runs in
 seconds (CI), at two LRs.
 """
 
@@ -76,8 +78,22 @@ def _measure(runs) -> dict:
   return out
 
 
-def _call(m: dict) -> str:
+def _untrained(m: dict, bigram) -> list[str]:
+  """Placements of post and pre whose best run ends above the bigram level: an LR sensitivity
+  over runs that all failed is flat, and would read as stability."""
+  return [p for p in ("post", "pre") if bigram is not None and m[p]["best_loss"] is not None
+          and m[p]["best_loss"] >= bigram]
+
+
+def _call(m: dict, bigram) -> str:
   post, pre = m["post"], m["pre"]
+  failed = _untrained(m, bigram)
+  if failed:
+    return a.verdict(None, f"{' and '.join(failed)} trained at no LR of the window (best "
+                     + ", ".join(f"{p} {m[p]['best_loss']:.3f}" for p in failed)
+                     + f" nats against the bigram level {bigram:.3f}): a sensitivity over runs "
+                     "that all failed is flat and says nothing of stability, so the two are "
+                     "not compared.")
   if not (post["complete"] and pre["complete"]):
     return a.verdict(None, "Post- and pre-norm have not both run their three LRs, so their "
                      "sensitivities are not comparable yet.")
@@ -111,7 +127,10 @@ def analyze(runs):
   edge = [p for p in PLACEMENTS if m[p]["complete"] and m[p]["best"] in (lrs[0], lrs[-1])]
   if edge:
     lines.append(f"At the window's edge (optimum not located): {', '.join(edge)}.")
-  return lines + ["", _call(m)]
+  bigram = a.bigram_level(runs)
+  if bigram is not None:
+    lines.append(f"Bigram level of the eval split: {bigram:.4f} nats/token.")
+  return lines + ["", _call(m, bigram)]
 
 
 # The call's one threshold, recomputed at its neighbours in the report's `## Robustness`.

@@ -273,6 +273,20 @@ def best_possible_p(n: int) -> float:
   return fisher_p(n, n, 0, n)
 
 
+def bigram_level(runs: Sequence[Run]) -> Optional[float]:
+  """The bigram level (nats/token) of the eval split, as the first run with a readable
+  `baselines.json` recorded it; None where no run has one."""
+  from transformer.train import baselines  # noqa: PLC0415
+  for r in runs:
+    try:
+      recorded = baselines.read(r.workdir)
+    except Exception:  # noqa: BLE001 -- a torn record: another run's will do
+      continue
+    if recorded:
+      return recorded["bigram_nats"]
+  return None
+
+
 def fmt_lr(lr: Optional[float]) -> str:
   return "none" if lr is None else f"{lr:g}"
 

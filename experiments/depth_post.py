@@ -48,18 +48,6 @@ def get_sweep(size: str = "cpu"):
                  {WARM: warmups(size)}, {"seed": SEEDS})
 
 
-def _bigram(runs) -> float | None:
-  from transformer.train import baselines  # noqa: PLC0415
-  for r in runs:
-    try:
-      recorded = baselines.read(r.workdir)
-    except Exception:  # noqa: BLE001 -- a torn record: another run's will do
-      continue
-    if recorded:
-      return recorded["bigram_nats"]
-  return None
-
-
 def losses(runs) -> dict:
   """`{(depth, lr, warm-up): {seed: clipped final loss}}` of the runs that ended."""
   from experiments import analysis as a  # noqa: PLC0415
@@ -86,7 +74,7 @@ def analyze(runs):
   which depths train, at the margin and its neighbours."""
   from experiments import analysis as a  # noqa: PLC0415
   table = losses(runs)
-  bigram = _bigram(runs)
+  bigram = a.bigram_level(runs)
   depths = sorted({k[0] for k in table})
   if bigram is None or not depths:
     return [a.verdict(None, "No run recorded its bigram level (baselines.json) or none ended.")]

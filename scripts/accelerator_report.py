@@ -54,6 +54,8 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
 
 import accelerator_tables as tables  # noqa: E402
 
+from transformer import paths  # noqa: E402 -- imports neither JAX nor TensorFlow
+
 SCHEMA = 1
 JSON_NAME, MD_NAME = "accelerator_report.json", "accelerator_report.md"
 RUNS_NAME, SWEEP_NAME = "replication_runs.jsonl.xz", "replication_sweep.json"
@@ -67,10 +69,10 @@ TINY_MODEL = {"model.d_model": 32, "model.num_heads": 2, "model.d_ff": 64,
 PROFILES = {
     "gpu": {"config": GPT2_GPU, "base": {}, "batches": [8, 16, 32, 64], "switch_batch": 16,
             "switches": [("xla attention", {"model.attention_impl": "xla"}),
-                         ("chunked loss", {"train.loss_chunk": 4096}),
+                         ("chunked loss", {"train.loss_chunk": 256}),
                          ("vocabulary not padded", {"model.vocab_pad_multiple": 1})],
             "bench_steps": 10, "replication": "gpu", "parallel": 1,
-            "shares": {"probe": 0.06, "bench": 0.44, "replication": 0.50}},
+            "shares": {"probe": 0.04, "bench": 0.56, "replication": 0.40}},
     "cpu": {"config": "configs/default.py", "base": {}, "batches": [16], "switch_batch": 16,
             "switches": [], "bench_steps": 20, "replication": "",
             "shares": {"probe": 0.2, "bench": 0.8, "replication": 0.0}},
@@ -100,13 +102,16 @@ def versions() -> dict:
 
 
 def commit() -> str:
-  """The checkout's commit (+ whether tracked files differ), else `$TRANSFORMER_COMMIT` (a
-  device receives the tree without .git), else 'unknown'."""
+  """`$TRANSFORMER_COMMIT` when given (a device receives a copy of the tree, whose .git need not
+  be the sender's), else the checkout's commit (+ whether tracked files differ), else
+  'unknown'."""
   from transformer import provenance  # noqa: PLC0415 -- imports neither JAX nor TensorFlow
+  given = os.environ.get("TRANSFORMER_COMMIT", "")
+  if given:
+    return f"{given} (given by TRANSFORMER_COMMIT)"
   state = provenance.git_state(ROOT)
   if not state["commit"]:
-    given = os.environ.get("TRANSFORMER_COMMIT", "")
-    return f"{given} (given by TRANSFORMER_COMMIT)" if given else "unknown"
+    return "unknown"
   return state["commit"][:12] + (" + uncommitted changes" if state["dirty"] else "")
 
 
@@ -159,22 +164,25 @@ WORKER_MARK = "ACCELERATOR_RESULT "
 # ------------------------------------------------------------------------------- parts
 
 
-def bench_specs(profile: dict) -> list[dict]:
-  """The batch sweep's rows, then each switch at `switch_batch`, in the order they run."""
+def bench_specs(profile: dict, only: tuple[str, ...] = ()) -> list[dict]:
+  """The rows in the order they run: the batch sweep up to `switch_batch`, each switch flipped
+  there, then the larger batches (which a short lease may not reach); `only`: these labels."""
   base = {"config": profile["config"], "steps": profile["bench_steps"]}
-  rows = [{**base, "label": f"batch {b}", "overrides": {**profile["base"],
-                                                        "train.batch_size": b}}
-          for b in profile["batches"]]
-  rows += [{**base, "label": f"{name}, batch {profile['switch_batch']}",
-            "overrides": {**profile["base"], "train.batch_size": profile["switch_batch"],
-                          **change}, "switch": name} for name, change in profile["switches"]]
-  return rows
+  sweep = [{**base, "label": f"batch {b}", "overrides": {**profile["base"],
+                                                         "train.batch_size": b}}
+           for b in profile["batches"]]
+  small = [r for r in sweep if r["overrides"]["train.batch_size"] <= profile["switch_batch"]]
+  switches = [{**base, "label": f"{name}, batch {profile['switch_batch']}",
+               "overrides": {**profile["base"], "train.batch_size": profile["switch_batch"],
+                             **change}, "switch": name} for name, change in profile["switches"]]
+  rows = small + switches + [r for r in sweep if r not in small]
+  return [r for r in rows if not only or r["label"] in only]
 
 
-def run_bench(profile: dict, deadline: float) -> dict:
+def run_bench(profile: dict, deadline: float, only: tuple[str, ...] = ()) -> dict:
   """Each row in its own child; the batch sweep stops at the first batch that does not fit."""
   rows, oom_at = [], None
-  for spec in bench_specs(profile):
+  for spec in bench_specs(profile, only):
     batch = spec["overrides"]["train.batch_size"]
     if "switch" not in spec and oom_at is not None and batch > oom_at:
       rows.append({**spec, "skipped": f"batch {oom_at} already did not fit"})
@@ -229,15 +237,18 @@ def _finished(workdir: str) -> bool:
   return points.is_finished(workdir, steps)
 
 
-def run_parts(profile_name: str, out_dir: str, budget_s: float) -> dict:
-  """Probe, bench, replication in turn, each to its share's end (unused time passes on)."""
+def run_parts(profile_name: str, out_dir: str, budget_s: float, parts: tuple[str, ...],
+              only: tuple[str, ...] = ()) -> dict:
+  """Probe, then `parts` (bench, replication) in turn, each to its share's end (time a part
+  leaves passes on; a part left out gives its share to the next)."""
   profile = PROFILES[profile_name]
   start = time.monotonic()
   report = {"parts": {}}
   share_end = 0.0
   for part in ("probe", "bench", "replication"):
     share_end += profile["shares"][part]
-    if profile["shares"][part] <= 0 or (part == "replication" and not profile["replication"]):
+    if (profile["shares"][part] <= 0 or (part != "probe" and part not in parts)
+        or (part == "replication" and not profile["replication"])):
       continue
     t0 = time.monotonic()
     deadline = start + min(share_end, 1.0) * budget_s  # time a part leaves passes on
@@ -245,7 +256,7 @@ def run_parts(profile_name: str, out_dir: str, budget_s: float) -> dict:
     if part == "probe":
       result = worker("probe", {"label": "probe", "matmul": profile_name}, deadline)
     elif part == "bench":
-      result = run_bench(profile, deadline)
+      result = run_bench(profile, deadline, only)
     else:
       work = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"accelerator-{os.getpid()}")
       result = run_replication(profile["replication"], profile["parallel"], deadline,
@@ -268,12 +279,13 @@ def cmd_run(args) -> int:
           "started": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
           "versions": versions(), "commit": commit(), "host": tables.host()}
   log(f"profile {profile}, budget {args.budget_s:.0f} s, {head['versions']}")
-  report = {**head, **run_parts(profile, args.out, args.budget_s)}
+  parts = tuple(p for p in args.parts.split(",") if p)
+  report = {**head, **run_parts(profile, args.out, args.budget_s, parts,
+                                tuple(r for r in args.bench_rows.split(",") if r))}
   report["host"]["load_average_end"] = tables.host()["load_average"]
-  with open(os.path.join(args.out, JSON_NAME), "w", encoding="utf-8") as f:
-    json.dump(report, f, indent=1, sort_keys=True)
-  with open(os.path.join(args.out, MD_NAME), "w", encoding="utf-8") as f:
-    f.write(tables.markdown(report))
+  paths.write_text(os.path.join(args.out, JSON_NAME), json.dumps(report, indent=1,
+                                                                  sort_keys=True))
+  paths.write_text(os.path.join(args.out, MD_NAME), tables.markdown(report))
   log(f"wrote {args.out}/{JSON_NAME} and {MD_NAME} in {report['elapsed_s']} s")
   return 0
 
@@ -284,8 +296,11 @@ def cmd_merge(args) -> int:
     report = tables.read_report(os.path.join(directory, JSON_NAME))
     slug = tables.slug(report)
     os.makedirs(args.results, exist_ok=True)
-    for name, ext in ((JSON_NAME, "json"), (MD_NAME, "md")):
-      shutil.copyfile(os.path.join(directory, name), os.path.join(args.results, f"{slug}.{ext}"))
+    target = os.path.join(args.results, slug)
+    if args.combine and os.path.exists(f"{target}.json"):
+      report = tables.combine(tables.read_report(f"{target}.json"), report)
+    paths.write_text(f"{target}.json", json.dumps(report, indent=1, sort_keys=True))
+    paths.write_text(f"{target}.md", tables.markdown(report))
     if os.path.exists(os.path.join(directory, RUNS_NAME)) and args.replication:
       _merge_replication(directory, args.replication)
   changed = tables.update_readme(args.readme, args.results)
@@ -302,6 +317,18 @@ def _merge_replication(directory: str, dest: str) -> None:
                  cwd=ROOT, check=True, timeout=600)
 
 
+def _check_run_args(parser, args) -> None:
+  if args.budget_s <= 0:
+    parser.error(f"--budget_s={args.budget_s} must be > 0")
+  unknown = sorted(set(p for p in args.parts.split(",") if p) - {"bench", "replication"})
+  if unknown:
+    parser.error(f"--parts: unknown part(s) {unknown}; choose from bench,replication")
+  labels = {r["label"] for p in PROFILES.values() for r in bench_specs(p)}
+  wrong = sorted(set(r for r in args.bench_rows.split(",") if r) - labels)
+  if wrong:
+    parser.error(f"--bench_rows: no row named {wrong}; rows: {sorted(labels)}")
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   sub = parser.add_subparsers(dest="command", required=True)
@@ -309,16 +336,23 @@ def main(argv=None) -> int:
   run.add_argument("--out", required=True)
   run.add_argument("--profile", choices=sorted(PROFILES), default="")
   run.add_argument("--budget_s", type=float, default=480.0)
+  run.add_argument("--parts", default="bench,replication",
+                   help="which of bench,replication to run after the probe")
+  run.add_argument("--bench_rows", default="",
+                   help="only these bench rows, by label, comma-separated ('batch 64,...')")
   merge = sub.add_parser("merge", help="results + README table from run folders")
   merge.add_argument("dirs", nargs="*")
+  merge.add_argument("--combine", action="store_true",
+                     help="fill the rows a device's committed report lacks from DIR's report "
+                          "(a second call on the same device) instead of replacing it")
   merge.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
   merge.add_argument("--results", default=os.path.join(ROOT, "experiments", "results",
                                                        "accelerator"))
   merge.add_argument("--replication", default=os.path.join(
       ROOT, "experiments", "results", "accelerator_replication"))
   args = parser.parse_args(argv)
-  if args.command == "run" and args.budget_s <= 0:
-    parser.error(f"--budget_s={args.budget_s} must be > 0")
+  if args.command == "run":
+    _check_run_args(parser, args)
   try:
     return cmd_run(args) if args.command == "run" else cmd_merge(args)
   except tables.ReportError as e:

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 
+STARTED = time.monotonic()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
@@ -111,6 +112,7 @@ def main(argv) -> int:
     traceback.print_exc()
     print(MARK + json.dumps({"error": f"{type(e).__name__}: {str(e)[:300]}"}), flush=True)
     return 1
+  result["process_s"] = round(time.monotonic() - STARTED, 1)  # imports, init, compile, steps
   print(MARK + json.dumps(result), flush=True)
   return 0
 

@@ -42,8 +42,8 @@ def test_tiny_report_writes_both_files_and_merge_regenerates_the_table(tmp_path)
   assert data["parts"]["probe"]["platform"] == "cpu"
   assert data["parts"]["probe"]["matmul"]["flops_per_s"] > 0
   rows = data["parts"]["bench"]["rows"]
-  assert [r["label"] for r in rows] == ["batch 2", "batch 4", "chunked loss, batch 2",
-                                       "vocabulary not padded, batch 2"]
+  assert [r["label"] for r in rows] == ["batch 2", "chunked loss, batch 2",
+                                       "vocabulary not padded, batch 2", "batch 4"]
   for r in rows:
     assert "step_s" in r, r
     assert r["step_s"] > 0 and (r["mfu"] is None or 0 < r["mfu"] <= 1), r
@@ -52,7 +52,7 @@ def test_tiny_report_writes_both_files_and_merge_regenerates_the_table(tmp_path)
                                            + mem["compiled_output_bytes"]
                                            + mem["compiled_temp_bytes"]
                                            - mem["compiled_alias_bytes"]) > 0
-  assert rows[2]["config"]["loss_chunk"] == 16 and rows[3]["config"]["vocab_pad_multiple"] == 1
+  assert rows[1]["config"]["loss_chunk"] == 16 and rows[2]["config"]["vocab_pad_multiple"] == 1
   rep = data["parts"]["replication"]
   assert len(rep["points_finished"]) == 6 and not rep["stopped"], rep
   md = open(os.path.join(out, report.MD_NAME)).read()
@@ -132,6 +132,42 @@ def test_gaps_name_low_mfu_memory_off_the_analysis_and_a_slower_configured_switc
   assert not any("batch 32: measured" in g for g in found)  # within 10%
   assert any(g.startswith("xla attention, batch 16: 80.0 ms against the config's 100.0 ms")
              for g in found)
-  assert not any(g.startswith("chunked loss") for g in found)  # slower: the config is right
+  assert any(g.startswith("chunked loss, batch 16: 120.0 ms against the config's 100.0 ms "
+                          "(+20%)") and "makes the step slower" in g for g in found)
   rep["parts"]["probe"]["device_kind"] = "cpu"
   assert not any("MFU" in g for g in tables.gaps(rep))  # the 45% bar is the H100's
+
+
+def _report(rows, command="first", amended=None):
+  rep = {"schema": 1, "profile": "gpu", "command": command, "started": "then", "commit": "c",
+         "parts": {"probe": {"device_kind": "NVIDIA H200"}, "bench": {"rows": rows}}}
+  return {**rep, "amended": amended} if amended else rep
+
+
+def test_a_second_call_fills_the_rows_the_first_could_not_measure():
+  first = _report([_row("batch 8", 8, 0.02, 0.3), {"label": "batch 64", "stopped": "share"},
+                   {"label": "xla attention, batch 16", "stopped": "not started"}])
+  second = _report([_row("batch 64", 64, 0.13, 0.38), _row("batch 8", 8, 0.5, 0.01),
+                    {"label": "xla attention, batch 16", "error": "boom"}], command="second")
+  out = tables.combine(first, second)
+  rows = {r["label"]: r for r in out["parts"]["bench"]["rows"]}
+  assert rows["batch 8"]["step_s"] == 0.02  # a measured row is never replaced
+  assert rows["batch 64"]["step_s"] == 0.13 and rows["batch 64"]["measured_in"] == "second"
+  assert rows["xla attention, batch 16"] == {"label": "xla attention, batch 16",
+                                             "stopped": "not started"}
+  assert out["amended"] == "rows batch 64 measured by `second` (then, commit c)"
+  assert first["parts"]["bench"]["rows"][1] == {"label": "batch 64", "stopped": "share"}
+  other = _report([])
+  other["parts"]["probe"]["device_kind"] = "NVIDIA H100 80GB HBM3"
+  with pytest.raises(tables.ReportError, match="cannot combine"):
+    tables.combine(first, other)
+
+
+def test_bench_rows_run_the_switches_before_the_largest_batches_and_can_be_picked():
+  labels = [s["label"] for s in report.bench_specs(report.PROFILES["gpu"])]
+  assert labels == ["batch 8", "batch 16", "xla attention, batch 16", "chunked loss, batch 16",
+                    "vocabulary not padded, batch 16", "batch 32", "batch 64"]
+  picked = report.bench_specs(report.PROFILES["gpu"], ("batch 64", "chunked loss, batch 16"))
+  assert [s["label"] for s in picked] == ["chunked loss, batch 16", "batch 64"]
+  code, log = _run("run", "--out=/nonexistent/x", "--bench_rows=batch 3", timeout=60)
+  assert code == 2 and "no row named ['batch 3']" in log

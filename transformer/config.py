@@ -326,8 +326,9 @@ class TrainConfig:
   # Norm-study options (issue 9).
   z_loss: float = 0.0  # coefficient of log(Z)^2 of the output softmax (PaLM); 0 = off
   diagnostics_every: int = 0  # steps between per-layer diagnostics rows; 0 = off
-  # GPU speed (issue 19): tokens per chunk of the chunked output layer + cross entropy, which
-  # never holds the float32 [batch, length, vocab] logits at once; 0 = off (decoder_lm only).
+  # GPU speed (issue 19): positions of each row per chunk of the chunked output layer + cross
+  # entropy (at most data.seq_len), which never holds the float32 [batch, length, vocab]
+  # logits at once; 0 = off (decoder_lm only).
   loss_chunk: int = 0
   # Weights & Biases (transformer/train/wandb_writer.py; needs the [wandb] extra): "" = off.
   wandb_project: str = ""
@@ -353,7 +354,7 @@ class TrainConfig:
     _positive("train", "z_loss", self.z_loss, allow_zero=True)
     if not isinstance(self.loss_chunk, int) or self.loss_chunk < 0:
       raise ConfigError(f"--config.train.loss_chunk={self.loss_chunk!r} must be an int >= 0 "
-                        "(tokens per chunk; 0 = off).")
+                        "(positions of each row per chunk; 0 = off).")
     if not isinstance(self.diagnostics_every, int) or self.diagnostics_every < 0:
       raise ConfigError(f"--config.train.diagnostics_every={self.diagnostics_every!r} must be an "
                         "int >= 0 (0 = no diagnostics).")

@@ -90,6 +90,13 @@ class TaskBase:
           f"--config.train.loss_chunk={config.train.loss_chunk} (the chunked output layer and "
           f"cross entropy) is implemented for decoder_lm only; {config.model.kind} computes its "
           "logits in one piece. Set --config.train.loss_chunk=0.")
+    chunk, length = config.train.loss_chunk, config.data.seq_len
+    if chunk > length:  # the loss pads each row to a multiple of the chunk (losses.py)
+      raise ConfigError(
+          f"--config.train.loss_chunk={chunk} is positions of each row per chunk, more than a "
+          f"row's {length} (data.seq_len): every row would be padded to {chunk} positions, "
+          f"{chunk / length:.0f}x the logits of no chunking. Use a divisor of {length}, e.g. "
+          f"--config.train.loss_chunk={max(1, length // 4)}.")
     self.facts = facts
     self.config = dataclasses.replace(
         config, model=dataclasses.replace(config.model, **self.model_fields(config, facts)))
