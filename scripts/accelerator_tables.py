@@ -18,7 +18,7 @@ MFU_GAP = 0.45  # GPT-2 small on an H100/H200 below this MFU is named as a gap
 MEMORY_GAP = 0.10  # measured peak device memory this far from XLA's compiled figure: a gap
 BENCH_HEADER = ["row", "kind", "params", "batch x tokens", "dtype", "attention", "vocab pad",
                 "loss chunk", "step ms", "tokens/s", "MFU", "device peak GiB",
-                "compiled GiB", "compile s"]
+                "compiled GiB", "compile s", "row s"]
 
 
 class ReportError(Exception):
@@ -111,7 +111,8 @@ def bench_cells(row: dict) -> list[str]:
           f"{row['step_s'] * 1e3:.1f}", f"{row['tokens_per_s']:,.0f}",
           f"{row['mfu']:.1%}" if row.get("mfu") is not None else "n/a",
           _gib(mem.get("device_peak_bytes")), _gib(mem.get("compiled_total_bytes")),
-          f"{row['compile_s']:.1f}"]
+          f"{row['compile_s']:.1f}",
+          f"{row['elapsed_s']:.0f}" if isinstance(row.get("elapsed_s"), (int, float)) else "-"]
 
 
 def table(header: list[str], rows: list[list[str]]) -> list[str]:
@@ -215,7 +216,8 @@ def markdown(report: dict) -> str:
            "Each row a process of its own (its peak device memory is its own); step time "
            "dispatched back to back, blocked once at the end (transformer/train/bench.py). "
            "device peak: `memory_stats()['peak_bytes_in_use']`; compiled: XLA's memory "
-           "analysis of the same step (arguments + outputs + temporaries - aliased).", "",
+           "analysis of the same step (arguments + outputs + temporaries - aliased); row s: the "
+           "row's whole process (start, init, compile, steps) as the report timed it.", "",
            *table(BENCH_HEADER, [bench_cells(r) for r in rows]), "", "## Gaps", "",
            *([f"- {g}" for g in found] or ["None of the issue's thresholds is crossed."]),
            *_replication(report)]

@@ -86,6 +86,7 @@ def bench(spec: dict) -> dict:
   runtime.skip_absent_tpu()
   if config.train.compilation_cache_dir:
     runtime.enable_compilation_cache(config.train.compilation_cache_dir)
+  started = time.monotonic()
   try:
     result = bench_lib.run_benchmark(config, steps=spec["steps"], warmup=2)
   except Exception as e:  # noqa: BLE001 -- XLA's OOM is many lines; anything else re-raised
@@ -100,6 +101,10 @@ def bench(spec: dict) -> dict:
                       "vocab_pad_multiple": m.vocab_pad_multiple,
                       "loss_chunk": config.train.loss_chunk}
   result["xla_flags"] = os.environ.get("XLA_FLAGS", "")
+  # Where a row's time goes: imports and config, then run_benchmark (init, compile, steps).
+  result["phases_s"] = {"startup": round(started - STARTED, 1),
+                        "run_benchmark": round(time.monotonic() - started, 1),
+                        "compile": round(result["compile_s"], 1)}
   return json.loads(json.dumps(result, default=float))
 
 
