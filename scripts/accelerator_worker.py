@@ -38,22 +38,6 @@ def load_config(config_arg: str, overrides: dict):
   return from_config_dict(apply_point(module.get_config(variant), overrides))
 
 
-def matmul_rate(size: int, dtype: str, repeats: int = 10) -> float:
-  """FLOP/s of the fastest of `repeats` `[size, size] @ [size, size]` products in `dtype`."""
-  import jax  # noqa: PLC0415
-  import jax.numpy as jnp  # noqa: PLC0415
-  a, b = (jax.random.normal(jax.random.PRNGKey(i), (size, size), jnp.dtype(dtype))
-          for i in (0, 1))
-  f = jax.jit(jnp.matmul)
-  jax.block_until_ready(f(a, b))
-  best = float("inf")
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    jax.block_until_ready(f(a, b))
-    best = min(best, time.perf_counter() - t0)
-  return 2.0 * size ** 3 / best
-
-
 def probe(spec: dict) -> dict:
   """The devices, and a matmul's achieved rate; on CPU also the peak MFU is read against,
   measured again (kept only if higher: a busy machine measures too low)."""
@@ -66,7 +50,8 @@ def probe(spec: dict) -> dict:
   out = {"platform": dev.platform, "device_kind": dev.device_kind,
          "device_count": jax.device_count(),
          "bytes_limit": (dev.memory_stats() or {}).get("bytes_limit"),
-         "matmul": {"size": size, "dtype": dtype, "flops_per_s": matmul_rate(size, dtype)}}
+         "matmul": {"size": size, "dtype": dtype,
+                    "flops_per_s": peaks.measure_matmul_flops(size, 10, dev, dtype)}}
   if dev.platform == "cpu":
     peak, source = peaks.remeasure_cpu_peak()
   else:

@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from configs import gpt2_1b, gpt2_350m, gpt2_small  # noqa: E402
+from scripts.readme_blocks import MarkerError, replace_block  # noqa: E402
 from transformer.config import from_config_dict  # noqa: E402
 from transformer.errors import RunError  # noqa: E402
 from transformer.train import aot, topologies  # noqa: E402
@@ -97,14 +98,10 @@ def _libtpu_version() -> str:
 
 
 def write_readme(lines: list[str], path: str = os.path.join(ROOT, "README.md")) -> None:
-  with open(path, encoding="utf-8") as f:
-    text = f.read()
-  if START not in text or END not in text:
-    raise SystemExit(f"{path} has no {START} ... {END} block to replace.")
-  head, rest = text.split(START, 1)
-  _, tail = rest.split(END, 1)
-  with open(path, "w", encoding="utf-8") as f:
-    f.write(head + START + "\n" + "\n".join(lines) + "\n" + END + tail)
+  try:
+    replace_block(path, START, END, lines)
+  except MarkerError as e:
+    raise SystemExit(str(e)) from None
 
 
 def main() -> None:

@@ -76,13 +76,14 @@ def _cpu_cores() -> int:
 
 
 def measure_matmul_flops(size: int = CPU_PEAK_MATMUL_SIZE, repeats: int = CPU_PEAK_REPEATS,
-                         device: Optional[jax.Device] = None) -> float:
+                         device: Optional[jax.Device] = None, dtype: str = "float32") -> float:
   """FLOP/s of the fastest of `repeats` runs of a jit-compiled `[size, size] @ [size, size]`
-  float32 matmul (2 size^3 FLOPs) on `device` (default: the first device), after a warm-up."""
+  matmul in `dtype` (2 size^3 FLOPs) on `device` (default: the first device), after a
+  warm-up."""
   import jax.numpy as jnp  # noqa: PLC0415
   device = device or jax.devices()[0]
-  a, b = (jax.device_put(jax.random.normal(jax.random.PRNGKey(i), (size, size), jnp.float32),
-                         device) for i in (0, 1))
+  a, b = (jax.device_put(jax.random.normal(jax.random.PRNGKey(i), (size, size),
+                                           jnp.dtype(dtype)), device) for i in (0, 1))
   matmul = jax.jit(jnp.matmul)
   jax.block_until_ready(matmul(a, b))  # compile and warm up
   best = float("inf")
