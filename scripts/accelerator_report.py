@@ -23,6 +23,8 @@ others with it, and each bench row's peak device memory is its own), each with a
                not fit, then each GPU switch flipped alone (XLA attention, chunked loss,
                unpadded vocabulary): step time, tokens/s, MFU against the data-sheet dense
                peak, the measured peak device memory beside XLA's compiled memory analysis;
+               the batch-16 row also traced (steps 6-8) and summed per kernel
+               (accelerator_trace.py), so a gap comes with where the device time goes;
   replication  experiments/accelerator_replication.py:gpu (post, pre, peri x 3 LRs, 240
                steps of 64 x 512 tokens), stopped with SIGINT when its share runs out (each
                run saves and exits); finished runs are packed into one file.
@@ -74,7 +76,7 @@ PROFILES = {
             "switches": [("xla attention", {"model.attention_impl": "xla"}),
                          ("chunked loss", {"train.loss_chunk": 256}),
                          ("vocabulary not padded", {"model.vocab_pad_multiple": 1})],
-            "bench_steps": 10, "replication": "gpu", "parallel": 1,
+            "bench_steps": 10, "profile": [6, 8], "replication": "gpu", "parallel": 1,
             "shares": {"probe": 0.04, "bench": 0.56, "replication": 0.40}},
     "cpu": {"config": "configs/default.py", "base": {}, "batches": [16], "switch_batch": 16,
             "switches": [], "bench_steps": 20, "replication": "",
@@ -83,7 +85,7 @@ PROFILES = {
              "switch_batch": 2,
              "switches": [("chunked loss", {"train.loss_chunk": 16}),
                           ("vocabulary not padded", {"model.vocab_pad_multiple": 1})],
-             "bench_steps": 2, "replication": "tiny", "parallel": 2,
+             "bench_steps": 3, "profile": [2, 2], "replication": "tiny", "parallel": 2,
              "shares": {"probe": 0.1, "bench": 0.4, "replication": 0.5}},
 }
 
@@ -178,6 +180,10 @@ def bench_specs(profile: dict, only: tuple[str, ...] = ()) -> list[dict]:
   switches = [{**base, "label": f"{name}, batch {profile['switch_batch']}",
                "overrides": {**profile["base"], "train.batch_size": profile["switch_batch"],
                              **change}, "switch": name} for name, change in profile["switches"]]
+  if profile.get("profile"):  # the config's own step at switch_batch, traced
+    for r in small:
+      if r["overrides"]["train.batch_size"] == profile["switch_batch"]:
+        r["profile"] = profile["profile"]
   rows = small + switches + [r for r in sweep if r not in small]
   return [r for r in rows if not only or r["label"] in only]
 

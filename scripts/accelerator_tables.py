@@ -130,6 +130,11 @@ def gaps(report: dict) -> list[str]:
   for r in done:
     if hopper and r.get("mfu") is not None and r["mfu"] < MFU_GAP and "switch" not in r:
       out.append(f"{r['label']}: MFU {r['mfu']:.1%}, under {MFU_GAP:.0%}.")
+    prof = r.get("profile") or {}
+    if prof.get("device_timeline") and prof["busy_ms_per_step"] < 0.9 * r["synced_step_s"] * 1e3:
+      out.append(f"{r['label']}: kernels busy {prof['busy_ms_per_step']:.1f} ms of a "
+                 f"{r['synced_step_s'] * 1e3:.1f} ms step: the device waits "
+                 f"{1 - prof['busy_ms_per_step'] / (r['synced_step_s'] * 1e3):.0%} of it.")
     mem = r.get("memory") or {}
     peak, compiled = mem.get("device_peak_bytes"), mem.get("compiled_total_bytes")
     if peak and compiled and abs(peak - compiled) > MEMORY_GAP * compiled:
@@ -191,6 +196,28 @@ def _parts(report: dict) -> list[str]:
   return table(["part", "share s", "elapsed s", "ran"], rows)
 
 
+def profile_lines(row: dict) -> list[str]:
+  """A profiled row's device time per step: by kind of kernel, and its top kernels."""
+  prof = row.get("profile")
+  if not prof:
+    return []
+  head = ["", f"## Profile: {row['label']}", ""]
+  if prof.get("error"):
+    return head + [f"No summary: {prof['error']}."]
+  if not prof["device_timeline"]:
+    return head + ["No device timeline in the trace (a CPU backend runs its ops on host "
+                   f"threads: {', '.join(prof['processes'])}); open it in Perfetto instead."]
+  step_ms = row.get("synced_step_s", row["step_s"]) * 1e3
+  busy = prof["busy_ms_per_step"]
+  kinds = [[k, f"{v:.2f}", f"{v / busy:.0%}" if busy else "-"]
+           for k, v in prof["by_kind_ms_per_step"].items()]
+  top = [[f"`{name[:90]}`", f"{ms:.3f}", f"{share:.1%}"] for name, ms, share in prof["top"]]
+  return head + [f"Steps traced: {prof['steps']}; kernels busy {busy:.2f} ms per step of a "
+                 f"{step_ms:.2f} ms synced step (kernels on several streams may overlap).", "",
+                 *table(["kind", "ms/step", "share of busy"], kinds), "",
+                 *table(["kernel", "ms/step", "share of busy"], top)]
+
+
 def _replication(report: dict) -> list[str]:
   part = report["parts"].get("replication")
   if not part:
@@ -220,7 +247,7 @@ def markdown(report: dict) -> str:
            "row's whole process (start, init, compile, steps) as the report timed it.", "",
            *table(BENCH_HEADER, [bench_cells(r) for r in rows]), "", "## Gaps", "",
            *([f"- {g}" for g in found] or ["None of the issue's thresholds is crossed."]),
-           *_replication(report)]
+           *[line for r in rows for line in profile_lines(r)], *_replication(report)]
   return "\n".join(lines) + "\n"
 
 

@@ -14,12 +14,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 
 STARTED = time.monotonic()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
+
+import accelerator_trace  # noqa: E402 -- pure: no JAX
 
 MARK = "ACCELERATOR_RESULT "
 # The matmul of the probe per profile: (size, dtype). On CPU it is the peak MFU is read against
@@ -65,20 +69,29 @@ def bench(spec: dict) -> dict:
   from transformer.errors import out_of_memory  # noqa: PLC0415
   from transformer.train import bench as bench_lib  # noqa: PLC0415
   from transformer.train import runtime  # noqa: PLC0415
-  config = load_config(spec["config"], spec["overrides"])
+  profile = spec.get("profile")  # [first, last] timed steps to trace
+  overrides = dict(spec["overrides"], **({"train.profile_steps": f"{profile[0]},{profile[1]}"}
+                                         if profile else {}))
+  config = load_config(spec["config"], overrides)
   # As launch.py does before a backend starts: bench times what training would run.
   runtime.add_gpu_xla_flags(config.train.xla_gpu_flags)
   runtime.skip_absent_tpu()
   if config.train.compilation_cache_dir:
     runtime.enable_compilation_cache(config.train.compilation_cache_dir)
   started = time.monotonic()
+  workdir = tempfile.mkdtemp(prefix="accelerator-trace-") if profile else ""
   try:
-    result = bench_lib.run_benchmark(config, steps=spec["steps"], warmup=2)
+    result = bench_lib.run_benchmark(config, steps=spec["steps"], warmup=2, workdir=workdir)
+    if profile:
+      result["profile"] = accelerator_trace.read_profile(workdir, profile[1] - profile[0] + 1)
   except Exception as e:  # noqa: BLE001 -- XLA's OOM is many lines; anything else re-raised
     oom = out_of_memory(e, f"batch {config.train.batch_size}", "")
     if oom is None:
       raise
     return {"oom": True, "error": str(oom)}
+  finally:
+    if workdir:
+      shutil.rmtree(workdir, ignore_errors=True)
   m = config.model
   result["config"] = {"kind": m.kind, "dtype": m.dtype, "attention": m.attention_impl,
                       "remat": m.remat, "scan": m.scan_layers,

@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 import accelerator_report as report  # noqa: E402
 import accelerator_tables as tables  # noqa: E402
+import accelerator_trace as trace  # noqa: E402
 
 SCRIPT = os.path.join(ROOT, "scripts", "accelerator_report.py")
 
@@ -53,6 +54,8 @@ def test_tiny_report_writes_both_files_and_merge_regenerates_the_table(tmp_path)
                                            + mem["compiled_temp_bytes"]
                                            - mem["compiled_alias_bytes"]) > 0
   assert rows[1]["config"]["loss_chunk"] == 16 and rows[2]["config"]["vocab_pad_multiple"] == 1
+  assert rows[0]["profile"]["device_timeline"] is False  # traced; a CPU has no device lane
+  assert "/host:CPU" in rows[0]["profile"]["processes"]
   rep = data["parts"]["replication"]
   assert len(rep["points_finished"]) == 6 and not rep["stopped"], rep
   md = open(os.path.join(out, report.MD_NAME)).read()
@@ -171,3 +174,34 @@ def test_bench_rows_run_the_switches_before_the_largest_batches_and_can_be_picke
   assert [s["label"] for s in picked] == ["chunked loss, batch 16", "batch 64"]
   code, log = _run("run", "--out=/nonexistent/x", "--bench_rows=batch 3", timeout=60)
   assert code == 2 and "no row named ['batch 3']" in log
+
+
+def test_a_gpu_trace_is_summed_per_kernel_and_kind_per_step():
+  events = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "/host:CPU"}},
+            {"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "/device:GPU:0"}},
+            {"ph": "X", "pid": 1, "name": "train", "dur": 9e6},  # host: not device time
+            {"ph": "X", "pid": 7, "name": "sm90_xmma_gemm_bf16", "dur": 6000.0},
+            {"ph": "X", "pid": 7, "name": "sm90_xmma_gemm_bf16", "dur": 2000.0},
+            {"ph": "X", "pid": 7, "name": "cudnn_generated_fort_native_sdpa", "dur": 1000.0},
+            {"ph": "X", "pid": 7, "name": "loop_add_fusion", "dur": 1000.0},
+            {"ph": "i", "pid": 7, "name": "marker"}]
+  got = trace.summarize({"traceEvents": events}, steps=2)
+  assert got["busy_ms_per_step"] == 5.0  # 10 ms of kernels over 2 steps
+  assert got["by_kind_ms_per_step"] == {"matmul": 4.0, "attention": 0.5, "other": 0.5}
+  assert got["top"][0] == ["sm90_xmma_gemm_bf16", 4.0, 0.8]
+  assert trace.summarize({"traceEvents": events[:1] + events[2:3]}, 1) == {
+      "device_timeline": False, "processes": ["/host:CPU"]}
+  row = {"label": "batch 16", "step_s": 0.01, "synced_step_s": 0.01, "profile": got,
+         "config": {"batch": 16}}
+  found = tables.gaps({"profile": "gpu", "parts": {"probe": {"device_kind": "x"},
+                                                   "bench": {"rows": [row]}}})
+  assert found == ["batch 16: kernels busy 5.0 ms of a 10.0 ms step: the device waits 50% of it."]
+  assert "| matmul | 4.00 | 80% |" in "\n".join(tables.profile_lines(row))
+
+
+def test_a_missing_or_torn_trace_is_named_not_raised(tmp_path):
+  assert "no *.trace.json.gz" in trace.read_profile(str(tmp_path), 1)["error"]
+  folder = tmp_path / "profile" / "plugins" / "profile" / "t"
+  folder.mkdir(parents=True)
+  (folder / "vm.trace.json.gz").write_bytes(b"\x1f\x8b not gzip at all")
+  assert "unreadable trace vm.trace.json.gz" in trace.read_profile(str(tmp_path), 1)["error"]
