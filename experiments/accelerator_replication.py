@@ -135,4 +135,4 @@ def analyze(runs):
 
 # The call's one threshold, recomputed at its neighbours in the report's `## Robustness`.
 THRESHOLDS = (Threshold("margin (nats/token)", None, "MARGIN", (0.01, 0.05)),)
-THRESHOLDS_NOT_READ = {a.RULE.label: a.RULE_NOT_READ}
+THRESHOLDS_NOT_READ = {a.RULE.label: a.RULE_NOT_READ, a.COLLAPSE.label: a.COLLAPSE_NOT_READ}

@@ -33,11 +33,13 @@ def _readme_copy(tmp_path) -> str:
   return path
 
 
+@pytest.mark.timeout(1200)  # about 100 s alone; several minutes beside the suite on 2 cores
 def test_tiny_report_writes_both_files_and_merge_regenerates_the_table(tmp_path):
   env = dict(os.environ, TRANSFORMER_CACHE_DIR=str(tmp_path / "cache"),
              TMPDIR=str(tmp_path), XLA_FLAGS="")  # one CPU device, as a GPU host has one GPU
   out = str(tmp_path / "out")
-  code, log = _run("run", "--profile=tiny", f"--out={out}", "--budget_s=600", env=env)
+  code, log = _run("run", "--profile=tiny", f"--out={out}", "--budget_s=1000", env=env,
+                   timeout=1100)
   assert code == 0, log
   data = json.load(open(os.path.join(out, report.JSON_NAME)))
   assert data["parts"]["probe"]["platform"] == "cpu"

@@ -14,7 +14,11 @@ import sys
 import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LOCAL = {"transformer", "configs", "experiments", "tests"}
+# The scripts under scripts/ are imported by their bare names too (tests and the accelerator
+# report put that folder on sys.path).
+LOCAL = {"transformer", "configs", "experiments", "tests", "scripts"} | {
+    f[:-3] for f in os.listdir(os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "scripts")) if f.endswith(".py")}
 CODE_DIRS = ("transformer", "experiments", "configs", "tests")
 
 
