@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import json
 import os
 import platform
@@ -126,7 +125,8 @@ def commit() -> str:
 def run_child(args: list[str], deadline: float, what: str, stop_signal=signal.SIGKILL,
               grace_s: float = 0.0) -> tuple[int | None, str]:
   """Runs `python args` until it ends or `deadline` (time.monotonic()); past it, sends
-  `stop_signal`, waits `grace_s`, then kills. Returns (exit code or None if stopped, output)."""
+  `stop_signal`, waits `grace_s`, then kills. Returns (exit code or None if stopped, output).
+  A Ctrl-C or SIGTERM of this process stops the child the same way, then goes on up."""
   left = deadline - time.monotonic()
   if left <= 1:
     return None, f"{what}: not started, its share of the time had run out"
@@ -136,13 +136,26 @@ def run_child(args: list[str], deadline: float, what: str, stop_signal=signal.SI
     out, _ = proc.communicate(timeout=left)
     return proc.returncode, out
   except subprocess.TimeoutExpired:
-    os.killpg(proc.pid, stop_signal)
-    try:
-      out, _ = proc.communicate(timeout=grace_s or 1)
-    except subprocess.TimeoutExpired:
-      os.killpg(proc.pid, signal.SIGKILL)
-      out, _ = proc.communicate()
-    return None, (out or "") + f"\n{what}: stopped, its share of the time ran out"
+    out = _stop(proc, stop_signal, grace_s)
+    return None, out + f"\n{what}: stopped, its share of the time ran out"
+  except BaseException:  # the child must not outlive the report
+    _stop(proc, stop_signal, grace_s)
+    raise
+
+
+def _stop(proc: subprocess.Popen, stop_signal, grace_s: float) -> str:
+  """Sends `stop_signal` to the child's process group, kills it after `grace_s`; its output."""
+  os.killpg(proc.pid, stop_signal)
+  try:
+    out, _ = proc.communicate(timeout=grace_s or 1)
+  except subprocess.TimeoutExpired:
+    os.killpg(proc.pid, signal.SIGKILL)
+    out, _ = proc.communicate()
+  return out or ""
+
+
+def sigterm_as_interrupt(signum, frame) -> None:
+  raise KeyboardInterrupt(f"signal {signum}")
 
 
 def worker(kind: str, spec: dict, deadline: float) -> dict:
@@ -362,11 +375,16 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   if args.command == "run":
     _check_run_args(parser, args)
+  signal.signal(signal.SIGTERM, sigterm_as_interrupt)
   try:
     return cmd_run(args) if args.command == "run" else cmd_merge(args)
   except tables.ReportError as e:
     print(f"accelerator_report: {e}", file=sys.stderr)
     return 2
+  except KeyboardInterrupt:
+    print("accelerator_report: interrupted; the running child was stopped (a study's runs "
+          "saved), nothing was written.", file=sys.stderr)
+    return 130
 
 
 if __name__ == "__main__":

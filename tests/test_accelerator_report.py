@@ -207,3 +207,29 @@ def test_a_missing_or_torn_trace_is_named_not_raised(tmp_path):
   folder.mkdir(parents=True)
   (folder / "vm.trace.json.gz").write_bytes(b"\x1f\x8b not gzip at all")
   assert "unreadable trace vm.trace.json.gz" in trace.read_profile(str(tmp_path), 1)["error"]
+
+
+def test_a_terminated_report_takes_its_child_with_it(tmp_path):
+  """SIGTERM to the report while a child runs: the child (its own process group) is stopped
+  too, and the report exits 130 saying so; nothing is left running."""
+  marker = tmp_path / "child.pid"
+  child = (f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); "
+           "time.sleep(120)")
+  code = (f"import os, sys, time; sys.path[:0] = [{os.path.join(ROOT, 'scripts')!r}]\n"
+          "import accelerator_report as r\n"
+          "r.signal.signal(r.signal.SIGTERM, r.sigterm_as_interrupt)\n"
+          f"try:\n  r.run_child(['-c', {child!r}], time.monotonic() + 120, 'sleeper')\n"
+          "except KeyboardInterrupt:\n  print('interrupted', flush=True); sys.exit(130)\n")
+  proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE,
+                          text=True)
+  deadline = time.monotonic() + 60
+  while not marker.exists() and time.monotonic() < deadline:
+    time.sleep(0.1)
+  time.sleep(0.2)
+  child = int(marker.read_text())
+  proc.terminate()
+  out, _ = proc.communicate(timeout=30)
+  assert proc.returncode == 130 and "interrupted" in out
+  time.sleep(0.5)
+  with pytest.raises(ProcessLookupError):
+    os.kill(child, 0)
