@@ -183,21 +183,22 @@ WORKER_MARK = "ACCELERATOR_RESULT "
 
 
 def bench_specs(profile: dict, only: tuple[str, ...] = ()) -> list[dict]:
-  """The rows in the order they run: the batch sweep up to `switch_batch`, each switch flipped
-  there, then the larger batches (which a short lease may not reach); `only`: these labels."""
+  """The rows in the order they run: the batch sweep up to `switch_batch` (that row traced
+  when the profile asks), each switch flipped there, then the larger batches (which a short
+  lease may not reach); `only`: these labels."""
   base = {"config": profile["config"], "steps": profile["bench_steps"]}
-  sweep = [{**base, "label": f"batch {b}", "overrides": {**profile["base"],
-                                                         "train.batch_size": b}}
-           for b in profile["batches"]]
-  small = [r for r in sweep if r["overrides"]["train.batch_size"] <= profile["switch_batch"]]
-  switches = [{**base, "label": f"{name}, batch {profile['switch_batch']}",
-               "overrides": {**profile["base"], "train.batch_size": profile["switch_batch"],
-                             **change}, "switch": name} for name, change in profile["switches"]]
-  if profile.get("profile"):  # the config's own step at switch_batch, traced
-    for r in small:
-      if r["overrides"]["train.batch_size"] == profile["switch_batch"]:
-        r["profile"] = profile["profile"]
-  rows = small + switches + [r for r in sweep if r not in small]
+  at = profile["switch_batch"]
+
+  def batch_row(b: int) -> dict:
+    row = {**base, "label": f"batch {b}",
+           "overrides": {**profile["base"], "train.batch_size": b}}
+    return {**row, "profile": profile["profile"]} if b == at and profile.get("profile") else row
+
+  switches = [{**base, "label": f"{name}, batch {at}", "switch": name,
+               "overrides": {**profile["base"], "train.batch_size": at, **change}}
+              for name, change in profile["switches"]]
+  rows = ([batch_row(b) for b in profile["batches"] if b <= at] + switches
+          + [batch_row(b) for b in profile["batches"] if b > at])
   return [r for r in rows if not only or r["label"] in only]
 
 
@@ -250,13 +251,14 @@ def run_replication(size: str, parallel: int, deadline: float, out_dir: str, wor
 
 def _finished(workdir: str) -> bool:
   """A run that reached its last step or stopped at a non-finite one (its own record)."""
-  from transformer.sweep import points  # noqa: PLC0415
+  from transformer.errors import UserFileError  # noqa: PLC0415
+  from transformer.sweep import points, runs  # noqa: PLC0415 -- no JAX
   try:
-    with open(os.path.join(workdir, "config.json"), encoding="utf-8") as f:
-      steps = json.load(f)["train"]["num_steps"]
-  except (OSError, ValueError, KeyError, TypeError):
+    saved = runs.saved_config(workdir) or {}
+  except UserFileError:  # a torn config.json: not a finished run
     return False
-  return points.is_finished(workdir, steps)
+  steps = (saved.get("train") or {}).get("num_steps")
+  return isinstance(steps, int) and points.is_finished(workdir, steps)
 
 
 def run_parts(profile_name: str, out_dir: str, budget_s: float, parts: tuple[str, ...],
@@ -281,14 +283,15 @@ def run_parts(profile_name: str, out_dir: str, budget_s: float, parts: tuple[str
       result = run_bench(profile, deadline, only)
     else:
       work = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"accelerator-{os.getpid()}")
-      result = run_replication(profile["replication"], profile["parallel"], deadline,
-                               out_dir, work)
+      try:
+        result = run_replication(profile["replication"], profile["parallel"], deadline,
+                                 out_dir, work)
+      finally:
+        shutil.rmtree(work, ignore_errors=True)  # checkpoints: GBs on a GPU, never reported
     result["elapsed_s"] = round(time.monotonic() - t0, 1)
     result["share_s"] = round(deadline - t0, 1)
     report["parts"][part] = result
     log(f"{part}: done in {result['elapsed_s']} s")
-    if part == "replication":
-      shutil.rmtree(work, ignore_errors=True)  # checkpoints: GBs on a GPU, never reported
   report["elapsed_s"] = round(time.monotonic() - start, 1)
   return report
 
