@@ -25,7 +25,7 @@ from transformer.cli.args import check_config_args  # noqa: E402
 
 check_config_args(sys.argv)  # before the config flag is defined, which applies the overrides
 from transformer.cli import launch  # noqa: E402
-from transformer.sweep import cli as sweep_cli  # noqa: E402
+from transformer.cli import sweep_and_report as sweep_cli  # noqa: E402
 
 for _module in (launch, sweep_cli):
   flags.adopt_module_key_flags(_module)  # --help lists the flags defined there

@@ -25,7 +25,7 @@ seconds (CI), at two LRs.
 from experiments import analysis as a
 from experiments.presets import PROTOCOL_SIZES
 from transformer.sweep import preset
-from transformer.sweep.robustness import Threshold
+from transformer.report.robustness import Threshold
 
 CLAIM = ("lr_sensitivity, replicated at accelerator size: post-norm is more LR-sensitive than "
          "pre-norm (Wortsman et al. 2023's measure; Xiong et al. 2020 and Liu et al. 2020 call "

@@ -16,7 +16,7 @@ import os
 from experiments import analysis as _analysis
 from experiments import lr_sensitivity
 from experiments.presets import LRS
-from transformer.sweep.robustness import Threshold
+from transformer.report.robustness import Threshold
 
 CLAIM = ("Kim et al. 2025 (Peri-LN): Pre-LN is prone to 'massive activations' (hidden-state "
          "variance can grow exponentially during training), while Peri-LN keeps the growth of "
@@ -140,9 +140,10 @@ def figures(runs, sweep_dir):
   """`activations.png`: the last block's residual RMS and layer 0's attention entropy against
   the LR, one line per placement, every seed's value drawn."""
   from experiments import analysis as a  # noqa: PLC0415
-  from transformer.sweep import report  # noqa: PLC0415
+  from transformer.report import write as report  # noqa: PLC0415
+  from transformer.report import figures as report_figures
   placements, lrs, cells = measure(runs)
-  plt = report._pyplot()  # noqa: SLF001
+  plt = report_figures.load_pyplot()  # noqa: SLF001
   fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.6))
   colors = plt.get_cmap("tab10").colors
   for i, p in enumerate(placements):
@@ -164,7 +165,7 @@ def figures(runs, sweep_dir):
     ax.grid(alpha=0.3, which="both")
   axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
   fig.tight_layout()
-  report.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
+  report_figures.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
   return [("Residual RMS after the last block and layer-0 attention entropy at the last "
            "diagnostics step against the LR (dots: seeds; lines: geometric / arithmetic mean)",
            FIGURE)]
@@ -189,7 +190,7 @@ def summarize(runs):
 assert LRS  # the grid is lr_sensitivity's (presets.LRS)
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
-# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+# (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (_analysis.CONFIDENCE,
               Threshold("lowest LRs left out of the call", None, "LOW", (1, 2)))
 THRESHOLDS_NOT_READ = {_analysis.COLLAPSE.label: "the call reads diagnostics of every run, "

@@ -1,6 +1,6 @@
 """What the studies measure on their runs: the pieces their `analyze(runs)` verdicts share.
 
-A study's sweep file defines `analyze(runs)` (runs: `transformer.sweep.report.Run`, one per point);
+A study's sweep file defines `analyze(runs)` (runs: `transformer.report.runs.Run`, one per point);
 the report puts the Markdown lines it returns under `## Verdict`. Every number in a verdict is
 computed here from the runs' `metrics.jsonl`; the thresholds that turn numbers into "agrees"
 are stated in the verdict text next to the numbers.
@@ -15,10 +15,12 @@ import numpy as np
 
 from experiments.presets import DEFAULT_ACTIVATION, PAPER_ACTIVATION  # noqa: F401
 from transformer.config import LEGACY_DEFAULTS
-from transformer.sweep.report import (Run, clipped_final_loss, initial_loss, layer_profiles,  # noqa: F401
-                                      mean_ci, mean_clipped_loss_per_lr)
-from transformer.sweep import stats as report_stats
-from transformer.sweep.robustness import Threshold
+from transformer.report.figures import layer_profiles  # noqa: F401
+from transformer.report.runs import Run  # noqa: F401
+from transformer.report.stats import (clipped_final_loss, initial_loss, mean_ci,  # noqa: F401
+                                      mean_clipped_loss_per_lr)
+from transformer.report import stats as report_stats
+from transformer.report.robustness import Threshold
 
 PLACEMENT = "model.norm_placement"
 LR = "optim.learning_rate"
@@ -119,7 +121,7 @@ def per_seed(runs: Sequence[Run], statistic: Callable[[Sequence[Run]], Optional[
 def largest_stable_lr(runs: Sequence[Run]) -> Optional[float]:
   """The largest learning rate up to which every run (seed) finished healthily, counted up
   from the best one: `largest_trained_lr` under the rule HEALTHY (the same LR as
-  `transformer.sweep.report.largest_stable_lr`, which the generic report tables use)."""
+  `transformer.report.stats.largest_stable_lr`, which the generic report tables use)."""
   return largest_trained_lr(runs, CALL_TOLERANCE, rule=HEALTHY)
 
 
@@ -160,7 +162,7 @@ def verdict(agrees, why: str) -> str:
 # --- Stability as a curve over the tolerance, significance, protocol -------------------------
 
 # "Collapsed" and "trained", defined once for every study.
-# - *Collapsed* (`transformer.sweep.runs.classify`): the final eval loss is within
+# - *Collapsed* (`transformer.report.runs.classify`): the final eval loss is within
 #   COLLAPSE_TOLERANCE (relative) of the unigram entropy of the eval split and the train loss
 #   no longer falls over the second half. *Diverged*: a non-finite loss or gradient norm.
 # - *Trained at X* (rule WITHIN_X): the run did not diverge and its final eval loss (clipped at
@@ -176,10 +178,10 @@ WITHIN_X, HEALTHY = "within X of the seed's best", "finished healthily"
 SWAP_RULE = False  # True: every call made with the other rule (the robustness section)
 
 COLLAPSE = Threshold("collapse cutoff (relative to the unigram entropy)",
-                     "transformer.sweep.runs", "COLLAPSE_TOLERANCE", (0.01, 0.05),
+                     "transformer.report.runs", "COLLAPSE_TOLERANCE", (0.01, 0.05),
                      reclassify=True)
 X = Threshold("X (nats/token)", "experiments.analysis", "CALL_TOLERANCE", (0.2, 0.5))
-CONFIDENCE = Threshold("confidence level of the intervals", "transformer.sweep.stats",
+CONFIDENCE = Threshold("confidence level of the intervals", "transformer.report.stats",
                        "CONFIDENCE", (0.9, 0.99))
 RULE = Threshold("rule for trained", "experiments.analysis", "SWAP_RULE", (True,),
                  shown=("the other rule (within X <-> finished healthily)", "the study's own"))
@@ -292,7 +294,7 @@ def fmt_lr(lr: Optional[float]) -> str:
 
 
 def saved(run: Run) -> dict:
-  from transformer.sweep.report import saved_config  # noqa: PLC0415
+  from transformer.report.runs import saved_config  # noqa: PLC0415
   try:
     return saved_config(run.workdir) or {}
   except Exception:  # noqa: BLE001 -- a protocol line is not worth a failed verdict

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from transformer import packed_runs, paths  # noqa: E402
 from transformer.sweep.points import read_manifest, run_identity  # noqa: E402
-from transformer.sweep.runs import STUDY_BASELINES, _read_cache, recorded_baselines  # noqa: E402
+from transformer.report.runs import STUDY_BASELINES, read_cache, recorded_baselines  # noqa: E402
 from transformer.workdir import CONFIG_FILE, METRICS_FILE, METRICS_GZ  # noqa: E402
 
 LOG_FILE = "log.txt"  # written by transformer/sweep/local.py beside each point's run
@@ -123,7 +123,7 @@ def inline_links(sweep_dir: str, other: str) -> int:
   count = packed_runs.inline_links(sweep_dir, other)
   if measured:
     path = os.path.join(sweep_dir, STUDY_BASELINES)
-    study = _read_cache(path) or {"written_by": "experiments/compress_results.py --inline_links "
+    study = read_cache(path) or {"written_by": "experiments/compress_results.py --inline_links "
                                   "(records measured for the studies the runs came from)"}
     records = study.setdefault("records", [])
     for name, record in measured.items():

@@ -29,8 +29,8 @@ from experiments import analysis as _analysis
 from experiments.presets import (LAYERS, PROTOCOL_SEEDS, PROTOCOL_SIZES, PROTOCOL_WARMUP,
                                  protocol)
 from transformer.sweep import preset, product
-from transformer.sweep.robustness import Threshold
-from transformer.sweep.runs import PENDING
+from transformer.report.robustness import Threshold
+from transformer.report.runs import PENDING
 
 CLAIM = ("Liu et al. 2020 (Admin); Wang et al. 2022 (DeepNet): post-norm stops training as "
          "the stack gets deeper (WMT14 12L-12L and 18L-18L post-LN failed, with warm-up), while "
@@ -309,12 +309,13 @@ def figures(runs, sweep_dir):
   import os  # noqa: PLC0415
   import numpy as np  # noqa: PLC0415
   from experiments import analysis as a  # noqa: PLC0415
-  from transformer.sweep import report  # noqa: PLC0415
+  from transformer.report import write as report  # noqa: PLC0415
+  from transformer.report import figures as report_figures
   if not runs:
     return []
   runs = at_best(runs)
   m = measure(runs)
-  plt = report._pyplot()  # noqa: SLF001
+  plt = report_figures.load_pyplot()  # noqa: SLF001
   colours = {p: f"C{i}" for i, p in enumerate(SHOWN)}
   fig, axes = plt.subplots(1, len(m["warmups"]), figsize=(4.2 * len(m["warmups"]) + 1.6, 3.4),
                            sharey=True, squeeze=False)
@@ -328,7 +329,7 @@ def figures(runs, sweep_dir):
         xs = d * 2 ** ((j - len(m["placements"]) / 2) * 0.03)  # spread the marks
         for r, v in vals:
           ax.plot([xs], [v], color=colours[p], alpha=0.7,
-                  **report.MARKS["diverged" if r.status == "diverged" else "finished"])
+                  **report_figures.MARKS["diverged" if r.status == "diverged" else "finished"])
         means.append(np.mean([v for _, v in vals]) if vals else np.nan)
       ax.plot(m["depths"], means, "-", color=colours[p], lw=1.4, label=p)
     ax.set_xscale("log", base=2)
@@ -340,7 +341,7 @@ def figures(runs, sweep_dir):
   axes[0][0].set_ylabel("clipped final eval loss (nats/token)")
   axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
   fig.tight_layout()
-  report.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
+  report_figures.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
 
   xs = [round(0.01 * i, 2) for i in range(0, 101)]
   ticks = {d: i + 1 for i, d in enumerate(m["depths"])}
@@ -360,7 +361,7 @@ def figures(runs, sweep_dir):
   axes[0][0].set_ylabel("deepest depth trained")
   axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
   fig.tight_layout()
-  report.save_png(plt, fig, os.path.join(sweep_dir, TOLERANCE_FIGURE), dpi=90)
+  report_figures.save_png(plt, fig, os.path.join(sweep_dir, TOLERANCE_FIGURE), dpi=90)
   return [("Clipped final eval loss against depth (line: mean over seeds; marks: seeds; x: "
            "diverged)", FIGURE),
           (f"Deepest depth up to which every seed ended within X nats of its placement's best at "
@@ -369,7 +370,7 @@ def figures(runs, sweep_dir):
 
 
 def summarize(runs):
-  """The summary's entry (transformer/sweep/report.write_summary)."""
+  """The summary's entry (transformer/report/summary.write_summary)."""
   from experiments import analysis as a  # noqa: PLC0415
   runs = at_best(runs)
   m = measure(runs)
@@ -390,7 +391,7 @@ def summarize(runs):
                          for p in m["placements"]}}
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
-# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+# (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (_analysis.COLLAPSE,
               _analysis.X,
               _analysis.RULE,

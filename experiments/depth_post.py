@@ -17,7 +17,7 @@ margin. The call is also made at the neighbouring margins (`MARGINS`).
 
 from experiments.presets import PROTOCOL_SIZES, PROTOCOL_STEPS, protocol
 from transformer.sweep import preset, product
-from transformer.sweep.robustness import Threshold
+from transformer.report.robustness import Threshold
 
 CLAIM = ("Liu et al. 2020 (Admin); Wang et al. 2022 (DeepNet): post-norm stops training as the "
          "stack gets deeper, even with warm-up (WMT14: 18L-18L post-LN diverged); Xiong et al. "
@@ -129,5 +129,5 @@ def summarize(runs):
 
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
-# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+# (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (Threshold("margin (nats/token)", None, "MARGIN", (0.2, 0.4)),)

@@ -15,7 +15,7 @@ from experiments import analysis as _analysis
 from experiments.presets import AT_INIT, PAPER_ACTIVATION, SIZES
 from transformer.config import NORM_PLACEMENTS
 from transformer.sweep import preset, product
-from transformer.sweep.robustness import Threshold
+from transformer.report.robustness import Threshold
 
 CLAIM = ("Xiong et al. 2020, Fig. 3: at initialization the per-layer gradient norm of "
          "post-norm grows toward the output layer; pre-norm's is nearly flat across layers.")
@@ -134,6 +134,6 @@ def summarize(runs):
           "placements": placements}
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
-# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+# (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (_analysis.CONFIDENCE,
               Threshold("flatness factor", None, "FLAT", (1.25, 2.0)))

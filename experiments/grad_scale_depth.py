@@ -129,5 +129,5 @@ def summarize(runs):
           "figure": "feed_forward_wo_grad_norm_vs_model_num_layers.png", "placements": {}}
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
-# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+# (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (_analysis.CONFIDENCE,)

@@ -22,7 +22,7 @@ says when it is at the edge of what was run) and, beside it, at one LR every win
 from experiments import analysis as _analysis
 from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.sweep import preset, product
-from transformer.sweep.robustness import Threshold
+from transformer.report.robustness import Threshold
 
 CLAIM = ("Xiong et al. 2020: pre-norm converges faster than post-norm; Liu et al. 2020: "
          "post-norm, when it trains, often ends better than pre-norm. So the ordering after "
@@ -206,7 +206,7 @@ def analyze(runs):
 
 
 def summarize(runs):
-  """The summary's entry (transformer/sweep/report.write_summary): the verdict, each
+  """The summary's entry (transformer/report/summary.write_summary): the verdict, each
   placement's loss at its best LR after each run length, and the learning curves."""
   from experiments import analysis as a  # noqa: PLC0415
   lines = analyze(runs)
@@ -222,7 +222,7 @@ def summarize(runs):
 
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
-# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+# (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (_analysis.CONFIDENCE,
               Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.01, 0.05)))
 THRESHOLDS_NOT_READ = {_analysis.COLLAPSE.label: _analysis.COLLAPSE_NOT_READ}

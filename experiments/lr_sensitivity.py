@@ -16,7 +16,7 @@ from experiments import analysis as _analysis
 from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.config import NORM_PLACEMENTS
 from transformer.sweep import preset, product
-from transformer.sweep.robustness import Threshold
+from transformer.report.robustness import Threshold
 
 CLAIM = ("Wortsman et al. 2023: LR sensitivity (the expected final-loss gap to the best LR over "
          "a log-spaced grid, diverged runs clipped at the initial loss) separates stable from "
@@ -159,7 +159,7 @@ def summarize(runs):
   }
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
-# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+# (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (_analysis.CONFIDENCE,
               Threshold("lowest LRs left out of the trimmed measure", None, "LOW", (1, 3)))
 THRESHOLDS_NOT_READ = {_analysis.COLLAPSE.label: _analysis.COLLAPSE_NOT_READ,

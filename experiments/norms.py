@@ -13,7 +13,7 @@ are lr_sensitivity's pre-norm runs (linked when that study was run with this cod
 from experiments import analysis as _analysis
 from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.sweep import preset, product
-from transformer.sweep.robustness import Threshold
+from transformer.report.robustness import Threshold
 
 CLAIM = ("Zhu et al. 2025 (DyT): replacing every LayerNorm by DyT(x) = gamma tanh(alpha x) + "
          "beta matches LayerNorm's results mostly without tuning (alpha_0 = 0.5 outside LLMs; "
@@ -152,7 +152,7 @@ def analyze(runs):
 
 
 def summarize(runs):
-  """The summary's entry (transformer/sweep/report.write_summary): verdict, headline numbers
+  """The summary's entry (transformer/report/summary.write_summary): verdict, headline numbers
   and the main figure."""
   from experiments import analysis as a  # noqa: PLC0415
   word, said = a.verdict_of(analyze(runs))
@@ -168,7 +168,7 @@ def summarize(runs):
           "figure": "final_vs_optim_learning_rate.png"}
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
-# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+# (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (_analysis.CONFIDENCE,
               Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.03, 0.1)))
 THRESHOLDS_NOT_READ = {_analysis.COLLAPSE.label: _analysis.COLLAPSE_NOT_READ,

@@ -148,7 +148,7 @@ def summarize(runs):
           "figure": "diagnostics_steps.png", "placements": {}}
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
-# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+# (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (_analysis.CONFIDENCE,)
 THRESHOLDS_NOT_READ = {_analysis.COLLAPSE.label: "the call reads logits and clipped losses of "
                        "every run, and counts diverged runs only"}

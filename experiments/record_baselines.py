@@ -9,7 +9,7 @@ committed runs from before it have none, so their reports could not say where th
 is. This script measures the same record for each of them, the way a run does at its start (the
 eval split of the run's saved data config, rebuilt here; parameters counted on the model its
 config builds), and writes them to `<study>/baselines.json`, which
-`transformer.sweep.runs.recorded_baselines` reads for a run without its own:
+`transformer.report.runs.recorded_baselines` reads for a run without its own:
 
   {"definition": ..., "records": [{<a run's baselines record>, "points": [names]}, ...]}
 
@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from transformer import packed_runs, paths  # noqa: E402
 from transformer.sweep.points import read_manifest  # noqa: E402
-from transformer.sweep.runs import (STUDY_BASELINES, _read_cache, _recorded_identity,  # noqa: E402
+from transformer.report.runs import (STUDY_BASELINES, read_cache, recorded_identity,  # noqa: E402
                                     entropy_key, saved_config)
 from transformer.train import baselines, runtime  # noqa: E402
 
@@ -67,7 +67,7 @@ def _cached_unigram(cache: dict, saved: dict):
   config alone for a run without one), else under that of the data here."""
   from transformer import provenance  # noqa: PLC0415
   data = saved.get("data")
-  for identity in (_recorded_identity(saved),
+  for identity in (recorded_identity(saved),
                    provenance.data_identity(saved.get("data") or {})["digest"]):
     value = cache.get(entropy_key(data, identity))
     if isinstance(value, (int, float)):
@@ -78,7 +78,7 @@ def _cached_unigram(cache: dict, saved: dict):
 def record_study(sweep_dir: str, source_dir: str) -> dict:
   """Measures and writes `<sweep_dir>/baselines.json` for its runs without a record of their
   own; returns it. Raises ValueError when a measured unigram entropy differs from the cache."""
-  cache = _read_cache(os.path.join(sweep_dir, "unigram_entropy.json"))
+  cache = read_cache(os.path.join(sweep_dir, "unigram_entropy.json"))
   by_key: dict = {}
   for point in read_manifest(sweep_dir)["points"]:
     workdir = os.path.join(sweep_dir, point["name"])

@@ -14,7 +14,7 @@ import numpy as np
 from experiments import analysis as _analysis
 from experiments.presets import AT_INIT, SIZES
 from transformer.sweep import preset, product
-from transformer.sweep.robustness import Threshold
+from transformer.report.robustness import Threshold
 
 CLAIM = ("Xiong et al. 2020, Lemma 2: with Pre-LN the expected squared norm of the residual "
          "stream grows linearly in the layer index, (1 + l/2) d <= E||x_l||^2 <= (1 + 3l/2) d; "
@@ -144,6 +144,6 @@ def summarize(runs):
                                   a.ci(m["post_slopes"]) + " (sum before the norm)"}}}
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
-# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+# (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (_analysis.CONFIDENCE,
               Threshold("constant slope (per layer)", None, "CONSTANT", (0.03, 0.1)))

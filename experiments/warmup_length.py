@@ -141,11 +141,12 @@ def figures(runs, sweep_dir):
   length, one line per tolerance X."""
   import os  # noqa: PLC0415
   from experiments import analysis as a  # noqa: PLC0415
-  from transformer.sweep import report  # noqa: PLC0415
+  from transformer.report import write as report  # noqa: PLC0415
+  from transformer.report import figures as report_figures
   if not runs:
     return []
   m = measure(runs)
-  plt = report._pyplot()  # noqa: SLF001
+  plt = report_figures.load_pyplot()  # noqa: SLF001
   n = len(m["placements"])
   fig, axes = plt.subplots(1, n, figsize=(3.4 * n + 1.4, 3.2), sharey=True, squeeze=False)
   ticks = {lr: i + 1 for i, lr in enumerate(m["lrs"])}
@@ -163,13 +164,13 @@ def figures(runs, sweep_dir):
   axes[0][0].set_ylabel("largest trained LR")
   axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
   fig.tight_layout()
-  report.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
+  report_figures.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
   return [("Largest LR every seed trained at within X nats of its best, against the warm-up "
            "length", FIGURE)]
 
 
 def summarize(runs):
-  """The summary's entry (transformer/sweep/report.write_summary)."""
+  """The summary's entry (transformer/report/summary.write_summary)."""
   from experiments import analysis as a  # noqa: PLC0415
   m = measure(runs)
   agrees, said = _judge(m)
@@ -182,7 +183,7 @@ def summarize(runs):
                          for p in m["placements"]}}
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
-# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+# (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (_analysis.COLLAPSE,
               _analysis.X,
               _analysis.RULE)

@@ -24,7 +24,7 @@ from experiments import analysis as _analysis
 from experiments.presets import (PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES,
                                  PROTOCOL_WARMUP, protocol)
 from transformer.sweep import preset, product
-from transformer.sweep.robustness import Threshold
+from transformer.report.robustness import Threshold
 
 CLAIM = ("Xiong et al. 2020: Post-LN needs learning-rate warm-up (IWSLT14 with Adam: 8.45 BLEU "
          "without warm-up against about 34 with 4,000 warm-up steps), while Pre-LN can be "
@@ -124,8 +124,8 @@ def _call(m):
 def _scale(runs, x):
   """X against the runs' own scale, the best clipped final loss and the unigram level they
   recorded: ' (the best run ends at ...)', or '' when either is unknown."""
-  from transformer.sweep.budget import best_run  # noqa: PLC0415
-  from transformer.sweep.runs import recorded_baselines  # noqa: PLC0415
+  from transformer.report.budget import best_run  # noqa: PLC0415
+  from transformer.report.runs import recorded_baselines  # noqa: PLC0415
   run = best_run(runs)  # the run the report's **Budget** line names
   unigrams = {recorded_baselines(r.workdir).get("unigram_nats") for r in runs} - {None}
   if run is None or len(unigrams) != 1 or min(unigrams) <= run.final["loss"]:
@@ -235,11 +235,12 @@ def figures(runs, sweep_dir):
   """`largest_lr_vs_tolerance.png`: per placement, the largest trained LR against X."""
   import os  # noqa: PLC0415
   from experiments import analysis as a  # noqa: PLC0415
-  from transformer.sweep import report  # noqa: PLC0415
+  from transformer.report import write as report  # noqa: PLC0415
+  from transformer.report import figures as report_figures
   m = measure(runs)
   lrs = sorted({r.overrides[a.LR] for r in runs})
   xs = [round(0.01 * i, 2) for i in range(0, 101)]
-  plt = report._pyplot()  # noqa: SLF001
+  plt = report_figures.load_pyplot()  # noqa: SLF001
   n = len(m["placements"])
   fig, axes = plt.subplots(1, n, figsize=(3.2 * n + 1.6, 3.2), sharey=True, squeeze=False)
   ticks = {lr: i + 1 for i, lr in enumerate(lrs)}
@@ -257,7 +258,7 @@ def figures(runs, sweep_dir):
   axes[0][0].set_ylabel("largest trained LR")
   axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
   fig.tight_layout()
-  report.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
+  report_figures.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
   return [(f"Largest LR trained within X nats of the seed's best, against X (dotted: the "
            f"call's X = {m['x']:g})", FIGURE)]
 
@@ -283,7 +284,7 @@ def summarize(runs):
   }
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
-# (transformer/sweep/robustness.py; the shared ones are defined in experiments/analysis.py).
+# (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (_analysis.COLLAPSE,
               _analysis.X,
               _analysis.RULE,

@@ -252,7 +252,8 @@ def run_replication(size: str, parallel: int, deadline: float, out_dir: str, wor
 def _finished(workdir: str) -> bool:
   """A run that reached its last step or stopped at a non-finite one (its own record)."""
   from transformer.errors import UserFileError  # noqa: PLC0415
-  from transformer.sweep import points, runs  # noqa: PLC0415 -- no JAX
+  from transformer.sweep import points  # noqa: PLC0415 -- no JAX
+  from transformer.report import runs
   try:
     saved = runs.saved_config(workdir) or {}
   except UserFileError:  # a torn config.json: not a finished run

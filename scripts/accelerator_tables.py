@@ -180,7 +180,7 @@ def _head(report: dict) -> list[str]:
   if peak:
     lines.append(f"MFU peak: {peak['flops_per_s'] / 1e12:,.3f} TFLOP/s per device "
                  f"({peak['source']}). MFU = model FLOPs per step (MaxText's convention: "
-                 "6N-style matmul count, causal attention halved; transformer/train/flops.py) "
+                 "6N-style matmul count, causal attention halved; transformer/model/flops.py) "
                  "/ step time / peak.")
   if matmul:
     lines.append(f"Achieved by a {matmul['size']}^3 {matmul['dtype']} matmul: "

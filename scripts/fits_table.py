@@ -1,5 +1,5 @@
 """Regenerates the README's "what fits where" table with `--mode=compile`'s code
-(`transformer.train.aot`): each GPT-2 preset's train step compiled for v5e-8, v5p-8 and v6e-8
+(`transformer.train.compile_for_topology`): each GPT-2 preset's train step compiled for v5e-8, v5p-8 and v6e-8
 (no TPU needed, the `[tpu]` extra is), data vs fsdp layout, remat none vs full; each cell the
 GiB per device XLA's memory analysis gives, or OOM with the GiB XLA said it needed.
 
@@ -25,7 +25,8 @@ from configs import gpt2_1b, gpt2_350m, gpt2_small  # noqa: E402
 from scripts.readme_blocks import MarkerError, replace_block  # noqa: E402
 from transformer.config import from_config_dict  # noqa: E402
 from transformer.errors import RunError  # noqa: E402
-from transformer.train import aot, topologies  # noqa: E402
+from transformer.train import topologies  # noqa: E402
+from transformer.train import compile_for_topology as aot
 
 PRESETS = {"gpt2_small": gpt2_small, "gpt2_350m": gpt2_350m, "gpt2_1b": gpt2_1b}
 TOPOLOGIES = ("v5e-8", "v5p-8", "v6e-8")

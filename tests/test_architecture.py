@@ -3,7 +3,12 @@ through others (no import cycle; function-level imports count, since they only h
 the model package stays pure (nothing from training, the kind registry or the tasks), and the
 registry imports none of the modules it names by path (model, data and task classes are
 imported when a kind is used, so the config below it can validate kind names against it).
-Imports under `if TYPE_CHECKING:` never run and do not count."""
+Imports under `if TYPE_CHECKING:` never run and do not count for cycles; for the floors
+they count too (a type-only import is still an arrow a reader follows).
+
+The floors (`FLOORS`, bottom first): a room (a subpackage or a top-level module of
+`transformer/`) imports only from rooms on floors below its own, so a reader finds each thing
+by going down. The README's Layout lists them from this table, and every module file."""
 
 import ast
 import os
@@ -47,7 +52,7 @@ def _named_by_path(node: ast.AST) -> str:
   return ""
 
 
-def _runtime_nodes(tree: ast.AST):
+def _runtime_nodes(tree: ast.AST, *, type_only_too: bool = False):
   """Every node of `tree` except those under `if TYPE_CHECKING:` (imports for type hints)."""
   stack = [tree]
   while stack:
@@ -55,14 +60,15 @@ def _runtime_nodes(tree: ast.AST):
     yield node
     for child in ast.iter_child_nodes(node):
       test = getattr(child, "test", None)
-      if isinstance(child, ast.If) and isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+      if (not type_only_too and isinstance(child, ast.If) and isinstance(test, ast.Name)
+          and test.id == "TYPE_CHECKING"):
         stack.extend(child.orelse)
         continue
       stack.append(child)
 
 
 def imports_of(source: str, importer: str, modules, is_package: bool = False, *,
-               by_path: bool = False) -> dict[str, int]:
+               by_path: bool = False, type_only_too: bool = False) -> dict[str, int]:
   """`{imported module of the package: first line}` for every import in `source` that runs, at
   any depth (functions, methods, conditionals). `from a.b import c` counts as importing `a.b.c`
   where that is a module, else `a.b`. With `by_path`, instead: the modules that a module
@@ -76,7 +82,7 @@ def imports_of(source: str, importer: str, modules, is_package: bool = False, *,
     if name and name != importer:
       found.setdefault(name, line)
 
-  for node in _runtime_nodes(ast.parse(source)):
+  for node in _runtime_nodes(ast.parse(source), type_only_too=type_only_too):
     if by_path:
       if lazy and _named_by_path(node):
         add(_named_by_path(node), node.lineno)
@@ -94,14 +100,16 @@ def imports_of(source: str, importer: str, modules, is_package: bool = False, *,
   return dict(sorted(found.items(), key=lambda kv: kv[1]))
 
 
-def import_graph(root: str = REPO_ROOT, *, by_path: bool = False) -> dict[str, dict[str, int]]:
-  """`{module: {module it imports (or names by path): line}}` over the whole package."""
+def import_graph(root: str = REPO_ROOT, *, by_path: bool = False,
+                 type_only_too: bool = False) -> dict[str, dict[str, int]]:
+  """`{module: {module it imports (or names by path): line}}` over the whole package; with
+  `type_only_too`, imports under `if TYPE_CHECKING:` included."""
   modules = module_files(root)
   graph = {}
   for name, path in modules.items():
     with open(path, encoding="utf-8") as f:
       graph[name] = imports_of(f.read(), name, modules, path.endswith("__init__.py"),
-                               by_path=by_path)
+                               by_path=by_path, type_only_too=type_only_too)
   return graph
 
 
@@ -239,3 +247,104 @@ def test_the_registry_imports_nothing_it_names_by_path():
   assert not set(named) & set(imported), (
       "transformer.kinds imports modules it names by path (import them only when a kind is "
       f"used): {sorted(set(named) & set(imported))}")
+
+
+# The floors of `transformer/`, bottom first. Rooms on one floor import nothing from each other.
+FLOORS = (
+    ("errors",),                      # error classes and exit statuses
+    ("paths",),                       # local and gs:// files, atomic writes
+    ("config", "packed_runs"),        # validated config; studies' packed runs
+    ("user_files", "datasets"),       # files a user hands in; the dataset registry
+    ("model", "data"),                # Linen modules and their FLOPs; input pipelines
+    ("provenance", "kinds"),          # where data came from; the model-kind registry
+    ("workdir", "workdir_lock"),      # what a run leaves; who holds it
+    ("weights",),                     # parameters in and out: init_from, Hugging Face GPT-2
+    ("tasks",),                       # losses, metrics, decoding of each kind
+    ("train",),                       # steps, parallel layouts, loop, in-loop evals, bench
+    ("evaluation", "sweep"),          # use a finished run; run many
+    ("report",),                      # tables, figures and verdicts of runs
+    ("cli",),                         # launch.py's modes
+)
+
+
+def room(module: str) -> str:
+  """`transformer.train.loop` -> `train`; the package's own `__init__` is the room `transformer`,
+  below every floor."""
+  parts = module.split(".")
+  return parts[1] if len(parts) > 1 else parts[0]
+
+
+def floor_of(name: str) -> int:
+  if name == PACKAGE:
+    return -1
+  for level, rooms in enumerate(FLOORS):
+    if name in rooms:
+      return level
+  raise KeyError(name)
+
+
+def back_arrows(graph) -> list[str]:
+  """`importer -> imported (line n)` for every import that does not go down a floor."""
+  bad = []
+  for importer, targets in sorted(graph.items()):
+    for target, line in sorted(targets.items()):
+      a, b = room(importer), room(target)
+      if a != b and floor_of(b) >= floor_of(a):
+        bad.append(f"{importer} ({a}, floor {floor_of(a)}) -> {target} ({b}, floor "
+                   f"{floor_of(b)}) (line {line})")
+  return bad
+
+
+def render_floors() -> str:
+  """The floors as the README's Layout shows them, top first."""
+  return "\n".join(" ".join(rooms) for rooms in reversed(FLOORS))
+
+
+def test_every_room_has_a_floor():
+  rooms = {room(m) for m in module_files()} - {PACKAGE}
+  listed = {r for rooms in FLOORS for r in rooms}
+  assert rooms == listed, (f"rooms without a floor: {sorted(rooms - listed)}; floors naming no "
+                           f"room: {sorted(listed - rooms)}")
+
+
+def test_every_import_goes_down_a_floor_type_only_ones_included():
+  bad = back_arrows(import_graph(type_only_too=True))
+  assert not bad, ("Imports that do not go down a floor (move the code, or the name it needs, "
+                   "to the lower room):\n" + "\n".join("  " + b for b in bad))
+
+
+def test_the_floor_check_catches_an_arrow_up_and_one_across():
+  graph = {"transformer.model.block": {"transformer.train.loop": 3},
+           "transformer.kinds": {"transformer.provenance": 5, "transformer.config": 1},
+           "transformer.train.loop": {"transformer.train.steps": 2}}
+  assert back_arrows(graph) == [
+      "transformer.kinds (kinds, floor 5) -> transformer.provenance (provenance, floor 5) (line 5)",
+      "transformer.model.block (model, floor 4) -> transformer.train.loop (train, floor 9) "
+      "(line 3)"]
+
+
+def _readme_layout() -> str:
+  with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as f:
+    text = f.read()
+  start = text.index("## Layout")
+  return text[start:text.index("\n## ", start + 1)]
+
+
+def test_the_readme_layout_shows_the_floors_and_every_module():
+  layout = _readme_layout()
+  assert render_floors() in layout, ("README Layout's floors differ from FLOORS in "
+                                     "tests/test_architecture.py; paste:\n" + render_floors())
+  missing = []
+  for module, path in sorted(module_files().items()):
+    name = os.path.basename(path)
+    if name == "__init__.py":
+      name = module.rpartition(".")[2] + "/"
+    if not re.search(rf"(?<![\w/.]){re.escape(name)}", layout):
+      missing.append(os.path.relpath(path, REPO_ROOT))
+  assert not missing, f"README Layout does not mention: {missing}"
+  named = set(re.findall(r"([A-Za-z_][A-Za-z0-9_]*\.py)\b", layout))
+  files = {os.path.basename(p) for p in module_files().values()}
+  others = {f for folder in ("configs", "experiments", "scripts", "tests", ".")
+            for f in os.listdir(os.path.join(REPO_ROOT, folder))}
+  stale = sorted(n for n in named if n not in files | others)
+  assert not stale, f"README Layout names files that do not exist: {stale}"

@@ -111,7 +111,7 @@ def test_a_study_from_before_the_record_gets_it_measured_and_checked(tmp_path, t
   unigram entropy against the one the report's entropy cache computed (another code path:
   a bincount of the eval targets), and writes nothing when they differ."""
   from experiments import record_baselines  # noqa: PLC0415
-  from transformer.sweep import runs as sweep_runs  # noqa: PLC0415
+  from transformer.report import runs as sweep_runs  # noqa: PLC0415
   study, cfg = _old_study(tmp_path, tiny_corpus)
   workdir = str(study / "run")
   assert sweep_runs.recorded_baselines(workdir) == {}

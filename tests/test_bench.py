@@ -18,7 +18,7 @@ from transformer.config import ConfigError, from_config_dict
 from transformer.data.facts import DataFacts
 from transformer.train import bench
 from transformer.train.bench import run_benchmark
-from transformer.train.losses import cross_entropy_sums
+from transformer.tasks.losses import cross_entropy_sums
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -128,7 +128,7 @@ def test_no_bits_per_byte_when_token_bytes_do_not_add_up(tmp_path):
 def test_sampling_reads_the_runs_tokenizer_file(bpe_path, tmp_path):
   from configs.default import get_config  # noqa: PLC0415
   from transformer.config import from_config_dict  # noqa: PLC0415
-  from transformer.evaluation.sample import run_tokenizer  # noqa: PLC0415
+  from transformer.data.run_tokenizer import run_tokenizer  # noqa: PLC0415
   c = get_config("smoke")
   with c.unlocked():
     c.data.tokenizer = f"hf:{bpe_path}"

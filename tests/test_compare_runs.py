@@ -1,5 +1,5 @@
 """`--mode=report --runs=W1,W2,... --report_dir=DIR`: a report on workdirs launched by hand
-(transformer/sweep/compare.py), on constructed workdirs (config.json + metrics.jsonl)."""
+(transformer/report/compare.py), on constructed workdirs (config.json + metrics.jsonl)."""
 
 import csv
 import hashlib
@@ -14,7 +14,10 @@ from configs.default import get_config
 from transformer.cli import flag_checks
 from transformer.config import from_config_dict
 from transformer.errors import CommandLineError
-from transformer.sweep import compare, report
+from transformer.report import compare
+from transformer.report import write as report
+from transformer.report import stats as report_stats
+from transformer.report import runs as report_runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTROPY = 3.5
@@ -52,7 +55,7 @@ def runs(tmp_path):
 
 
 def _seed_entropy_cache(report_dir, config):
-  """The report's unigram-entropy cache, so that no data is built (report.unigram_entropy)."""
+  """The report's unigram-entropy cache, so that no data is built (report_runs.unigram_entropy)."""
   os.makedirs(report_dir, exist_ok=True)
   key = hashlib.sha1(json.dumps(config["data"], sort_keys=True).encode()).hexdigest()[:16]
   with open(os.path.join(report_dir, "unigram_entropy.json"), "w") as f:
@@ -87,7 +90,7 @@ def test_report_compares_hand_launched_runs(runs, tmp_path, capsys):
   assert "| 0 | 0.01 | finished | 2.5000 |" in row
   # The sweep report's table: the two LR 1e-3 runs (seeds 0, 1) averaged in one row.
   table = next(line for line in text.splitlines() if line.startswith("| 0.001 | 2 / 2 |"))
-  mean, half = report.mean_ci([2.0, 2.2])
+  mean, half = report_stats.mean_ci([2.0, 2.2])
   assert f"{mean:.4f} ± {half:.4f}" in table
   assert "## Verdict" not in text and "No verdict" not in text
   assert (out / "curves.png").exists() and (out / "final_vs_optim_learning_rate.png").exists()

@@ -1,5 +1,5 @@
 """--mode=compile: the train step compiled ahead of time for TPU slices that are not here
-(transformer/train/aot.py, transformer/train/topologies.py), and the FLOPs formula checked
+(transformer/train/compile_for_topology.py, transformer/train/topologies.py), and the FLOPs formula checked
 against compiled programs on CPU and on a TPU topology."""
 
 import importlib.util
@@ -17,7 +17,8 @@ from transformer import kinds
 from transformer.cli.flag_checks import check_flags
 from transformer.config import ConfigError, from_config_dict
 from transformer.errors import CommandLineError, RunError
-from transformer.train import aot, topologies
+from transformer.train import topologies
+from transformer.train import compile_for_topology as aot
 from transformer.train.state import count_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

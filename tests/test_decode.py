@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from transformer.evaluation import decode
+from transformer.tasks import decode
 from transformer.config import ModelConfig
 from transformer.model.models import DecoderLM, EncoderDecoder
 

@@ -8,7 +8,8 @@ import os
 from configs.default import get_config
 from experiments import analysis as a
 from experiments import depth_post
-from transformer.sweep import report
+from transformer.report import write as report
+from transformer.report import runs as report_runs
 from transformer.sweep import points as sw
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,7 +26,7 @@ def _runs(tmp_path, loss_at):
   for p in depth_post.get_sweep("cpu"):
     o = {k: p[k] for k in (depth_post.DEPTH, a.LR, depth_post.WARM, "seed")}
     loss = loss_at(o[depth_post.DEPTH], o[a.LR], o[depth_post.WARM], o["seed"])
-    r = report.Run(sw.point_name(p, [p]), o, p["train.num_steps"], str(workdir),
+    r = report_runs.Run(sw.point_name(p, [p]), o, p["train.num_steps"], str(workdir),
                    {"train": [{"step": 1, "split": "train", "loss": math.log(259)}],
                     "eval": [{"step": p["train.num_steps"], "split": "eval", "loss": loss}]})
     r.status = "finished"

@@ -20,7 +20,7 @@ from transformer.config import (CheckpointConfig, DataConfig, ExperimentConfig, 
                                 OptimConfig, TrainConfig)
 from transformer.data.facts import DataFacts
 from transformer.model.models import DecoderLM
-from transformer.train.losses import cross_entropy_sums
+from transformer.tasks.losses import cross_entropy_sums
 
 V, T = 23, 6
 

@@ -8,7 +8,7 @@ import pytest
 from transformer.cli.flag_checks import READ_BY, check_flags
 from transformer.errors import CommandLineError
 
-# launch.py's defaults (transformer/cli/launch.py, transformer/sweep/cli.py).
+# launch.py's defaults (transformer/cli/launch.py, transformer/cli/sweep_and_report.py).
 DEFAULTS = dict(prompt="", source="", max_new_tokens=200, temperature=0.8, top_k=0, top_p=0.95,
                 num_samples=1, sample_seed=0, beam_size=1, step=None, eval_split="",
                 bench_steps=10, data_bench_batches=200, data_bench_skip_model=False,

@@ -12,10 +12,10 @@ import pytest
 from configs.default import get_config
 from transformer import kinds
 from transformer.config import ConfigError, ModelConfig, from_config_dict
-from transformer.evaluation import decode
+from transformer.tasks import decode
 from transformer.model.attention import MultiHeadAttention, causal_mask, segment_mask
 from transformer.model.models import DecoderLM, output_projection
-from transformer.train.losses import chunked_cross_entropy_sums, cross_entropy_sums
+from transformer.tasks.losses import chunked_cross_entropy_sums, cross_entropy_sums
 
 B, T, D, H = 2, 6, 16, 4
 # Packed rows (segment 0 = padding) and padded rows (real tokens, then padding).

@@ -1,4 +1,4 @@
-"""`--mode=export` of a run whose ids are a tokenizer's + 3 (transformer/train/hf_tokenizer.py,
+"""`--mode=export` of a run whose ids are a tokenizer's + 3 (transformer/weights/hf_tokenizer.py,
 hf_gpt2.py): our pad/BOS/EOS rows are dropped so exported row i is the tokenizer's id i, the
 tokenizer goes beside the weights, and `model.init_from=hf:DIR` puts the rows back.
 
@@ -31,7 +31,9 @@ from transformer.config import ConfigError
 from transformer.data import foreign_meta
 from transformer.data.facts import DataFacts
 from transformer.data.tokenizers import build_tokenizer, train_bpe
-from transformer.train import hf_gpt2, hf_tokenizer, init_from
+from transformer.weights import hf_gpt2
+from transformer.weights import hf_tokenizer
+from transformer.weights import init_from
 
 BPE_VOCAB = 300  # the tokenizer's ids 0..299, 299 = <|endoftext|>; the run's 303
 TEXT = "def f(x):\n    return x + 1  # naïve café 🙂\n"

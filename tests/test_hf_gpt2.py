@@ -1,4 +1,4 @@
-"""Hugging Face GPT-2 export and import (transformer/train/hf_gpt2.py, `--mode=export`,
+"""Hugging Face GPT-2 export and import (transformer/weights/hf_gpt2.py, `--mode=export`,
 `model.init_from=hf:DIR`).
 
 The test of record: the exported files, run by an independent float64 NumPy transcription of
@@ -22,7 +22,8 @@ from configs import gpt2_small
 from tests.gpt2_numpy_reference import gpt2_logits
 from transformer import kinds
 from transformer.config import ConfigError, from_config_dict
-from transformer.train import hf_gpt2, init_from
+from transformer.weights import hf_gpt2
+from transformer.weights import init_from
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # float32 model vs float64 reference, logits of magnitude ~1-10 after the random perturbation

@@ -18,8 +18,9 @@ from tests.test_train import _tiny_config
 from transformer import kinds
 from transformer.config import ConfigError, ModelConfig, OptimConfig, ParallelConfig
 from transformer.evaluation.evaluate import evaluate_workdir
-from transformer.train import init_from, optim
-from transformer.train.losses import cross_entropy_sums
+from transformer.train import optim
+from transformer.weights import init_from
+from transformer.tasks.losses import cross_entropy_sums
 from transformer.train.loop import train_and_evaluate
 
 
@@ -49,9 +50,16 @@ def test_unknown_kind_names_the_registered_ones():
     ModelConfig(kind="vision_lm")
 
 
-def test_a_new_kind_needs_only_a_registry_entry(tiny_corpus, tmp_path, monkeypatch):
+def test_the_config_names_exactly_the_registered_kinds_in_order():
+  from transformer import config  # noqa: PLC0415
+  assert config.MODEL_KINDS == kinds.names()
+
+
+def test_a_new_kind_needs_only_a_registry_entry_and_its_name(tiny_corpus, tmp_path, monkeypatch):
+  from transformer import config  # noqa: PLC0415
   toy = dataclasses.replace(kinds.KINDS["decoder_lm"], name="toy_lm")
   monkeypatch.setitem(kinds.KINDS, "toy_lm", toy)
+  monkeypatch.setattr(config, "MODEL_KINDS", config.MODEL_KINDS + ("toy_lm",))
   cfg = _tiny_config(tiny_corpus)
   cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, kind="toy_lm"))
   data, task = kinds.build_data_and_task(cfg, str(tmp_path / "toy"))

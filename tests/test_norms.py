@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from tests import numpy_reference as ref
-from transformer.evaluation import decode
+from transformer.tasks import decode
 from transformer.config import NORM_PLACEMENTS, ConfigError, ModelConfig, TrainConfig
 from transformer.model.block import Block, deepnorm_constants
 from transformer.model.models import DecoderLM, EncoderDecoder, MaskedLM, VisionTransformer
 from transformer.model.stacks import TransformerStack
-from transformer.train.losses import cross_entropy_sums
+from transformer.tasks.losses import cross_entropy_sums
 
 def _randomize(params, seed):
   """Every parameter (norm scales, biases, DyT alpha, Admin omega) random, so no term of a

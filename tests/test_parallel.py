@@ -13,7 +13,7 @@ import pytest
 from transformer.config import ConfigError, ModelConfig, OptimConfig, ParallelConfig
 from transformer.model.models import DecoderLM
 from transformer.train import optim
-from transformer.train.losses import cross_entropy_sums
+from transformer.tasks.losses import cross_entropy_sums
 from transformer.train.parallel import (JitParallel, Parallel, PmapParallel,
                                          hybrid_device_grid, make_mesh, mesh_shape)
 

@@ -20,8 +20,9 @@ from configs.default import get_config
 from transformer import REPO_ROOT, provenance
 from transformer.config import from_config_dict
 from transformer.sweep import points as sweep_lib
-from transformer.sweep import report
-from transformer.sweep import runs as sweep_runs
+from transformer.report import write as report
+from transformer.report import runs as report_runs
+from transformer.report import runs as sweep_runs
 from transformer.workdir import run_config
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
@@ -141,15 +142,15 @@ def test_a_linked_run_without_a_recorded_corpus_keeps_its_home_sweeps_entropy(
   home, new = tmp_path / "home", tmp_path / "new"
   saved = _lm_workdir(str(home / "run"), data)
   (home / "unigram_entropy.json").write_text(
-      json.dumps({report.entropy_key(saved["data"], None): 3.25}))
+      json.dumps({report_runs.entropy_key(saved["data"], None): 3.25}))
   new.mkdir()
   os.symlink(home / "run", new / "run")
-  assert report.unigram_entropy(str(new / "run"), str(new)) == 3.25
+  assert report_runs.unigram_entropy(str(new / "run"), str(new)) == 3.25
   assert counted_pipeline == []  # nothing computed
   # Not linked: the run's own sweep's cache is not consulted, and no data is rebuilt.
   os.remove(new / "run")
   shutil.copytree(home / "run", new / "run")
-  assert report.unigram_entropy(str(new / "run"), str(new)) is None
+  assert report_runs.unigram_entropy(str(new / "run"), str(new)) is None
   assert counted_pipeline == []
 
 
@@ -163,13 +164,13 @@ def test_the_entropy_cache_key_follows_the_corpus_identity(tiny_corpus, tmp_path
   saved = _lm_workdir(str(tmp_path / "run"), data, identity)
   cache_dir = tmp_path / "sweep"
   cache_dir.mkdir()
-  legacy = report.entropy_key(saved["data"], None)
-  assert legacy != report.entropy_key(saved["data"], identity["digest"])
+  legacy = report_runs.entropy_key(saved["data"], None)
+  assert legacy != report_runs.entropy_key(saved["data"], identity["digest"])
   (cache_dir / "unigram_entropy.json").write_text(json.dumps({legacy: 9.9}))
-  assert report.unigram_entropy(str(tmp_path / "run"), str(cache_dir)) is None
+  assert report_runs.unigram_entropy(str(tmp_path / "run"), str(cache_dir)) is None
   (cache_dir / "unigram_entropy.json").write_text(
-      json.dumps({legacy: 9.9, report.entropy_key(saved["data"], identity["digest"]): 1.5}))
-  assert report.unigram_entropy(str(tmp_path / "run"), str(cache_dir)) == 1.5
+      json.dumps({legacy: 9.9, report_runs.entropy_key(saved["data"], identity["digest"]): 1.5}))
+  assert report_runs.unigram_entropy(str(tmp_path / "run"), str(cache_dir)) == 1.5
   assert counted_pipeline == []
 
 
@@ -177,8 +178,8 @@ def test_a_run_without_provenance_reads_the_data_config_key(tmp_path, counted_pi
   """The committed studies' caches are keyed by data config alone: they still serve."""
   saved = _lm_workdir(str(tmp_path / "run"), {})
   (tmp_path / "unigram_entropy.json").write_text(
-      json.dumps({report.entropy_key(saved["data"], None): 1.25}))
-  assert report.unigram_entropy(str(tmp_path / "run"), str(tmp_path)) == 1.25
+      json.dumps({report_runs.entropy_key(saved["data"], None): 1.25}))
+  assert report_runs.unigram_entropy(str(tmp_path / "run"), str(tmp_path)) == 1.25
   assert counted_pipeline == []
 
 

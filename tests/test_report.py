@@ -7,31 +7,34 @@ import os
 
 import pytest
 
-from transformer.sweep import report
-from transformer.sweep import runs as sweep_runs
+from transformer.report import write as report
+from transformer.report import stats as report_stats
+from transformer.report import runs as report_runs
+from transformer.report import figures as report_figures
+from transformer.report import runs as sweep_runs
 from transformer.sweep.points import MANIFEST, point_name
 
 
 def test_mean_ci_uses_the_t_distribution():
   # Reference: t_{0.975, 2} = 4.302652729911275 (tables); sd of [1, 2, 3] is 1.
-  mean, half = report.mean_ci([1.0, 2.0, 3.0])
+  mean, half = report_stats.mean_ci([1.0, 2.0, 3.0])
   assert mean == 2.0 and half == pytest.approx(4.302652729911275 / math.sqrt(3), rel=1e-9)
   # t_{0.975, 1} = 12.706204736174705; sd of [1, 3] is sqrt(2).
-  assert report.mean_ci([1.0, 3.0])[1] == pytest.approx(12.706204736174705 * math.sqrt(2) /
+  assert report_stats.mean_ci([1.0, 3.0])[1] == pytest.approx(12.706204736174705 * math.sqrt(2) /
                                                          math.sqrt(2), rel=1e-9)
-  mean, half = report.mean_ci([5.0])
+  mean, half = report_stats.mean_ci([5.0])
   assert mean == 5.0 and math.isnan(half)
 
 
 def test_layer_profiles_reads_layer_indices_from_names():
   row = {"step": 0, "split": "diagnostics", "time": 1.0, "grad_norm/layer_0/ffn": 1.0,
          "grad_norm/layer_1/ffn": 2.0, "residual_rms/layers_1": 3.0, "loss": 4.0}
-  assert report.layer_profiles(row) == {"grad_norm/*/ffn": {0: 1.0, 1: 2.0},
+  assert report_figures.layer_profiles(row) == {"grad_norm/*/ffn": {0: 1.0, 1: 2.0},
                                         "residual_rms/*": {1: 3.0}}
 
 
 def test_the_generic_diagnostics_figures_draw_the_key_quantities_only():
-  from transformer.sweep.figures import key_diagnostic  # noqa: PLC0415
+  from transformer.report.figures import key_diagnostic  # noqa: PLC0415
   for name in ("decoder/*/grad_norm", "encoder/*/update_ratio", "decoder/*/residual_rms",
                "decoder/*/self_attention/attn_max_logit",
                "decoder/*/cross_attention/attn_entropy", "output/log_z"):
@@ -45,13 +48,13 @@ def test_the_diagnostics_figures_draw_each_placement_at_its_best_lr():
   """With an LR swept, the per-layer figures draw each setting of the other fields at its own
   best LR (lowest mean final loss over seeds; a diverged run counts as its initial loss, 5.0
   here), not all of them; without an LR swept, every run."""
-  from transformer.sweep.figures import at_best_lr  # noqa: PLC0415
+  from transformer.report.figures import at_best_lr  # noqa: PLC0415
   losses = {("pre", 1e-3): (2.0, 2.2), ("pre", 1e-2): (1.8, 2.3),  # means 2.10, 2.05
             ("post", 1e-3): (2.2, 2.4), ("post", 1e-2): (1.5, None)}  # 2.30; (1.5 + 5) / 2
   runs = []
   for (placement, lr), values in losses.items():
     for seed, loss in enumerate(values):
-      run = report.Run(f"{placement},{lr},{seed}", {"model.norm_placement": placement,
+      run = report_runs.Run(f"{placement},{lr},{seed}", {"model.norm_placement": placement,
                                                     "optim.learning_rate": lr, "seed": seed},
                        10, "/nowhere", {"train": [{"step": 1, "loss": 5.0}],
                                         "eval": [{"step": 10, "loss": loss}]})
@@ -120,7 +123,7 @@ def test_report_marks_runs_and_averages_only_healthy_ones(sweep_dir):
     f.write("step 20 | loss nan\n")  # the others' logs are gone, as in a committed (packed) run
   path = report.write_report(sweep_dir)
   text = open(path).read()
-  status = {r.name: r.status for r in report.load_runs(sweep_dir)}
+  status = {r.name: r.status for r in report_runs.load_runs(sweep_dir)}
   assert sorted(status.values()).count("finished") == 9
   assert status["norm_placement=post,learning_rate=0.01,seed=0"] == "diverged"
   assert status["norm_placement=post,learning_rate=0.01,seed=1"] == "collapsed"
@@ -161,7 +164,7 @@ def test_report_metric_can_be_any_eval_metric(sweep_dir):
 def _run_with(train_losses, final_loss, num_steps=200):
   rows = {"train": [{"step": s, "split": "train", "loss": l} for s, l in train_losses],
           "eval": [{"step": num_steps, "split": "eval", "loss": final_loss}]}
-  return report.Run("p", {}, num_steps, "/nowhere", rows)
+  return report_runs.Run("p", {}, num_steps, "/nowhere", rows)
 
 
 def test_collapse_is_judged_on_the_trend_not_on_two_noisy_rows():
@@ -170,16 +173,16 @@ def test_collapse_is_judged_on_the_trend_not_on_two_noisy_rows():
   first and last rows of the second half differ by 0.074 > 0.02 * 3.3194; the trend is flat."""
   noisy = [3.136, 3.111, 3.038, 3.298, 3.202, 3.265, 3.351, 3.190, 3.301, 3.247, 3.182, 3.210]
   run = _run_with(list(zip(range(104, 200, 8), noisy)), 3.3426)
-  report.classify(run, 3.3194)
+  report_runs.classify(run, 3.3194)
   assert run.status == "collapsed", run.detail
   # The same noise on a run still falling 0.2 per 50 steps at the entropy: not collapsed.
   falling = [l - 0.004 * (s - 104) + 0.4 for s, l in zip(range(104, 200, 8), noisy)]
   run = _run_with(list(zip(range(104, 200, 8), falling)), 3.3426)
-  report.classify(run, 3.3194)
+  report_runs.classify(run, 3.3194)
   assert run.status == "finished"
   # Below the entropy by more than the tolerance: trained, whatever the trend.
   run = _run_with(list(zip(range(104, 200, 8), noisy)), 3.0)
-  report.classify(run, 3.3194)
+  report_runs.classify(run, 3.3194)
   assert run.status == "finished"
 
 
@@ -194,8 +197,8 @@ def test_unigram_entropy_is_read_from_the_runs_baselines_json(tmp_path):
 
 
 def test_the_budget_section_places_the_best_run_against_the_bigram_level(tmp_path):
-  from transformer.sweep import budget  # noqa: PLC0415
-  from transformer.sweep.runs import Run  # noqa: PLC0415
+  from transformer.report import budget  # noqa: PLC0415
+  from transformer.report.runs import Run  # noqa: PLC0415
   runs = []
   for name, loss, tokens in (("a", 2.0, 1000), ("b", 2.5, 1000), ("c", 2.2, 2000)):
     workdir = tmp_path / name
@@ -222,8 +225,8 @@ def test_figures_plot_nats_wrap_long_titles_and_split_many_panels():
   """The plots are in the verdicts' unit (loss, nats/token) unless --report_metric says
   otherwise; a long panel title wraps after a comma; more than MAX_PANELS curve panels become
   one figure per value of the first field (the depth study's 48 panels: one per placement)."""
-  from transformer.sweep import figures  # noqa: PLC0415
-  from transformer.sweep.runs import Run  # noqa: PLC0415
+  from transformer.report import figures  # noqa: PLC0415
+  from transformer.report.runs import Run  # noqa: PLC0415
   assert report.report_metric("", ["bits_per_byte", "loss"], "d") == "loss"
   assert report.report_metric("bits_per_byte", ["bits_per_byte", "loss"], "d") == "bits_per_byte"
   title = figures._title("num_steps=2000, warmup_steps=200, norm_placement=post")
@@ -247,7 +250,7 @@ def test_a_cadence_field_is_not_a_swept_field():
   """long_training's longer runs record diagnostics every 600 steps, the short ones at the
   protocol's cadence: that changes what a run writes down, not what it trains, so no figure is
   drawn against it and no label names it; the run length is the swept field."""
-  runs = [report.Run(f"p{i}", {"train.num_steps": n, "train.diagnostics_every": d, "seed": s},
+  runs = [report_runs.Run(f"p{i}", {"train.num_steps": n, "train.diagnostics_every": d, "seed": s},
                      n, "/nowhere", {})
           for i, (n, d, s) in enumerate([(600, 100, 0), (600, 100, 1), (2400, 600, 0)])]
   assert sweep_runs.swept_fields(runs) == ["train.num_steps"]
@@ -260,7 +263,7 @@ def test_a_field_another_determines_gets_no_figure_of_its_own():
   its figure would show the same runs at fewer x positions. A field crossed with the others is
   not tied."""
   def runs_of(rows):
-    return [report.Run(f"p{i}", {"train.num_steps": n, "optim.warmup_steps": w,
+    return [report_runs.Run(f"p{i}", {"train.num_steps": n, "optim.warmup_steps": w,
                                  "optim.learning_rate": lr, "seed": 0}, n, "/nowhere", {})
             for i, (n, w, lr) in enumerate(rows)]
   tied = runs_of([(600, 60, 1e-3), (600, 60, 3e-3), (2400, 240, 1e-3), (2400, 240, 3e-3)])
@@ -270,7 +273,7 @@ def test_a_field_another_determines_gets_no_figure_of_its_own():
   crossed = runs_of([(600, 0, 1e-3), (600, 60, 1e-3), (2400, 0, 1e-3), (2400, 240, 1e-3),
                      (600, 0, 3e-3), (600, 60, 3e-3), (2400, 0, 3e-3), (2400, 240, 3e-3)])
   assert sweep_runs.tied_fields(crossed, sweep_runs.swept_fields(crossed)) == {}
-  depth = [report.Run(f"p{layers}_{lr}", {**({"model.scan_layers": True} if layers > 6 else {}),
+  depth = [report_runs.Run(f"p{layers}_{lr}", {**({"model.scan_layers": True} if layers > 6 else {}),
                                           "model.num_layers": layers,
                                           "optim.learning_rate": lr, "seed": 0},
                       600, "/nowhere", {}) for layers in (6, 12, 24) for lr in (1e-3, 3e-3)]
@@ -292,7 +295,7 @@ def test_a_categorical_field_left_unset_is_plotted_at_config():
                        **({"model.activation": "relu"} if relu else {})}
         r.status = "finished"
         runs.append(r)
-  fig = report._final_vs_figure(runs, "model.activation",
+  fig = report_figures.final_vs_figure(runs, "model.activation",
                                 ["model.norm_placement", "model.activation"], "loss")
   ax = fig.axes[0]
   assert [t.get_text() for t in ax.get_xticklabels()] == ["config", "relu"]

@@ -15,8 +15,9 @@ from experiments import compress_results
 from transformer import packed_runs, provenance
 from transformer.errors import UserFileError
 from transformer.sweep import points as sweep_points
-from transformer.sweep import report
-from transformer.sweep.runs import load_runs, recorded_baselines, saved_config
+from transformer.report import write as report
+from transformer.report import summary as report_summary
+from transformer.report.runs import load_runs, recorded_baselines, saved_config
 from transformer.workdir import read_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -58,7 +59,7 @@ def test_the_committed_results_readme_regenerates_byte_for_byte(tmp_path, monkey
   shutil.copytree(RESULTS, tmp_path / relative, symlinks=True)
   os.remove(tmp_path / relative / "README.md")
   monkeypatch.chdir(tmp_path)
-  report.write_summary(relative)
+  report_summary.write_summary(relative)
   same = filecmp.cmp(os.path.join(RESULTS, "README.md"), tmp_path / relative / "README.md",
                      shallow=False)
   assert same, ("experiments/results/README.md differs from what --mode=report writes now: "

@@ -1,10 +1,11 @@
-"""A study's verdict recomputed at its neighbouring thresholds (transformer/sweep/robustness.py)."""
+"""A study's verdict recomputed at its neighbouring thresholds (transformer/report/robustness.py)."""
 
 import types
 
 from experiments import analysis as a
-from transformer.sweep import robustness, runs as sweep_runs
-from transformer.sweep.robustness import Threshold
+from transformer.report import robustness
+from transformer.report import runs as sweep_runs
+from transformer.report.robustness import Threshold
 
 
 def _study(margin=0.1):

@@ -11,7 +11,9 @@ import pytest
 
 from tests.test_launch_errors import _snapshot  # every file's bytes and mtime
 from transformer.errors import CommandLineError, RunError, UserFileError
-from transformer.sweep import report
+from transformer.report import write as report
+from transformer.report import stats as report_stats
+from transformer.report import runs as report_runs
 from transformer.sweep.points import MANIFEST, read_manifest
 from transformer.workdir import read_metrics
 
@@ -40,14 +42,14 @@ def saved_run(tmp_path):
 
 
 def test_init_from_reads_a_whole_run(saved_run):
-  from transformer.train.init_from import load_params  # noqa: PLC0415
+  from transformer.weights.init_from import load_params  # noqa: PLC0415
   params, config, step = load_params(saved_run)
   assert step == 7 and config["model"]["kind"] == "decoder_lm"
   np.testing.assert_array_equal(params["w"], 7.0)
 
 
 def test_init_from_a_run_whose_config_json_is_torn_is_one_line(saved_run):
-  from transformer.train.init_from import load_params  # noqa: PLC0415
+  from transformer.weights.init_from import load_params  # noqa: PLC0415
   path = os.path.join(saved_run, "config.json")
   with open(path, "w") as f:
     f.write('{"model": {"kind": "decod')
@@ -61,7 +63,7 @@ def test_init_from_a_run_whose_config_json_is_torn_is_one_line(saved_run):
 
 
 def test_a_checkpoint_with_corrupt_files_is_one_line_naming_the_other_steps(saved_run):
-  from transformer.train.init_from import load_params  # noqa: PLC0415
+  from transformer.weights.init_from import load_params  # noqa: PLC0415
   state = os.path.join(saved_run, "checkpoints", "7", "state")
   for root, _, files in os.walk(state):
     for f in files:
@@ -80,7 +82,7 @@ def test_a_checkpoint_with_corrupt_files_is_one_line_naming_the_other_steps(save
 
 
 def test_a_half_written_step_folder_is_not_a_checkpoint(saved_run):
-  from transformer.train.init_from import load_params  # noqa: PLC0415
+  from transformer.weights.init_from import load_params  # noqa: PLC0415
   checkpoints = os.path.join(saved_run, "checkpoints")
   os.makedirs(os.path.join(checkpoints, "9.orbax-checkpoint-tmp-123", "state"))
   _, _, step = load_params(saved_run)
@@ -140,9 +142,9 @@ def test_a_points_torn_config_json_leaves_the_report_without_collapse_marks(tmp_
   assert f"not computed ({config}, line 1, column 11 (the run's saved config): not valid JSON" in out
   with open(config, "w") as f:
     f.write('["a list"]')
-  run = report.load_runs(sweep_dir, entropy=False)[0]
+  run = report_runs.load_runs(sweep_dir, entropy=False)[0]
   with pytest.raises(UserFileError, match="holds a JSON array, not an object"):
-    report.initial_loss(run)
+    report_stats.initial_loss(run)
 
 
 def test_a_corrupt_entropy_cache_reads_as_no_value_and_is_left_alone(tmp_path, monkeypatch):
@@ -161,13 +163,13 @@ def test_a_corrupt_entropy_cache_reads_as_no_value_and_is_left_alone(tmp_path, m
   saved = json.loads(from_config_dict(get_config()).to_json())
   (workdir / "config.json").write_text(json.dumps(saved))
   cache = tmp_path / "unigram_entropy.json"
-  key = report.entropy_key(saved["data"], None)
+  key = report_runs.entropy_key(saved["data"], None)
   for torn in ('{"ab', "[1, 2]", json.dumps({key: "not a number"})):
     cache.write_text(torn)
-    assert report.unigram_entropy(str(workdir), str(tmp_path)) is None
+    assert report_runs.unigram_entropy(str(workdir), str(tmp_path)) is None
     assert cache.read_text() == torn
   cache.write_text(json.dumps({key: 1.25}))
-  assert report.unigram_entropy(str(workdir), str(tmp_path)) == 1.25
+  assert report_runs.unigram_entropy(str(workdir), str(tmp_path)) == 1.25
 
 
 # --- metrics.jsonl and the CPU-peak cache ----------------------------------------------------

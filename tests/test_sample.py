@@ -12,7 +12,7 @@ from transformer.data.tokenizers import ByteTokenizer
 from transformer.evaluation.sample import sample_from_workdir
 from transformer import kinds
 from transformer.data.facts import DataFacts
-from transformer.tasks import load_params
+from transformer.tasks.base import load_params
 from transformer.train.loop import train_and_evaluate
 
 
@@ -66,7 +66,7 @@ def _random_lm(max_len):
 
 
 def test_a_prompt_longer_than_the_context_keeps_its_last_tokens_and_says_so():
-  from transformer.evaluation.sample import generate_texts  # noqa: PLC0415
+  from transformer.tasks.generate import generate_texts  # noqa: PLC0415
   config, model, params, tok = _random_lm(max_len=16)
   notes = []
   long = generate_texts(config, model, params, tok, ["abcdefghijklmnopqrstuvwxyz"],
@@ -82,7 +82,7 @@ def test_a_prompt_longer_than_the_context_keeps_its_last_tokens_and_says_so():
 
 def test_max_new_tokens_that_fill_the_context_are_a_command_line_error():
   from transformer.errors import CommandLineError  # noqa: PLC0415
-  from transformer.evaluation.sample import generate_texts  # noqa: PLC0415
+  from transformer.tasks.generate import generate_texts  # noqa: PLC0415
   config, model, params, tok = _random_lm(max_len=16)
   with pytest.raises(CommandLineError, match="--max_new_tokens=16 does not fit the model's "
                      "context of max_len=16 tokens .* give at most 15"):

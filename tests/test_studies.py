@@ -13,7 +13,11 @@ from experiments import analysis as a
 from experiments import (grad_profile, grad_scale_depth, lr_sensitivity, qk_norm_logits,
                          residual_growth, warmup_stability)
 from experiments import activations  # noqa: F401 -- imports cleanly
-from transformer.sweep import report
+from transformer.report import write as report
+from transformer.report import summary as report_summary
+from transformer.report import runs as report_runs
+from transformer.sweep import points as sweep_points
+from transformer.report import figures as report_figures
 from transformer.sweep.points import MANIFEST
 
 LN_V = math.log(259)
@@ -27,7 +31,7 @@ def _run(overrides, status="finished", final_loss=2.0, diagnostics=(), num_steps
                              for i, row in enumerate(diagnostics)]}
   if status == "diverged":
     metrics["eval"] = []
-  r = report.Run(",".join(f"{k}={v}" for k, v in overrides.items()), dict(overrides),
+  r = report_runs.Run(",".join(f"{k}={v}" for k, v in overrides.items()), dict(overrides),
                  num_steps, "/nonexistent", metrics)
   r.status = status
   return r
@@ -57,7 +61,7 @@ def test_the_lr_table_names_a_best_lr_at_the_grid_edge():
   """Issue 29: a report shows whether each optimum lies inside the grid. A setting whose best
   LR is its smallest or largest is named; one of two LRs is not judged (an edge by
   construction)."""
-  from transformer.sweep import stats  # noqa: PLC0415
+  from transformer.report import stats  # noqa: PLC0415
   loss = {"inside": {1e-3: 3.0, 1e-2: 2.0, 1e-1: 2.5}, "low": {1e-3: 2.0, 1e-2: 2.5, 1e-1: 3.0},
           "pair": {1e-3: 2.0, 1e-2: 2.5}}
   runs = [_run({"w": w, a.LR: lr, "seed": s}, final_loss=v)
@@ -344,7 +348,7 @@ def test_plots_draw_collapsed_and_diverged_runs_as_marks():
           r.metrics["eval"][-1]["bits_per_byte"] = r.metrics["eval"][-1]["loss"] * 1.44
         runs.append(r)
   fields = [a.PLACEMENT, a.LR]
-  fig = report._final_vs_figure(runs, a.LR, fields, "loss")
+  fig = report_figures.final_vs_figure(runs, a.LR, fields, "loss")
   arts = [l for ax in fig.axes for l in ax.lines]
   collapsed = [l for l in arts if l.get_gid() == "collapsed"]
   diverged = [l for l in arts if l.get_gid() == "diverged"]
@@ -356,7 +360,7 @@ def test_plots_draw_collapsed_and_diverged_runs_as_marks():
   assert len(fig.axes) >= 2  # one panel per placement
   legend = next(ax.get_legend() for ax in fig.axes if ax.get_legend())
   assert legend.get_bbox_to_anchor().x0 > 0  # placed outside the axes, to the right
-  fig = report._curves_figure(runs, "loss")
+  fig = report_figures.curves_figure(runs, "loss")
   assert any(l.get_gid() == "collapsed" for ax in fig.axes for l in ax.lines)
   assert any(l.get_gid() == "diverged" for ax in fig.axes for l in ax.lines)
 
@@ -376,7 +380,7 @@ def test_a_field_only_some_runs_set_is_plotted_without_empty_panels_or_crowded_t
             o["model.dyt_alpha_init"] = alpha
           runs.append(_run(o, final_loss=2.0 + 0.01 * s))
   fields = ["model.norm", a.LR, "model.dyt_alpha_init"]
-  fig = report._final_vs_figure(runs, "model.dyt_alpha_init", fields, "loss")
+  fig = report_figures.final_vs_figure(runs, "model.dyt_alpha_init", fields, "loss")
   shown = [ax for ax in fig.axes if ax.axison]
   assert [ax.get_title() for ax in shown] == ["norm=dyt"]
   ax = shown[0]
@@ -386,10 +390,10 @@ def test_a_field_only_some_runs_set_is_plotted_without_empty_panels_or_crowded_t
   assert not [t for t in ax.get_xticklabels(minor=True) if t.get_text()]
   # LayerNorm leaves alpha_0 unset, as every LayerNorm run does: no "dyt_alpha_init=config"
   # in its panel title or legend entry.
-  fig = report._curves_figure(runs, "loss")
+  fig = report_figures.curves_figure(runs, "loss")
   assert {ax.get_title() for ax in fig.axes if ax.axison} == {
       "norm=layernorm", *(f"norm=dyt, dyt_alpha_init={x:g}" for x in (0.05, 0.1, 0.2, 0.5))}
-  fig = report._final_vs_figure(runs, a.LR, fields, "loss")
+  fig = report_figures.final_vs_figure(runs, a.LR, fields, "loss")
   labels = {t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().texts}
   assert "mean over healthy seeds" in labels and not any("config" in t for t in labels)
 
@@ -404,14 +408,14 @@ def test_a_far_off_group_is_drawn_off_scale_not_flattening_the_others():
         r = _run({a.PLACEMENT: p, a.LR: lr, "seed": s}, final_loss=loss + 0.01 * s)
         r.metrics["train"].append({"step": 50, "split": "train", "loss": loss + 0.5})
         runs.append(r)
-  fig = report._final_vs_figure(runs, a.LR, [a.PLACEMENT, a.LR], "loss")
+  fig = report_figures.final_vs_figure(runs, a.LR, [a.PLACEMENT, a.LR], "loss")
   top = fig.axes[0].get_ylim()[1]
   finals = sorted(r.final["loss"] for r in runs)
   assert top == pytest.approx(2 * (finals[5] + finals[6]) / 2)
   off = [l for ax in fig.axes for l in ax.lines if l.get_gid() == "off_scale"]
   assert off and all(list(l.get_ydata()) == [top] * len(l.get_xdata()) for l in off)
   assert sum(len(l.get_xdata()) for l in off) == 4  # every "none" run, no other
-  fig = report._curves_figure(runs, "loss")
+  fig = report_figures.curves_figure(runs, "loss")
   assert fig.axes[0].get_ylim()[1] < 150  # the curves' shared y is capped too
 
 
@@ -426,7 +430,7 @@ def test_the_last_eval_over_the_whole_split_has_its_own_mark():
       r.metrics["eval"][:0] = [{"step": t, "split": "eval", "loss": 1.7} for t in (50, 100, 150)]
       r.metrics["train"] += [{"step": t, "split": "train", "loss": 1.5} for t in (100, 200)]
       runs.append(r)
-    fig = report._curves_figure(runs, "loss")
+    fig = report_figures.curves_figure(runs, "loss")
     lines = [l for ax in fig.axes for l in ax.lines]
     stars = [l for l in lines if l.get_marker() == "*"]
     dots = [l for l in lines if l.get_marker() == "o" and len(l.get_xdata())]
@@ -445,11 +449,11 @@ def test_the_summary_counts_runs_on_the_old_decay_mask_whether_saved_before_it_o
     os.makedirs(tmp_path / name)
     (tmp_path / name / "config.json").write_text(json.dumps(
         {"optim": optim, "model": {"norm_placement": "pre"}}))
-    runs.append(report.Run(name, {}, 200, str(tmp_path / name), {}))
-  [note] = report._recipe_changes_since(runs)
+    runs.append(report_runs.Run(name, {}, 200, str(tmp_path / name), {}))
+  [note] = report_summary.recipe_changes_since(runs)
   assert note.startswith("2 of 3 runs used the weight-decay mask of runs made before the mask "
                          "by parameter role (1 saved before it and 1 set `optim.decay_mask=ndim`")
-  assert report._recipe_changes_since(runs[2:]) == []
+  assert report_summary.recipe_changes_since(runs[2:]) == []
 
 
 def test_summary_collects_every_study(tmp_path, monkeypatch):
@@ -471,8 +475,8 @@ def test_summary_collects_every_study(tmp_path, monkeypatch):
       json.dump({"sweep_file": str(tmp_path / f"{name}.py"), "config": "c.py", "claim": "C",
                  "overrides": [], "points": [{"name": "seed=0", "overrides": {"seed": 0},
                                               "num_steps": 5}]}, f)
-  assert report.holds_studies(str(results)) and not report.holds_studies(str(results / "one"))
-  path, verdicts = report.write_summary(str(results))
+  assert sweep_points.holds_studies(str(results)) and not sweep_points.holds_studies(str(results / "one"))
+  path, verdicts = report_summary.write_summary(str(results))
   text = open(path).read()
   assert verdicts == ["one: agrees", "two: disagrees"]
   assert "## one" in text and "the data disagrees" in text and "- x = 1 ± 0.1" in text
@@ -489,7 +493,7 @@ def test_summary_collects_every_study(tmp_path, monkeypatch):
                                   "bytes": 10}}}
     (results / name / "seed=0" / provenance.FILE).write_text(json.dumps(record) + "\n")
     (results / name / "unigram_entropy.json").write_text(json.dumps({"k": 3.3194484}))
-  text = open(report.write_summary(str(results))[0]).read()
+  text = open(report_summary.write_summary(str(results))[0]).read()
   assert "**The runs recorded 2 different corpora**" in text
   assert "| two | local_text, python-stdlib two, 1 files, 10 bytes (digest bbbb) | 3.3194 |" in text
 
@@ -509,7 +513,7 @@ def test_the_summary_waits_like_the_report_for_a_sweep_not_complete(tmp_path):
   with open(d / MANIFEST, "w") as f:
     json.dump({"sweep_file": str(tmp_path / "cut.py"), "config": "c.py", "claim": "C",
                "overrides": [], "points": points}, f)
-  path, verdicts = report.write_summary(str(results))
+  path, verdicts = report_summary.write_summary(str(results))
   text = open(path).read()
   assert verdicts == ["cut: is inconclusive"]
   assert "**Verdict:** the data is inconclusive (" in text
@@ -518,7 +522,7 @@ def test_the_summary_waits_like_the_report_for_a_sweep_not_complete(tmp_path):
   os.makedirs(d / "seed=1")  # the last point ends: summarize's own verdict again
   (d / "seed=1" / "metrics.jsonl").write_text(
       json.dumps({"step": 5, "split": "eval", "loss": 1.4}) + "\n")
-  path, verdicts = report.write_summary(str(results))
+  path, verdicts = report_summary.write_summary(str(results))
   assert verdicts == ["cut: agrees"] and "not complete" not in open(path).read()
 
 

@@ -6,7 +6,8 @@ import math
 
 from experiments import analysis as a
 from experiments import activations, depth, long_training, norms, warmup_length
-from transformer.sweep import report
+from transformer.report import write as report
+from transformer.report import runs as report_runs
 
 LN_V = math.log(259)
 
@@ -15,7 +16,7 @@ def _run(overrides, status="finished", final_loss=2.0, num_steps=200):
   metrics = {"train": [{"step": 1, "split": "train", "loss": LN_V}],
              "eval": [] if status == "diverged" else
              [{"step": num_steps, "split": "eval", "loss": final_loss}]}
-  r = report.Run(",".join(f"{k}={v}" for k, v in overrides.items()), dict(overrides),
+  r = report_runs.Run(",".join(f"{k}={v}" for k, v in overrides.items()), dict(overrides),
                  num_steps, "/nonexistent", metrics)
   r.status = status
   return r

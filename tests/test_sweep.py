@@ -15,7 +15,7 @@ import pytest
 from configs.default import get_config
 from transformer import packed_runs, provenance
 from transformer.workdir import read_metrics
-from transformer.sweep.runs import saved_config
+from transformer.report.runs import saved_config
 from transformer.sweep import points as sw
 from transformer.config import ConfigError
 from transformer.errors import CommandLineError, UserFileError

@@ -10,7 +10,9 @@ from configs import cls_small, mlm_small
 from transformer import kinds
 from transformer.config import ConfigError, from_config_dict
 from transformer.data.facts import DataFacts
-from transformer.tasks import Seq2SeqTask, bert_mask, load_params
+from transformer.tasks.base import load_params
+from transformer.tasks.language import bert_mask
+from transformer.tasks.seq2seq import Seq2SeqTask
 from transformer.train.loop import train_and_evaluate
 
 

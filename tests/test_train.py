@@ -15,7 +15,7 @@ from transformer.config import (CheckpointConfig, ConfigError, ModelConfig, Opti
                                 from_config_dict)
 from transformer.model.models import DecoderLM
 from transformer.train import optim, steps
-from transformer.train.losses import cross_entropy_sums
+from transformer.tasks.losses import cross_entropy_sums
 from transformer.train.loop import train_and_evaluate
 from transformer.train.state import create_state
 

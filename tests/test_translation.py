@@ -16,10 +16,11 @@ from transformer.config import from_config_dict
 from transformer.data import catalog
 from transformer.data.facts import DataFacts
 from transformer.data.tokenizers import ByteTokenizer
-from transformer.evaluation.evaluate import evaluate, evaluate_workdir, outputs_step
+from transformer.evaluation.evaluate import evaluate_workdir
+from transformer.train.eval_loop import evaluate, outputs_step
 from transformer.evaluation.sample import sample_from_workdir
-from transformer.tasks import Seq2SeqTask
-from transformer.train.init_from import load_params
+from transformer.tasks.seq2seq import Seq2SeqTask
+from transformer.weights.init_from import load_params
 from transformer.train import optim
 from transformer.train.loop import train_and_evaluate
 from transformer.train.parallel import build_parallel

@@ -1,10 +1,10 @@
-"""The README's table of the studies' verdicts (transformer/sweep/verdict_table.py) and its
+"""The README's table of the studies' verdicts (transformer/report/verdict_table.py) and its
 contents list."""
 
 import os
 import re
 
-from transformer.sweep import verdict_table
+from transformer.report import verdict_table
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _SUMMARY = """# Study results (generated)
@@ -58,7 +58,7 @@ def test_the_readme_table_is_current_and_covers_every_study():
   summary = _read(verdict_table.SUMMARY)
   readme = _read(verdict_table.README)
   assert verdict_table.updated_readme(readme, summary) == readme, (
-      "README.md's verdict table is stale: run python -m transformer.sweep.verdict_table")
+      "README.md's verdict table is stale: run python -m transformer.report.verdict_table")
   studies = [d for d in sorted(os.listdir(os.path.join(ROOT, "experiments", "results")))
              if os.path.isfile(os.path.join(ROOT, "experiments", "results", d, "report.md"))]
   for study in studies:

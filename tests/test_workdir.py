@@ -76,8 +76,8 @@ def test_choose_step_takes_the_latest_or_the_given_one_and_lists_the_others(tmp_
 def test_reading_a_workdir_imports_no_jax_or_tensorflow():
   """The sweep runner and report read workdirs; they must stay light (the runner leaves the
   accelerators to its children)."""
-  code = ("import sys, transformer.workdir, transformer.sweep.report, transformer.sweep.points, "
-          "transformer.sweep.local, transformer.sweep.cli, transformer.config\n"
+  code = ("import sys, transformer.workdir, transformer.report.write, transformer.sweep.points, "
+          "transformer.sweep.local, transformer.cli.sweep_and_report, transformer.config\n"
           "print(sorted(m for m in ('jax', 'tensorflow') if m in sys.modules))")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
   assert out.stdout.strip() == "[]"

@@ -13,7 +13,6 @@ from typing import Any, Mapping
 
 import ml_collections
 
-from transformer import kinds
 from transformer.errors import ConfigError  # noqa: F401 -- re-exported: `config.ConfigError`
 
 
@@ -33,6 +32,9 @@ def _positive(section: str, field: str, value: Any, allow_zero: bool = False) ->
 # The choices of each option, written here only: the model, diagnostics, studies and tests
 # import them, and the mappings from a name to what it means (jnp dtypes, remat policies,
 # activation functions) are derived from these or checked against them (tests/test_options.py).
+# The model kinds, in the order errors list them; each is declared (model, data, task, FLOPs) in
+# transformer.kinds, which checks it declares exactly these.
+MODEL_KINDS = ("decoder_lm", "encoder_decoder", "masked_lm", "classifier", "vit_classifier")
 NORM_PLACEMENTS = ("pre", "post", "peri", "deepnorm", "mix", "admin")
 NORMS = ("layernorm", "rmsnorm", "dyt", "none")
 POSITIONS = ("sinusoidal", "learned", "rope", "none")
@@ -115,7 +117,7 @@ class ModelConfig:
   def __post_init__(self):
     s = "model"
     _choice(s, "remat", self.remat, REMAT_POLICIES)
-    _choice(s, "kind", self.kind, kinds.names())
+    _choice(s, "kind", self.kind, MODEL_KINDS)
     _choice(s, "activation", self.activation, ACTIVATIONS)
     _choice(s, "norm_placement", self.norm_placement, NORM_PLACEMENTS)
     _choice(s, "norm", self.norm, NORMS)

@@ -7,81 +7,38 @@ A kind names
   task           what it trains on and how it is scored (`transformer.tasks`): loss, eval
                  metrics, decoding and random bench batches, built from the config and the
                  data's facts alone,
-  forward_flops  matmul FLOPs of one forward pass (`transformer.train.flops` convention),
+  forward_flops  matmul FLOPs of one forward pass (`transformer.model.flops` convention),
   lengths        the row lengths a config gives: `(length, source_length)`, source 0 when the
                  kind has no separate encoder input,
   generative     "" (scores only), "lm" (continues a prompt) or "seq2seq" (decodes a source),
   images         whether the inputs are images (then `lengths` gives tokens per image and
                  values per patch, not a source length).
 
-Config validation, the training loop, eval, sample, bench and the FLOPs count look a kind up here
-instead of branching on `model.kind`. Adding a kind means writing its model, data and task and
-adding one `Kind(...)` line below.
+The training loop, eval, sample, bench and the FLOPs count look a kind up here instead of
+branching on `model.kind`. Adding a kind means writing its model (and its FLOPs formula in
+`transformer.model.flops`), data and task, adding one `Kind(...)` line below, and its name to
+`transformer.config.MODEL_KINDS` (which config validation reads; this module refuses to load
+when the two lists differ).
 
 Model, data and task are named by import path and imported on first use: this module stays
-light (no TensorFlow, no Flax), so `transformer.config` imports it to validate kind names.
+light (no TensorFlow, no Flax), so the sweep runner and `workdir` can import it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
+from transformer.config import MODEL_KINDS, ExperimentConfig, ModelConfig
+from transformer.data.facts import DataFacts
 from transformer.errors import ConfigError
-from transformer.train import flops
-
-if TYPE_CHECKING:
-  from transformer.config import ExperimentConfig, ModelConfig
-  from transformer.data.facts import DataFacts
+from transformer.model import flops
 
 
 def _resolve(path: str) -> Any:
   module, _, name = path.partition(":")
   return getattr(importlib.import_module(module), name)
-
-
-# Forward matmul FLOPs per kind: `(cfg, batch, length, source_length, masked_too=False) ->
-# FLOPs`; `masked_too` counts causal attention whole (`flops.block_flops`).
-
-def _decoder_lm_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
-                      masked_too: bool = False) -> float:
-  del src_len
-  return (flops.block_flops(cfg, b, length, causal=True, masked_too=masked_too)
-          * cfg.num_layers + 2 * b * length * cfg.d_model * cfg.padded_vocab_size)
-
-
-def _encoder_decoder_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
-                           masked_too: bool = False) -> float:
-  encoder = flops.block_flops(cfg, b, src_len, causal=False) * cfg.num_layers
-  decoder = flops.block_flops(cfg, b, length, causal=True, cross_len=src_len,
-                              masked_too=masked_too) * cfg.decoder_layers
-  return encoder + decoder + 2 * b * length * cfg.d_model * cfg.padded_vocab_size
-
-
-def _masked_lm_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
-                     masked_too: bool = False) -> float:
-  del src_len, masked_too  # not causal; plus the head's d_model x d_model transform
-  return (flops.block_flops(cfg, b, length, causal=False) * cfg.num_layers
-          + 2 * b * length * cfg.d_model * cfg.padded_vocab_size + 2 * b * length * cfg.d_model ** 2)
-
-
-def _classifier_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
-                      masked_too: bool = False) -> float:
-  del src_len, masked_too  # not causal; pooled features through one linear layer
-  return (flops.block_flops(cfg, b, length, causal=False) * cfg.num_layers
-          + 2 * b * cfg.d_model * cfg.num_classes)
-
-
-def _vit_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
-               masked_too: bool = False) -> float:
-  """`length` = tokens per image (patches, plus [CLS]); `src_len` = pixels x channels of one
-  patch, which the patch embedding maps to d_model. Not causal: `masked_too` changes nothing."""
-  del masked_too
-  patches = length - (1 if cfg.pooling == "cls" else 0)
-  return (2 * b * patches * src_len * cfg.d_model
-          + flops.block_flops(cfg, b, length, causal=False) * cfg.num_layers
-          + 2 * b * cfg.d_model * cfg.num_classes)
 
 
 def _vit_lengths(config) -> tuple[int, int]:
@@ -142,23 +99,27 @@ class Kind:
 
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("decoder_lm", "transformer.model.models:DecoderLM", "transformer.data.sources:lm",
-         "transformer.tasks:LanguageModelTask", _decoder_lm_flops, generative="lm",
+         "transformer.tasks.language:LanguageModelTask", flops.decoder_lm_flops, generative="lm",
          description="decoder-only causal LM"),
     Kind("encoder_decoder", "transformer.model.models:EncoderDecoder",
-         "transformer.data.sources:seq2seq", "transformer.tasks:Seq2SeqTask",
-         _encoder_decoder_flops, lengths=_seq2seq_lengths, generative="seq2seq",
+         "transformer.data.sources:seq2seq", "transformer.tasks.seq2seq:Seq2SeqTask",
+         flops.encoder_decoder_flops, lengths=_seq2seq_lengths, generative="seq2seq",
          description="encoder + decoder with cross-attention"),
     Kind("masked_lm", "transformer.model.models:MaskedLM", "transformer.data.sources:masked_lm",
-         "transformer.tasks:MaskedLMTask", _masked_lm_flops,
+         "transformer.tasks.language:MaskedLMTask", flops.masked_lm_flops,
          description="BERT-style masked-LM pre-training"),
     Kind("classifier", "transformer.model.models:Classifier",
-         "transformer.data.sources:classification", "transformer.tasks:ClassificationTask",
-         _classifier_flops, description="encoder, mean-pooled, linear head"),
+         "transformer.data.sources:classification", "transformer.tasks.classification:ClassificationTask",
+         flops.classifier_flops, description="encoder, mean-pooled, linear head"),
     Kind("vit_classifier", "transformer.model.models:VisionTransformer",
-         "transformer.data.sources:images", "transformer.tasks:ImageClassificationTask",
-         _vit_flops, lengths=_vit_lengths,
+         "transformer.data.sources:images", "transformer.tasks.classification:ImageClassificationTask",
+         flops.vit_flops, lengths=_vit_lengths,
          description="Vision Transformer: image patches as tokens, encoder, head", images=True),
 )}
+
+if tuple(KINDS) != MODEL_KINDS:
+  raise ImportError(f"transformer.kinds declares {tuple(KINDS)}, but transformer.config."
+                    f"MODEL_KINDS lists {MODEL_KINDS}: make them the same, in the same order.")
 
 
 # Model fields a task fills in from its data (tokenizer, labels, images): not the user's

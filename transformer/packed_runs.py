@@ -9,7 +9,7 @@ Each line of the (xz-compressed) file is one point of the sweep, by its name:
 `files` holds every text file the run's folder held (metrics ungzipped, the logs and the
 checkpoints excepted); `link` is a run reused from another sweep (`--reuse_runs_from`), read from
 that sweep, as a relative symlink would be. The readers of a run's files
-(`transformer.workdir.read_metrics`, `transformer.sweep.runs.saved_config`,
+(`transformer.workdir.read_metrics`, `transformer.report.runs.saved_config`,
 `transformer.provenance.read_records`, the baselines record) fall back on `text(workdir, name)`
 when the file is not on disk, so a report regenerates from the packed file alone. `pack` writes
 it (the same runs give the same bytes), `unpack` writes the folders back.

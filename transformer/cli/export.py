@@ -14,7 +14,7 @@ from transformer.errors import RunError, exit_with
 def export(workdir: str, export_dir: str) -> None:
   """Writes `export_dir`'s model.safetensors and config.json from `workdir` (checkpoint
   `--step`, default the latest), and the run's tokenizer for hf:/gpt2: runs
-  (transformer/train/hf_tokenizer.py); a run GPT-2 cannot express is refused in one line."""
+  (transformer/weights/hf_tokenizer.py); a run GPT-2 cannot express is refused in one line."""
   try:
     export_run(workdir, export_dir, flags.FLAGS["step"].value)
   except (ConfigError, RunError) as e:
@@ -28,10 +28,10 @@ def export_run(workdir: str, export_dir: str, step: int | None = None,
   written. The run's config and tokenizer are checked first, so a run GPT-2 cannot express, or
   whose tokenizer file is missing, is refused before any checkpoint is read."""
   from flax.core import meta  # noqa: PLC0415 -- JAX, orbax: only when exporting
-  from transformer.evaluation.sample import run_tokenizer  # noqa: PLC0415
-  from transformer.train import hf_tokenizer  # noqa: PLC0415
-  from transformer.train.hf_gpt2 import check_exportable, write_hf_dir  # noqa: PLC0415
-  from transformer.train.init_from import load_params  # noqa: PLC0415
+  from transformer.data.run_tokenizer import run_tokenizer  # noqa: PLC0415
+  from transformer.weights import hf_tokenizer  # noqa: PLC0415
+  from transformer.weights.hf_gpt2 import check_exportable, write_hf_dir  # noqa: PLC0415
+  from transformer.weights.init_from import load_params  # noqa: PLC0415
   from transformer.workdir import run_config  # noqa: PLC0415
   config = run_config(workdir)
   check_exportable(config.model, f"The run in {workdir}")

@@ -296,7 +296,7 @@ def check_sweep(values: Mapping[str, Any]) -> None:
 def check_report(sweep_dir: Optional[str], runs: Sequence[str] = (),
                  report_dir: Optional[str] = None) -> None:
   """`--sweep_dir` (a sweep's report) or `--runs` with `--report_dir` (runs launched by hand,
-  transformer/sweep/compare.py), not both."""
+  transformer/report/compare.py), not both."""
   if runs:
     if sweep_dir:
       raise CommandLineError("--runs and --sweep_dir were both given: --runs compares "
@@ -307,7 +307,7 @@ def check_report(sweep_dir: Optional[str], runs: Sequence[str] = (),
                              "the comparison is written to.")
     if os.path.exists(report_dir) and not os.path.isdir(report_dir):
       raise CommandLineError(f"--report_dir={report_dir} is a file; give a directory.")
-    from transformer.sweep.compare import check_runs  # noqa: PLC0415
+    from transformer.report.compare import check_runs  # noqa: PLC0415
     check_runs(runs)
     return
   if report_dir:

@@ -14,7 +14,7 @@ import traceback
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from transformer.sweep import cli as sweep_cli  # noqa: F401 -- defines the sweep / report flags
+from transformer.cli import sweep_and_report as sweep_cli  # noqa: F401 -- defines the sweep / report flags
 from transformer.cli import modes
 from transformer.cli.args import DEFAULT_CONFIG, config_arg, parse_flags
 from transformer.config import ConfigError, from_config_dict
@@ -394,7 +394,7 @@ def _prepare(config) -> None:
 def _compile(config) -> None:
   import jax  # noqa: PLC0415 -- before any backend starts: the compile needs none of this host's
   jax.config.update("jax_platforms", "cpu")
-  from transformer.train.aot import run_compile  # noqa: PLC0415
+  from transformer.train.compile_for_topology import run_compile  # noqa: PLC0415
   try:
     run_compile(config, _TOPOLOGY.value, _NUM_SLICES.value, eval_step=_COMPILE_EVAL.value,
                 sweep=_COMPILE_SWEEP.value)
@@ -425,7 +425,8 @@ def _eval(workdir: str, config) -> None:
   """Scores a checkpoint of `workdir` in the layout of this command's `--config.parallel.*`
   (the run's own layout when none is given)."""
   # JAX and TensorFlow: only once the flags are parsed and the devices set up.
-  from transformer.evaluation.evaluate import evaluate_workdir, format_eval  # noqa: PLC0415
+  from transformer.evaluation.evaluate import evaluate_workdir  # noqa: PLC0415
+  from transformer.train.eval_loop import format_eval  # noqa: PLC0415
   layout_given = any(a.startswith("--config.parallel") for a in sys.argv)
   try:
     metrics = evaluate_workdir(workdir, split=_EVAL_SPLIT.value, step=_STEP.value,

@@ -18,7 +18,7 @@ MODES = (  # (name, what it does), the default first
                 "(train on it without TensorFlow: --config.data.name=token_file "
                 "--config.data.source_dir=DIR)"),
     ("compile", "compile the train step for --topology, a TPU slice that is not here, and print "
-                "its memory and FLOPs per device (transformer/train/aot.py; needs the [tpu] "
+                "its memory and FLOPs per device (transformer/train/compile_for_topology.py; needs the [tpu] "
                 "extra)"),
     ("export", "--workdir's latest checkpoint (or --step) as Hugging Face GPT-2 weights in "
                "--export_dir (model.safetensors, config.json, the run's tokenizer)"),

@@ -190,7 +190,7 @@ class _ShiftedTokenizer:
     return lengths
 
 
-def _byte_level_alphabet() -> dict[str, int]:
+def byte_level_alphabet() -> dict[str, int]:
   """GPT-2's byte-level BPE alphabet: the printable character standing for each byte."""
   keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
           *range(ord("®"), ord("ÿ") + 1)]
@@ -242,7 +242,7 @@ class HFTokenizer(_ShiftedTokenizer):
     return i in self._added
 
 
-_BYTE_LEVEL = _byte_level_alphabet()
+_BYTE_LEVEL = byte_level_alphabet()
 
 
 class TiktokenTokenizer(_ShiftedTokenizer):
@@ -260,7 +260,7 @@ class TiktokenTokenizer(_ShiftedTokenizer):
     except Exception as e:  # noqa: BLE001 -- base64 / value errors of a wrong file
       raise ConfigError(f"--config.data.tokenizer=gpt2:{path}: not a tiktoken ranks file "
                         f"(lines of 'base64-token rank'; {str(e)[:200]}).") from None
-    self.ranks = ranks  # token bytes -> rank; export converts them (train/hf_tokenizer.py)
+    self.ranks = ranks  # token bytes -> rank; export converts them (weights/hf_tokenizer.py)
     self._raw_vocab = len(ranks) + 1
     self._enc = tiktoken.Encoding("gpt2-file", pat_str=r50k_pat_str, mergeable_ranks=ranks,
                                   special_tokens={"<|endoftext|>": len(ranks)})

@@ -83,7 +83,7 @@ class DecoderLM(AdminInit, nn.Module):
   `[batch, length, vocab_size]` predicting the next token at every position.
 
   With `decode=True` the call feeds the next `length` tokens (at the given `positions`)
-  through a KV cache created by `init` (see `transformer.evaluation.decode`); `segment_ids` are unused.
+  through a KV cache created by `init` (see `transformer.tasks.decode`); `segment_ids` are unused.
   `return_hidden=True` returns the final hidden states `[batch, length, d_model]` instead of the
   logits (the chunked loss applies `output_projection` to them).
   """
@@ -208,7 +208,7 @@ class EncoderDecoder(AdminInit, nn.Module):
   (`shift_right`). Packed batches pass `*_positions` and `*_segment_ids` (flax wmt names).
 
   With `decode=True`, `decode(encoded, inputs, decoder_inputs, ...)` feeds the next target
-  tokens through the decoder's KV cache (see `transformer.evaluation.decode`).
+  tokens through the decoder's KV cache (see `transformer.tasks.decode`).
   """
   cfg: ModelConfig
   decode: bool = False

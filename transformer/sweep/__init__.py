@@ -1,5 +1,6 @@
 """Sweeps: points declared in a file (`points`), run locally (`local`) or as a SLURM array
-(`slurm`), driven by `--mode=sweep` / `--mode=report` (`cli`) and summarized (`report`).
+(`slurm`). `--mode=sweep` and `--mode=report` are driven from `transformer.cli.sweep_and_report`;
+the report itself is `transformer.report`.
 
 A sweep file needs only `from transformer.sweep import product, zip_axes, preset`.
 """

@@ -1,1 +1,3 @@
-"""Training: state, optimizer, losses, pure step functions, checkpoints, the loop."""
+"""Training: state, optimizer, pure step functions, the parallel layouts, checkpoints, the loop
+and its evals (`eval_loop`), benchmarks, diagnostics, and `--mode=compile`
+(`compile_for_topology`, with the TPU slices of `topologies`)."""

@@ -4,7 +4,7 @@ Works for every model kind (`transformer.kinds`). The step is the training step 
 kind's task (`transformer.tasks`), with its loss as configured (masked-LM masking, label
 smoothing, z-loss), built from facts read off the config instead of a dataset
 (`Kind.config_facts`), on the task's `random_batch`. Prints tokens/s, step time, MFU (FLOPs
-convention in `transformer/train/flops.py`; the peak and its source are printed; never above
+convention in `transformer/model/flops.py`; the peak and its source are printed; never above
 100%: `peaks.checked_mfu`), compile time and peak memory (also returned as numbers:
 `memory_figures`), then one markdown table row (`SUMMARY_HEADER`) to paste into a table of
 results. No dataset is read and TensorFlow is never imported: batches are random token ids

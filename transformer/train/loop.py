@@ -20,7 +20,7 @@ import numpy as np
 
 from transformer import kinds, paths, provenance
 from transformer.config import ExperimentConfig
-from transformer.evaluation import evaluate as evaluation
+from transformer.train import eval_loop as evaluation
 from transformer.train import baselines, diagnostics, optim, peaks
 from transformer.train.checkpoint import Checkpointer
 from transformer.train.health import HealthGuard, NonFiniteError

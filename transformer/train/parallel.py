@@ -339,7 +339,7 @@ class JitParallel(Parallel):
   def lower_train_step(self, batch_shapes: dict,
                        platforms: Optional[Sequence[str]] = None) -> jax.stages.Lowered:
     """The train step lowered on abstract inputs, for ahead-of-time compilation on devices
-    that need not exist (`transformer.train.aot`): `batch_shapes` maps each batch key to a
+    that need not exist (`transformer.train.compile_for_topology`): `batch_shapes` maps each batch key to a
     `jax.ShapeDtypeStruct` of the global batch `[batch, ...]`. `platforms` (e.g. `("cuda",)`)
     lowers for another platform than the devices' (StableHLO only: not compilable here)."""
     rng = jax.eval_shape(lambda: jax.random.PRNGKey(0))

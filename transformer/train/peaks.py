@@ -1,6 +1,6 @@
 """The devices' peak FLOP/s behind MFU: data-sheet figures per accelerator, a measured matmul
 rate for CPUs (cached per machine), or `train.peak_flops_per_device`. The FLOPs of a step are
-counted in `transformer.train.flops` (its docstring states the convention)."""
+counted in `transformer.model.flops` (its docstring states the convention)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """TPU topologies by the names users type (`v5p-8`, `v5e-256`, `v6e-8`, `v4-8`), for
-`--mode=compile` (`transformer.train.aot`): each name maps onto the arguments of
+`--mode=compile` (`transformer.train.compile_for_topology`): each name maps onto the arguments of
 `jax.experimental.topologies.get_topology_desc` in one table, `TOPOLOGIES`.
 
 Naming, as Google Cloud sells them: `v5e-N` and `v6e-N` count chips (one TensorCore each);

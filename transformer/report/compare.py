@@ -3,7 +3,7 @@
 The runs need not come from one sweep: any workdirs with a `config.json` and a
 `metrics.jsonl` (or `.gz`). DIR becomes a sweep dir of its own: a symlink per run (named by
 the workdir's folder name, made unique) and a `sweep.json` whose points' overrides are the
-config fields in which the runs differ; the sweep report (`transformer.sweep.report`) then
+config fields in which the runs differ; the sweep report (`transformer.report.write`) then
 writes `report.md` (the final-metric table grouped by those fields, mean ± 95% CI where runs
 differ only in `seed`; collapse and divergence marks; curves and `final_vs_<field>` plots),
 `results.csv`, and this module adds a per-run table of the differences. A summary is printed.
@@ -114,10 +114,11 @@ def write_runs_report(workdirs: Sequence[str], report_dir: str, metric: str = ""
   paths.write_text(os.path.join(report_dir, sweep_lib.MANIFEST),
                    json.dumps(manifest, indent=1, default=str))
 
-  from transformer.sweep import report  # noqa: PLC0415
+  from transformer.report import write as report  # noqa: PLC0415
+  from transformer.report import runs as report_runs
   path = report.write_report(report_dir, metric,
                              title=f"Comparison of {len(workdirs)} runs launched by hand")
-  runs = {r.name: r for r in report.load_runs(report_dir)}
+  runs = {r.name: r for r in report_runs.load_runs(report_dir)}
   header = ["run", "workdir", *fields, "status", "final eval loss"]
   rows = []
   for name, workdir in zip(names, workdirs):

@@ -10,7 +10,7 @@ config's mesh on those devices, fed `jax.ShapeDtypeStruct`s, so nothing is alloc
 What the compiled program tells, per device: the bytes of its arguments, outputs and
 temporaries (XLA's `memory_analysis`; total = arguments + outputs - aliased + temporaries, the
 figure `--mode=bench` prints too) against the chip's HBM, and its FLOPs (`cost_analysis`),
-beside the project's FLOPs formula (`transformer.train.flops`). Two things make them differ:
+beside the project's FLOPs formula (`transformer.model.flops`). Two things make them differ:
 XLA computes the masked half of causal attention that the formula's convention leaves out
 (`masked_too=True` counts it), and remat's recompute is in the program but not in the model
 FLOPs. A third makes the compiled count low: XLA's cost analysis counts the body of a loop once,
@@ -282,7 +282,7 @@ def _flops_lines(config: ExperimentConfig, step: CompiledStep, n: int) -> list[s
   whole = kinds.experiment_flops_per_step(config, masked_too=True)
   f = format_flops
   lines = [f"    model FLOPs    {f(model)} per step, {f(model / n)} per device "
-           "(transformer/train/flops.py: matmuls x 3, causal attention halved); "
+           "(transformer/model/flops.py: matmuls x 3, causal attention halved); "
            f"{f(whole)} per step with the masked half of attention, as XLA computes it"]
   if step.flops is None:
     return lines + ["    FLOPs          not reported by this compiler"]

@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from transformer.sweep.runs import Run, _section, saved_config
+from transformer.report.runs import Run, config_section, saved_config
 
 
 CONFIDENCE = 0.95  # of every interval the reports give; a robustness section moves it
@@ -31,7 +31,7 @@ def mean_ci(values: Sequence[float], confidence: Optional[float] = None) -> tupl
   return float(x.mean()), float(half)
 
 
-def _fmt(mean: float, half: float) -> str:
+def format_interval(mean: float, half: float) -> str:
   if math.isnan(mean):
     return "-"
   return f"{mean:.4f}" if math.isnan(half) else f"{mean:.4f} ± {half:.4f}"
@@ -41,7 +41,7 @@ def _fmt(mean: float, half: float) -> str:
 def initial_loss(run: Run) -> float:
   """The loss at initialization, ln(vocab size) (a model whose outputs are near uniform), from
   the run's config.json; the first logged train loss if there is no config."""
-  vocab_size = _section(saved_config(run.workdir) or {}, "model").get("vocab_size")
+  vocab_size = config_section(saved_config(run.workdir) or {}, "model").get("vocab_size")
   if isinstance(vocab_size, int) and vocab_size > 0:
     return math.log(vocab_size)
   train = run.metrics.get("train", [])

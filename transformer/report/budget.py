@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
-from transformer.sweep.runs import Run, recorded_baselines
+from transformer.report.runs import Run, recorded_baselines
 
 BUDGET_LINE = "**Budget:**"  # the summary (results/README.md) quotes this line
 WANTED_MARGIN = 0.3  # nats/token below the bigram level the protocol asks of a study's best run

@@ -59,8 +59,8 @@ def ids_meaning(tokenizer) -> str:
 
 def byte_to_unicode() -> dict[int, str]:
   """GPT-2's byte-level alphabet: the printable character that stands for each byte."""
-  from transformer.data.tokenizers import _byte_level_alphabet  # noqa: PLC0415
-  return {b: c for c, b in _byte_level_alphabet().items()}
+  from transformer.data.tokenizers import byte_level_alphabet  # noqa: PLC0415
+  return {b: c for c, b in byte_level_alphabet().items()}
 
 
 def ranks_to_bpe(ranks: dict[bytes, int]) -> tuple[dict[str, int], list[tuple[str, str]]]:

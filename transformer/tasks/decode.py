@@ -293,3 +293,11 @@ def lm_generate(model: DecoderLM, params: Any, prompt: jax.Array, max_new: int, 
   cache = init_cache(model, batch, prompt_len + max_new)
   return generate(lm_step_fn(model, params), cache, {}, prompt, max_new, eos_id=eos_id,
                   pad_id=pad_id, rng=rng, temperature=temperature, top_k=top_k, top_p=top_p)
+
+
+def until_eos(row, eos_id: int, drop_id: Optional[int] = None) -> list[int]:
+  """Token ids of `row` (any int sequence) before its first `eos_id`, as Python ints; with
+  `drop_id`, every `drop_id` (padding) among them dropped."""
+  row = [int(t) for t in row]
+  row = row[:row.index(eos_id)] if eos_id in row else row
+  return row if drop_id is None else [t for t in row if t != drop_id]

@@ -10,11 +10,11 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from transformer import paths
-from transformer.sweep.runs import _LAYER, _NOT_METRICS, Run, _label, groups, swept_fields
-from transformer.sweep.stats import initial_loss, mean_ci, mean_clipped_loss_per_lr
+from transformer.report.runs import LAYER_NAME, NOT_METRICS, Run, group_label, groups, swept_fields
+from transformer.report.stats import initial_loss, mean_ci, mean_clipped_loss_per_lr
 
 
-def _pyplot():
+def load_pyplot():
   import matplotlib  # noqa: PLC0415
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # noqa: PLC0415
@@ -159,14 +159,14 @@ def _outlier_cap(values: Sequence[float]) -> Optional[float]:
   return cap if max(values) > cap else None
 
 
-def _curves_figure(runs: Sequence[Run], metric: str):
+def curves_figure(runs: Sequence[Run], metric: str):
   """The learning-curves figure (or None): with a learning-rate field, one panel per value of
   the other swept fields, train loss (mean over healthy seeds, line) and eval loss (marks)
   coloured by LR, every unhealthy run drawn alone (dotted) and marked at its end; without one,
   train and eval panels with one colour per group. Legends outside the axes."""
   swept = swept_fields(runs)
   lr = _lr_field(swept)
-  plt = _pyplot()
+  plt = load_pyplot()
   if lr is None:
     return _curves_by_group(runs, metric, swept, plt)
   others = [f for f in swept if f != lr]
@@ -203,7 +203,7 @@ def _curves_figure(runs: Sequence[Run], metric: str):
           ax.plot([r.final["step"]], [r.final["loss"]], ls="", color=color, gid="collapsed",
                   **MARKS["collapsed"])
     shown = _shown(key, runs, swept)
-    ax.set_title(_title(_label(key, shown) if shown else "all"), fontsize=9)
+    ax.set_title(_title(group_label(key, shown) if shown else "all"), fontsize=9)
     ax.set_xlabel("step")
     ax.grid(alpha=0.3)
   if not drawn:
@@ -257,7 +257,7 @@ def _curves_by_group(runs, metric, swept, plt):
           steps, lo, hi = steps[:len(ps)], lo[:len(ps)], hi[:len(ps)]
         else:
           handles.append(ax.plot(steps, mean, color=color,
-                                 label=f"{_label(group, swept)} (n={len(ok)})")[0])
+                                 label=f"{group_label(group, swept)} (n={len(ok)})")[0])
         ax.fill_between(steps, lo, hi, color=color, alpha=0.2)
         drawn = True
       for r in members:  # marked runs are drawn thin, each alone, so they are seen
@@ -277,11 +277,11 @@ def _curves_by_group(runs, metric, swept, plt):
   return fig
 
 
-def _plot_curves(runs: Sequence[Run], metric: str, path: str) -> bool:
-  fig = _curves_figure(runs, metric)
+def plot_curves(runs: Sequence[Run], metric: str, path: str) -> bool:
+  fig = curves_figure(runs, metric)
   if fig is None:
     return False
-  save_png(_pyplot(), fig, path, dpi=90)
+  save_png(load_pyplot(), fig, path, dpi=90)
   return True
 
 
@@ -336,7 +336,7 @@ def _is_number(v: Any) -> bool:
   return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], metric: str):
+def final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], metric: str):
   """Final `metric` against `field` (or None): one panel per value of the first other swept
   field when there are two or more others (e.g. per placement), one line per value of the
   rest, coloured by learning rate (sequential) when that is one of them. The line is the mean
@@ -363,7 +363,7 @@ def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], met
   else:
     panel_keys = []
   line_keys = [f for f in others if f not in panel_keys]
-  plt = _pyplot()
+  plt = load_pyplot()
   # A panel whose runs never set `field` (norms: LayerNorm has no DyT alpha) would be empty.
   panels = {k: m for k, m in _split(runs, panel_keys).items()
             if any(field in r.overrides for r in m)}
@@ -395,7 +395,7 @@ def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], met
           errs.append(0.0 if math.isnan(half) else half)
         points += [(xs_of(v), r, r.final.get(metric)) for r in at]
       shown = _shown(pkey + lkey, runs, line_keys)
-      label = _label(lkey, shown) if shown else "mean over healthy seeds"
+      label = group_label(lkey, shown) if shown else "mean over healthy seeds"
       if xs:
         line = ax.errorbar(xs, ys, yerr=errs, color=color, capsize=2, lw=1.3, label=label)
         handles.setdefault(label, line)
@@ -412,7 +412,7 @@ def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], met
       ax.set_xticks(range(len(values)), ["config" if v is None else str(v) for v in values],
                     rotation=30, fontsize=8)
     shown = _shown(pkey, runs, panel_keys)
-    ax.set_title(_title(_label(pkey, shown) if shown else f"{metric} vs {field}"), fontsize=9)
+    ax.set_title(_title(group_label(pkey, shown) if shown else f"{metric} vs {field}"), fontsize=9)
     ax.set_xlabel(field)
     ax.grid(alpha=0.3)
     ax.autoscale_view()
@@ -443,12 +443,12 @@ def _final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], met
   return fig
 
 
-def _plot_final_vs(runs: Sequence[Run], field: str, fields: Sequence[str], metric: str,
+def plot_final_vs(runs: Sequence[Run], field: str, fields: Sequence[str], metric: str,
                    path: str) -> bool:
-  fig = _final_vs_figure(runs, field, fields, metric)
+  fig = final_vs_figure(runs, field, fields, metric)
   if fig is None:
     return False
-  save_png(_pyplot(), fig, path, dpi=90)
+  save_png(load_pyplot(), fig, path, dpi=90)
   return True
 
 
@@ -456,14 +456,14 @@ def layer_profiles(row: dict) -> dict[str, dict[int, float]]:
   """`{metric: {layer: value}}` from a diagnostics row's keys that carry a layer index."""
   out: dict[str, dict[int, float]] = {}
   for k, v in row.items():
-    m = _LAYER.match(k)
-    if m and k not in _NOT_METRICS and _is_number(v):
+    m = LAYER_NAME.match(k)
+    if m and k not in NOT_METRICS and _is_number(v):
       name = (m["pre"] + "*" + m["post"]).strip("/._")
       out.setdefault(name, {})[int(m["index"])] = float(v)
   return out
 
 
-def _plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Sequence[str],
+def plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Sequence[str],
                         path: str) -> bool:
   """Per-layer metrics whose name (layer index replaced by `*`, e.g.
   `decoder/*/feed_forward/grad_norm`) contains `prefix`: the last layer's value at the first
@@ -483,13 +483,13 @@ def _plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Se
         points.setdefault(key, {}).setdefault(r.overrides[field], []).append(prof[max(prof)])
   if not points:
     return False
-  plt = _pyplot()
+  plt = load_pyplot()
   fig, ax = plt.subplots(figsize=(7, 4.8))
   for key, by_x in points.items():
     xs = sorted(by_x)
     stats = [mean_ci(by_x[x]) for x in xs]
     ax.errorbar(xs, [m for m, _ in stats], yerr=[0 if math.isnan(h) else h for _, h in stats],
-                marker="o", capsize=3, label=f"{key[0]} {_label(key[1:])}")
+                marker="o", capsize=3, label=f"{key[0]} {group_label(key[1:])}")
   values = [v for by_x in points.values() for x in by_x for v in by_x[x]]
   if min(values) > 0 and min(r.overrides[field] for r in runs) > 0:
     ax.set_xscale("log", base=2)
@@ -540,7 +540,7 @@ def at_best_lr(runs: Sequence[Run]) -> list[Run]:
   return out
 
 
-def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
+def plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
   swept = swept_fields(runs)
   runs = at_best_lr(runs)
   series: dict[str, dict[tuple, dict[int, list[float]]]] = {}  # metric -> group -> step -> [v]
@@ -550,20 +550,20 @@ def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
       continue
     for row in rows:
       values = {name: max(prof.values()) for name, prof in layer_profiles(row).items()}
-      values.update({k: float(v) for k, v in row.items() if k not in _NOT_METRICS
-                     and _is_number(v) and not _LAYER.match(k)})
+      values.update({k: float(v) for k, v in row.items() if k not in NOT_METRICS
+                     and _is_number(v) and not LAYER_NAME.match(k)})
       for name, v in values.items():
         series.setdefault(name, {}).setdefault(r.group, {}).setdefault(row["step"], []).append(v)
   series = {k: v for k, v in series.items() if key_diagnostic(k)}
   if not series:
     return False
-  plt = _pyplot()
+  plt = load_pyplot()
   names = sorted(series)
   fig, axes = _panel_grid(plt, len(names))
   for ax, name in zip(axes.ravel(), names):
     for group, by_step in series[name].items():
       steps = sorted(by_step)
-      ax.plot(steps, [np.mean(by_step[t]) for t in steps], label=_label(group, swept))
+      ax.plot(steps, [np.mean(by_step[t]) for t in steps], label=group_label(group, swept))
     ax.set_xlabel("step")
     ax.set_title(name, fontsize=8)
     ax.grid(alpha=0.3)
@@ -571,7 +571,7 @@ def _plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
   return True
 
 
-def _plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
+def plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
   swept = swept_fields(runs)
   runs = at_best_lr(runs)
   profiles: dict[str, dict[tuple, list]] = {}  # metric -> (group, first/last) -> [{layer: v}]
@@ -587,7 +587,7 @@ def _plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
   profiles = {k: v for k, v in profiles.items() if key_diagnostic(k)}
   if not profiles:
     return False
-  plt = _pyplot()
+  plt = load_pyplot()
   names = sorted(profiles)
   fig, axes = _panel_grid(plt, len(names))
   colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
@@ -598,7 +598,7 @@ def _plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
       mean = [np.mean([p[l] for p in profs]) for l in layers]
       ax.plot(layers, mean, marker="o", ms=3, ls="-" if which == "last" else "--",
               color=colors[group_index[group] % len(colors)],
-              label=f"{_label(group, swept)} @ {step}")
+              label=f"{group_label(group, swept)} @ {step}")
     ax.set_xlabel("layer")
     ax.set_title(name, fontsize=8)
     ax.grid(alpha=0.3)

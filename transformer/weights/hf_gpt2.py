@@ -17,7 +17,7 @@ unscaled token embeddings, multi-head attention and a GELU MLP with biases, tied
 (`vocab_pad_multiple`) is dropped on export (the padded rows never reach a logit) and zero-filled
 on import.
 
-Token ids (transformer/train/hf_tokenizer.py has the tokenizer files). A run whose ids are
+Token ids (transformer/weights/hf_tokenizer.py has the tokenizer files). A run whose ids are
 another tokenizer's shifted up by `id_offset` = 3 (`hf:`, `gpt2:`, nanoGPT / llm.c token files;
 0, 1, 2 are our pad, BOS, EOS) is exported without embedding rows 0..2: exported row `i` is
 our row `i + 3`, the tokenizer's id `i`, and config.json's `vocab_size` is the tokenizer's.

@@ -1,5 +1,5 @@
 """Starting a run from another run's parameters (`model.init_from=<workdir>[:step]`), or from
-Hugging Face GPT-2 weights (`model.init_from=hf:<dir>`, transformer/train/hf_gpt2.py).
+Hugging Face GPT-2 weights (`model.init_from=hf:<dir>`, transformer/weights/hf_gpt2.py).
 
 Only parameters are taken (not the optimizer state, not the step): every parameter of the new
 model whose path and shape match one in the checkpoint starts from it, the others start fresh.
@@ -91,12 +91,12 @@ def matching_params(spec: str, abstract_params: Any, log: Callable[[str], None] 
   when none fits (a different model altogether).
 
   For `hf:DIR`, `vocab_size` (this run's, unpadded) and `id_offset` (3 when its ids are a
-  tokenizer's + 3: `transformer.train.hf_tokenizer.id_offset`) place the folder's embedding
+  tokenizer's + 3: `transformer.weights.hf_tokenizer.id_offset`) place the folder's embedding
   rows (`hf_gpt2.embedding_rows`: row i -> row i + id_offset, rows before it the folder's
   mean); without `vocab_size` its rows are taken as ours, zero-padded."""
   want = _flat(abstract_params)
-  if spec.startswith(HF_PREFIX):  # Hugging Face GPT-2 weights (transformer/train/hf_gpt2.py)
-    from transformer.train import hf_gpt2  # noqa: PLC0415
+  if spec.startswith(HF_PREFIX):  # Hugging Face GPT-2 weights (transformer/weights/hf_gpt2.py)
+    from transformer.weights import hf_gpt2  # noqa: PLC0415
     workdir, step = spec[len(HF_PREFIX):], "hf"
     tensors, hf = hf_gpt2.read_hf_dir(workdir, f"--config.model.init_from={spec}")
     rows = want.get("embedder/token_embedding/embedding")

@@ -36,7 +36,7 @@ _REPORT_METRIC = flags.DEFINE_string("report_metric", "", "report: the eval metr
                                      "plots; default loss (nats/token, the unit of the verdicts).")
 _RUNS = flags.DEFINE_list("runs", [], "report: workdirs of runs launched by hand (not one "
                           "sweep) to compare, e.g. --runs=runs/a,runs/b; the report goes to "
-                          "--report_dir (transformer/sweep/compare.py).")
+                          "--report_dir (transformer/report/compare.py).")
 _REPORT_DIR = flags.DEFINE_string("report_dir", None, "report --runs: the directory the "
                                   "comparison is written to (created; links to the runs).")
 _REUSE = flags.DEFINE_list("reuse_runs_from", [], "sweep: other sweep dirs whose finished runs "
@@ -65,7 +65,7 @@ def main(mode: str, config_dict, config_arg: str, argv: Sequence[str]) -> int:
   command line, 1 for a bad sweep file or point)."""
   try:
     if mode == "report" and _RUNS.value:
-      from transformer.sweep.compare import write_runs_report  # noqa: PLC0415
+      from transformer.report.compare import write_runs_report  # noqa: PLC0415
       path = write_runs_report(_RUNS.value, _REPORT_DIR.value, _REPORT_METRIC.value)
       print(f"Report: {path}")
       return 0
@@ -73,14 +73,16 @@ def main(mode: str, config_dict, config_arg: str, argv: Sequence[str]) -> int:
       if not _SWEEP_DIR.value:
         raise CommandLineError("--mode=report needs --sweep_dir=DIR (a directory made by "
                                "--mode=sweep), or --runs=W1,W2 --report_dir=DIR.")
-      from transformer.sweep import report  # noqa: PLC0415
-      if report.holds_studies(_SWEEP_DIR.value):
-        path, verdicts = report.write_summary(_SWEEP_DIR.value)
+      from transformer.report import write as report  # noqa: PLC0415
+      from transformer.report import summary as report_summary
+      from transformer.sweep import points as sweep_points
+      if sweep_points.holds_studies(_SWEEP_DIR.value):
+        path, verdicts = report_summary.write_summary(_SWEEP_DIR.value)
         print("\n".join(verdicts))
         print(f"Summary: {path}")
       else:
         path = report.write_report(_SWEEP_DIR.value, _REPORT_METRIC.value)
-        print("\n".join(report.verdict_lines(path)))
+        print("\n".join(report_summary.verdict_lines(path)))
         print(f"Report: {path}")
       return 0
     return _sweep(config_dict, config_arg, argv)
@@ -143,7 +145,7 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
     print("[sweep] Interrupted: run the same command again to resume.")
     return 130
   try:
-    from transformer.sweep.report import write_report  # noqa: PLC0415
+    from transformer.report.write import write_report  # noqa: PLC0415
     print(f"[sweep] Report: {write_report(sweep_dir, _REPORT_METRIC.value)}")
   except Exception as e:  # noqa: BLE001 -- the runs are safe; say why the report is missing
     print(f"[sweep] The report failed ({type(e).__name__}: {e}); rerun it with "

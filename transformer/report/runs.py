@@ -19,8 +19,8 @@ from transformer.sweep import points as sweep_lib
 from transformer.workdir import CONFIG_FILE, PROVENANCE, read_metrics
 
 COLLAPSE_TOLERANCE = 0.02  # relative: eval loss >= (1 - this) * unigram entropy = collapsed
-_NOT_METRICS = ("step", "split", "time", "tokens", "examples")
-_LAYER = re.compile(r"^(?P<pre>.*?)layers?[_/.]?(?P<index>\d+)(?P<post>.*)$")
+NOT_METRICS = ("step", "split", "time", "tokens", "examples")
+LAYER_NAME = re.compile(r"^(?P<pre>.*?)layers?[_/.]?(?P<index>\d+)(?P<post>.*)$")
 
 
 @dataclasses.dataclass
@@ -105,9 +105,9 @@ def entropy_key(data: Any, identity: Optional[str]) -> str:
   return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _recorded_identity(saved: dict) -> Optional[str]:
+def recorded_identity(saved: dict) -> Optional[str]:
   """The digest of the data the run recorded reading at its first start; None without one."""
-  return (provenance.recorded_data(_section(saved, PROVENANCE)) or {}).get("digest")
+  return (provenance.recorded_data(config_section(saved, PROVENANCE)) or {}).get("digest")
 
 
 BASELINES = "baselines.json"  # written by a run at its start: unigram/bigram nats, tokens, params
@@ -121,7 +121,7 @@ def recorded_baselines(workdir: str) -> dict:
   "tokens_per_param", ...}`), from its folder or its study's packed file, else its entry in
   its study's `study_baselines.json`; `{}` when there is none or the file is torn or not a
   JSON object."""
-  recorded = _read_cache(paths.join(workdir, BASELINES))
+  recorded = read_cache(paths.join(workdir, BASELINES))
   if recorded or paths.exists(paths.join(workdir, BASELINES)):
     return recorded
   try:
@@ -133,7 +133,7 @@ def recorded_baselines(workdir: str) -> dict:
   if paths.has_scheme(workdir):
     return {}
   home = _linked_from(workdir) or workdir.rstrip("/")
-  study = _read_cache(os.path.join(os.path.dirname(home), STUDY_BASELINES))
+  study = read_cache(os.path.join(os.path.dirname(home), STUDY_BASELINES))
   name = os.path.basename(home)
   for record in study.get("records", []) if isinstance(study.get("records"), list) else []:
     if isinstance(record, dict) and name in (record.get("points") or []):
@@ -170,10 +170,10 @@ def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
   if isinstance(recorded_value, (int, float)):  # recorded by the run at its start
     return float(recorded_value)
   saved = saved_config(workdir)
-  if saved is None or _section(saved, "model").get("kind") != "decoder_lm":
+  if saved is None or config_section(saved, "model").get("kind") != "decoder_lm":
     return None
-  key = entropy_key(saved.get("data"), _recorded_identity(saved))
-  value = _read_cache(paths.join(cache_dir, "unigram_entropy.json")).get(key)
+  key = entropy_key(saved.get("data"), recorded_identity(saved))
+  value = read_cache(paths.join(cache_dir, "unigram_entropy.json")).get(key)
   if isinstance(value, (int, float)):
     return value
   linked = None if paths.has_scheme(workdir) else _linked_from(workdir)
@@ -181,7 +181,7 @@ def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
     # A run linked from another sweep (--reuse_runs_from): that sweep's cache holds the value
     # measured for it, which matters for a run that recorded no data identity (its key alone
     # cannot tell which Python's stdlib it read).
-    value = _read_cache(os.path.join(os.path.dirname(linked), "unigram_entropy.json")).get(key)
+    value = read_cache(os.path.join(os.path.dirname(linked), "unigram_entropy.json")).get(key)
     if isinstance(value, (int, float)):
       return value
   return None
@@ -199,12 +199,12 @@ def saved_config(workdir: str) -> Optional[dict]:
                                      text=text)
 
 
-def _section(saved: dict, name: str) -> dict:
+def config_section(saved: dict, name: str) -> dict:
   value = saved.get(name)
   return value if isinstance(value, dict) else {}
 
 
-def _read_cache(path: str) -> dict:
+def read_cache(path: str) -> dict:
   """The entropy cache; `{}` (so: computed again) when it is missing or corrupt."""
   try:
     with paths.open_file(path, encoding="utf-8") as f:
@@ -245,7 +245,7 @@ def eval_metric_names(runs: Sequence[Run]) -> list[str]:
   names = []
   for r in runs:
     for k, v in r.final.items():
-      if k not in _NOT_METRICS and isinstance(v, (int, float)) and k not in names:
+      if k not in NOT_METRICS and isinstance(v, (int, float)) and k not in names:
         names.append(k)
   return names
 
@@ -305,7 +305,7 @@ def _determines(runs: Sequence[Run], g: str, f: str) -> bool:
   return all(seen.setdefault(key, value) == value for key, value in pairs)
 
 
-def _label(group: tuple, swept: Optional[Sequence[str]] = None) -> str:
+def group_label(group: tuple, swept: Optional[Sequence[str]] = None) -> str:
   """`placement=post, learning_rate=0.01`: the group's fields (only those in `swept`, the
   fields that vary across the sweep, when given) by their last name part; a field the group's
   points leave unset shows as `config` (the value of --config)."""

@@ -9,9 +9,9 @@ from typing import Sequence
 from transformer import paths, provenance
 from transformer.config import LEGACY_DEFAULTS
 from transformer.sweep import points as sweep_lib
-from transformer.sweep.budget import BUDGET_LINE
-from transformer.sweep.robustness import ROBUSTNESS_LINE
-from transformer.sweep.runs import (PENDING, Run, _read_cache, _section, load_runs,
+from transformer.report.budget import BUDGET_LINE
+from transformer.report.robustness import ROBUSTNESS_LINE
+from transformer.report.runs import (PENDING, Run, read_cache, config_section, load_runs,
                                    saved_config, study_claim)
 
 
@@ -38,7 +38,7 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
       continue
     runs = load_runs(sweep_dir)
     s = summarize(runs)
-    s.setdefault("numbers", []).extend(_recipe_changes_since(runs))
+    s.setdefault("numbers", []).extend(recipe_changes_since(runs))
     pending = sum(r.status in PENDING for r in runs)
     if pending:  # its report waits for them (report.py's caveat); so does the summary
       s["verdict"] = "is inconclusive"
@@ -85,7 +85,7 @@ def _study_data(sweep_dir: str, runs: Sequence[Run]) -> tuple[list[float], dict,
   """What data a study's runs read: the unigram entropies of its committed cache
   (`unigram_entropy.json`), `{digest: description}` of the data identities its runs recorded
   (`provenance.data_identity`), and how many runs recorded none."""
-  cache = _read_cache(os.path.join(sweep_dir, "unigram_entropy.json"))
+  cache = read_cache(os.path.join(sweep_dir, "unigram_entropy.json"))
   entropies = sorted({round(v, 4) for v in cache.values() if isinstance(v, (int, float))})
   recorded, unrecorded = {}, 0
   for run in runs:
@@ -131,18 +131,18 @@ def _data_section(rows: Sequence[tuple]) -> list[str]:
   return lines + [""]
 
 
-def _recipe_changes_since(runs: Sequence[Run]) -> list[str]:
+def recipe_changes_since(runs: Sequence[Run]) -> list[str]:
   """Notes on fixes made to the recipe after these runs were trained, read off their saved
   configs: a config without `optim.decay_mask` predates the weight-decay mask by parameter role
   and Admin's profiling on a training batch (both landed together)."""
   saved = {r.name: c for r in runs if (c := saved_config(r.workdir)) is not None}
   legacy = [r for r in runs if r.name in saved
-            and "decay_mask" not in _section(saved[r.name], "optim")]
+            and "decay_mask" not in config_section(saved[r.name], "optim")]
   # Trained runs on the old mask: saved before it existed, or made since with it set to match.
   # (One-step runs measure at init, before any update.)
   old_mask = LEGACY_DEFAULTS["optim.decay_mask"]
   ndim = [r for r in runs if r.name in saved and r.num_steps > 1
-          and _section(saved[r.name], "optim").get("decay_mask", old_mask) == "ndim"]
+          and config_section(saved[r.name], "optim").get("decay_mask", old_mask) == "ndim"]
   before = sum(r in legacy for r in ndim)
   how = [f"{before} saved before it"] * bool(before) + [
       f"{len(ndim) - before} set `optim.decay_mask=ndim` to match them"] * bool(len(ndim) - before)
@@ -151,7 +151,7 @@ def _recipe_changes_since(runs: Sequence[Run]) -> list[str]:
       f"mask by parameter role ({' and '.join(how)}): they decayed every parameter with "
       "ndim >= 2 (in these unrolled models that adds only the [heads, head_dim] "
       "query/key/value biases; reruns use `optim.decay_mask=role`)."]
-  admin = [r for r in legacy if _section(saved[r.name], "model").get("norm_placement") == "admin"]
+  admin = [r for r in legacy if config_section(saved[r.name], "model").get("norm_placement") == "admin"]
   if admin:
     notes.append(f"Its {len(admin)} Admin runs profiled the omegas on an all-zero (padding) "
                  "batch, not on a training batch as Liu et al. 2020 do (fixed since); Admin's "

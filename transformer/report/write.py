@@ -35,25 +35,15 @@ from typing import Sequence
 from transformer import paths
 from transformer.errors import CommandLineError
 from transformer.sweep import points as sweep_lib
-from transformer.sweep import budget, provenance_report, robustness
-from transformer.sweep.points import holds_studies  # noqa: F401 -- report.holds_studies
-# The report's parts; their names stay importable from here (report.Run, report.mean_ci, ...).
-from transformer.sweep.runs import (COLLAPSE_TOLERANCE, PENDING, Run,  # noqa: F401
-                                    _section, classify, classify_run, entropy_key,
-                                    eval_metric_names, groups, load_runs, read_metrics,
-                                    saved_config, study_claim, swept_fields, tied_fields,
-                                    unigram_entropy)
-from transformer.sweep.stats import (_fmt, clipped_final_loss, initial_loss,  # noqa: F401
-                                     largest_stable_lr, lr_sensitivity_table, mean_ci,
-                                     mean_clipped_loss_per_lr)
-from transformer.sweep.figures import (FINAL_EVAL_LABEL, MARKS, PNG_COLORS,  # noqa: F401
-                                       _curves_figure, _final_vs_figure, _plot_curves,
-                                       _plot_diagnostics, _plot_diagnostics_over_steps,
-                                       _plot_final_vs, _plot_last_layer_vs, _pyplot,
-                                       at_best_lr, curve_figures,
-                                       layer_profiles, save_png)
-from transformer.sweep.summary import (SUMMARY, _recipe_changes_since,  # noqa: F401
-                                       verdict_lines, write_summary)
+from transformer.report import budget
+from transformer.report import provenance_report
+from transformer.report import robustness
+from transformer.report.runs import (PENDING, Run,
+                                    classify_run, eval_metric_names, groups, load_runs, study_claim, swept_fields, tied_fields)
+from transformer.report.stats import (format_interval, lr_sensitivity_table, mean_ci)
+from transformer.report.figures import (plot_curves,
+                                       plot_diagnostics, plot_diagnostics_over_steps,
+                                       plot_final_vs, plot_last_layer_vs, at_best_lr, curve_figures)
 
 
 def report_metric(metric: str, names: Sequence[str], sweep_dir: str) -> str:
@@ -82,7 +72,7 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
 
   counts = {s: sum(r.status == s for r in runs)
             for s in ("finished", "diverged", "collapsed", "incomplete", "missing")}
-  command = manifest.get("command") or " ".join([  # "command": --runs (sweep/compare.py)
+  command = manifest.get("command") or " ".join([  # "command": --runs (report/compare.py)
       "python launch.py --mode=sweep", f"--sweep={manifest['sweep_file']}",
       f"--config={manifest['config']}", *manifest["overrides"],
       f"--sweep_dir={manifest.get('sweep_dir', sweep_dir)}"])
@@ -109,7 +99,7 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
     ok = [r for r in members if r.healthy]
     cells = [str(values.get(k, "")) for k in group_cols]
     cells.append(f"{len(ok)} / {len(members)}")
-    cells += [_fmt(*mean_ci([r.final[m] for r in ok if m in r.final])) for m in names]
+    cells += [format_interval(*mean_ci([r.final[m] for r in ok if m in r.final])) for m in names]
     lines.append("| " + " | ".join(cells) + " |")
   marked = [r for r in runs if not r.healthy]
   if marked:
@@ -126,28 +116,28 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
 
   figures = []
   for suffix, members in curve_figures(runs):
-    if _plot_curves(members, metric, os.path.join(sweep_dir, f"curves{suffix}.png")):
+    if plot_curves(members, metric, os.path.join(sweep_dir, f"curves{suffix}.png")):
       where = f" ({suffix[1:].replace('_', ' ', 1).replace('_', '=', 1)})" if suffix else ""
       figures.append((f"Learning curves{where} (mean over healthy seeds, min..max shaded)",
                       f"curves{suffix}.png"))
   tied = tied_fields(runs, fields)
   for field in fields:
     path = f"final_vs_{field.replace('.', '_')}.png"
-    if field not in tied and _plot_final_vs(runs, field, fields, metric,
+    if field not in tied and plot_final_vs(runs, field, fields, metric,
                                             os.path.join(sweep_dir, path)):
       figures.append((f"Final {metric} against {field}", path))
   figures += study_figures(manifest, runs, sweep_dir)
   best = ", each setting at its best LR" if len(at_best_lr(runs)) < len(runs) else ""
-  if _plot_diagnostics(runs, os.path.join(sweep_dir, "diagnostics.png")):
+  if plot_diagnostics(runs, os.path.join(sweep_dir, "diagnostics.png")):
     figures.append(("Per-layer diagnostics (first and last diagnostics step; the key quantities, "
                     f"figures.KEY_DIAGNOSTICS{best})", "diagnostics.png"))
   for prefix in manifest.get("report_diagnostics", []):
     for field in fields:
       path = f"{prefix.replace('/', '_')}_vs_{field.replace('.', '_')}.png"
-      if _plot_last_layer_vs(runs, prefix, field, fields, os.path.join(sweep_dir, path)):
+      if plot_last_layer_vs(runs, prefix, field, fields, os.path.join(sweep_dir, path)):
         figures.append((f"{prefix} diagnostics of the last layer at the first diagnostics step "
                         f"against {field} (95% CI over seeds)", path))
-  if _plot_diagnostics_over_steps(runs, os.path.join(sweep_dir, "diagnostics_steps.png")):
+  if plot_diagnostics_over_steps(runs, os.path.join(sweep_dir, "diagnostics_steps.png")):
     figures.append(("Key diagnostics over training (per-layer metrics: the largest layer's "
                     f"value; mean over seeds{best})", "diagnostics_steps.png"))
   lines += ["", *prov.lines] if prov.lines else []
