@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer import kinds
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.errors import CommandLineError
+from transformer.model.models import DecoderLM, EncoderDecoder
 from transformer.tasks import decode
 from transformer.tasks.decode import until_eos
 
@@ -51,9 +51,8 @@ def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: lis
   A prompt longer than the model's context (`model.max_len` less `max_new_tokens` and the
   start token) keeps its last tokens; a source longer than `data.src_len` its first ones.
   Either is said through `log`."""
-  generative = kinds.get(config.model.kind).generative
   rng = jax.random.PRNGKey(seed)
-  if generative == "lm":
+  if isinstance(model, DecoderLM):  # what the kind calls generative "lm" (transformer.kinds)
     # Training rows start documents with BOS when packed / padded, and follow an EOS in a
     # concatenated stream: begin the prompt the same way.
     start = tok.bos_id if config.data.packing != "concat" else tok.eos_id
@@ -73,7 +72,7 @@ def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: lis
         top_k=top_k, top_p=top_p, pad_id=tok.pad_id))
     # Prompts differ in length and the cache has no left padding: one by one.
     outs = [np.asarray(run(params, jnp.asarray([row], jnp.int32), rng))[0] for row in rows]
-  elif generative == "seq2seq":
+  elif isinstance(model, EncoderDecoder):  # generative "seq2seq"
     src_len = config.data.src_len
     encoded = [list(tok.encode(t)) for t in texts]
     for ids in encoded:
