@@ -359,11 +359,10 @@ def figures(runs, sweep_dir):
   m = measure(runs)
   plt = report._pyplot()  # noqa: SLF001
   report.save_png(plt, _loss_figure(plt, report.MARKS, m), os.path.join(sweep_dir, FIGURE), dpi=90)
-  label = lambda w: "no warm-up" if w == 0 else f"warm-up {w}"  # noqa: E731
+  curves = [(w, style, colour, "no warm-up" if w == 0 else f"warm-up {w}") for w, style, colour
+            in ((m["none"], "--", "tab:red"), (m["warm"], "-", "tab:blue"))]
   fig = a.tolerance_steps_figure(
-      plt, m["placements"],
-      ((m["none"], "--", "tab:red", label(m["none"])),
-       (m["warm"], "-", "tab:blue", label(m["warm"]))),
+      plt, m["placements"], curves,
       lambda p, w, t: deepest_trained(m["sets"][(p, w)], m["depths"], m["ref"], t),
       m["depths"], [str(d) for d in m["depths"]], "deepest depth trained", m["x"], (2.6, 2.8))
   report.save_png(plt, fig, os.path.join(sweep_dir, TOLERANCE_FIGURE), dpi=90)
