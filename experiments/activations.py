@@ -13,7 +13,7 @@ each block, attention entropy and max logit), at the last diagnostics step.
 import math
 import os
 
-from experiments import analysis as _analysis
+from experiments import analysis as a
 from experiments import lr_sensitivity
 from experiments.presets import LRS
 from transformer.report.robustness import Threshold
@@ -38,13 +38,11 @@ def get_sweep(size: str = "cpu"):
 
 
 def _last(run, metric):
-  from experiments import analysis as a  # noqa: PLC0415
   rows = a.diagnostics_rows(run)
   return a.profile(rows[-1], metric) if rows else {}
 
 
 def measure(runs):
-  from experiments import analysis as a  # noqa: PLC0415
   placements = list(dict.fromkeys(r.overrides[a.PLACEMENT] for r in runs))
   lrs = sorted({r.overrides[a.LR] for r in runs})
   cells = {}
@@ -65,14 +63,12 @@ def measure(runs):
 
 def _above(x, y):
   """x's 95% interval (over seeds, on the log scale) lies entirely above y's."""
-  from experiments import analysis as a  # noqa: PLC0415
   if len(x) < 2 or len(y) < 2:
     return False
   return a.log_ci(x)[0] > a.log_ci(y)[2]
 
 
 def _g(values):
-  from experiments import analysis as a  # noqa: PLC0415
   if not values:
     return "-"
   lo, mid, hi = a.log_ci(values)
@@ -80,7 +76,6 @@ def _g(values):
 
 
 def analyze(runs):
-  from experiments import analysis as a  # noqa: PLC0415
   placements, lrs, cells = measure(runs)
   step = max((a.diagnostics_rows(r)[-1]["step"] for r in runs if a.diagnostics_rows(r)),
              default=None)
@@ -139,11 +134,9 @@ def analyze(runs):
 def figures(runs, sweep_dir):
   """`activations.png`: the last block's residual RMS and layer 0's attention entropy against
   the LR, one line per placement, every seed's value drawn."""
-  from experiments import analysis as a  # noqa: PLC0415
-  from transformer.report import write as report  # noqa: PLC0415
   from transformer.report import figures as report_figures
   placements, lrs, cells = measure(runs)
-  plt = report_figures.load_pyplot()  # noqa: SLF001
+  plt = report_figures.load_pyplot()
   fig, axes = plt.subplots(1, 2, figsize=(10.5, 3.6))
   colors = plt.get_cmap("tab10").colors
   for i, p in enumerate(placements):
@@ -172,7 +165,6 @@ def figures(runs, sweep_dir):
 
 
 def summarize(runs):
-  from experiments import analysis as a  # noqa: PLC0415
   placements, lrs, cells = measure(runs)
   lines = analyze(runs)
   word, said = a.verdict_of(lines)
@@ -191,7 +183,7 @@ assert LRS  # the grid is lr_sensitivity's (presets.LRS)
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.CONFIDENCE,
+THRESHOLDS = (a.CONFIDENCE,
               Threshold("lowest LRs left out of the call", None, "LOW", (1, 2)))
-THRESHOLDS_NOT_READ = {_analysis.COLLAPSE.label: "the call reads diagnostics of every run, "
+THRESHOLDS_NOT_READ = {a.COLLAPSE.label: "the call reads diagnostics of every run, "
                        "whatever its status"}

@@ -458,3 +458,37 @@ def intervals_text(intervals: list[tuple[float, float]], hi: float = 1.0) -> str
   if not intervals:
     return f"no X in [0, {hi:g}]"
   return ", ".join(f"X in [{a:.3g}, {b:.3g}" + (")" if b < hi else "]") for a, b in intervals)
+
+
+def tolerance_steps_figure(plt, panels: Sequence[str], curves: Sequence[tuple], level: Callable,
+                           levels: Sequence, level_labels: Sequence[str], ylabel: str,
+                           call_x: float, size: tuple[float, float]):
+  """A row of panels sharing the y axis, one per name in `panels`: in each, one step line per
+  `(key, style, colour, label)` of `curves` against the tolerance X in [0, 1] (steps of 0.01),
+  at the position of `level(panel, key, X)` among `levels` (1, 2, ... bottom to top, labelled
+  `level_labels`; 0, "none", for a level not among them), and a dotted line at `call_x`.
+  `size`: (width per panel, height) in inches. Returns the figure of `plt` (pyplot)."""
+  xs = [round(0.01 * i, 2) for i in range(0, 101)]
+  n = len(panels)
+  fig, axes = plt.subplots(1, n, figsize=(size[0] * n + 1.6, size[1]), sharey=True, squeeze=False)
+  ticks = {v: i + 1 for i, v in enumerate(levels)}
+  for ax, p in zip(axes[0], panels):
+    for key, style, colour, label in curves:
+      ys = [ticks.get(level(p, key, t), 0) for t in xs]
+      ax.step(xs, ys, style, where="post", color=colour, lw=1.6, label=label)
+    ax.axvline(call_x, color="gray", lw=0.8, ls=":")
+    ax.set_title(p)
+    ax.set_xlabel("tolerance X (nats)")
+    ax.grid(alpha=0.3)
+  axes[0][0].set_yticks([0, *ticks.values()], ["none", *level_labels])
+  axes[0][0].set_ylabel(ylabel)
+  axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+  fig.tight_layout()
+  return fig
+
+
+def default_activation_call(agrees) -> str:
+  """The sentence, without its end, that states a study's call again on our default
+  feed-forward activation (the verdict is on the paper's)."""
+  return (f"With our default {activation_name(DEFAULT_ACTIVATION)} feed-forward net the same "
+          f"test {verdict_word(agrees)}")

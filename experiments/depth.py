@@ -25,7 +25,9 @@ which it holds, at each placement's best LR, and made again at the matched LR. T
 loss-against-depth figure (`loss_vs_depth.png`) is the raw evidence.
 """
 
-from experiments import analysis as _analysis
+import numpy as np
+
+from experiments import analysis as a
 from experiments.presets import (LAYERS, PROTOCOL_SEEDS, PROTOCOL_SIZES, PROTOCOL_WARMUP,
                                  protocol)
 from transformer.sweep import preset, product
@@ -75,7 +77,6 @@ def judged_lrs(runs) -> dict:
   """`{placement: the LR its runs are judged at}`: of the LRs it ran, the one with the lowest
   mean clipped final loss over seeds at the shallowest depth, with the longest warm-up (its
   best LR by lr_sensitivity's runs, which are those points)."""
-  from experiments import analysis as a  # noqa: PLC0415
   out = {}
   for p in dict.fromkeys(r.overrides[a.PLACEMENT] for r in runs):
     mine = a.select(runs, model__norm_placement=p)
@@ -89,7 +90,6 @@ def judged_lrs(runs) -> dict:
 
 def matched_lr(runs):
   """The one LR every placement ran at (None when there is none, or several)."""
-  from experiments import analysis as a  # noqa: PLC0415
   by_p = {}
   for r in runs:
     by_p.setdefault(r.overrides[a.PLACEMENT], set()).add(r.overrides[a.LR])
@@ -99,7 +99,6 @@ def matched_lr(runs):
 
 def at_lrs(runs, lrs: dict) -> list:
   """The runs of each placement at its LR in `lrs` ({placement: LR})."""
-  from experiments import analysis as a  # noqa: PLC0415
   return [r for r in runs if lrs.get(r.overrides[a.PLACEMENT]) == r.overrides[a.LR]]
 
 
@@ -112,7 +111,6 @@ def at_best(runs) -> list:
 def reference(runs) -> dict:
   """`{(placement, seed, depth): the lowest clipped final loss that placement and seed reached
   at that depth or any shallower one, with or without warm-up}`: what a run is judged against."""
-  from experiments import analysis as a  # noqa: PLC0415
   at = {}
   for r in runs:
     v = a.clipped_final_loss(r)
@@ -129,7 +127,6 @@ def reference(runs) -> dict:
 def gap_to_reference(run, ref) -> float:
   """How far (nats/token) the run ended above its placement's best at its depth or shallower
   (same seed); inf for a run that diverged, collapsed or has not ended."""
-  from experiments import analysis as a  # noqa: PLC0415
   v = a.clipped_final_loss(run)
   key = (run.overrides[a.PLACEMENT], run.seed, run.overrides[DEPTH])
   if v is None or run.status != "finished" or key not in ref:
@@ -153,7 +150,6 @@ def deepest_trained(runs, depths, ref, tolerance):
 
 def measure(runs):
   """Everything the verdict, the figures and the summary use."""
-  from experiments import analysis as a  # noqa: PLC0415
   depths = sorted({r.overrides[DEPTH] for r in runs})
   warmups = sorted({r.overrides[WARM] for r in runs})
   placements = [p for p in SHOWN if a.select(runs, model__norm_placement=p)]
@@ -182,7 +178,6 @@ def _call_at(m, x):
 def _post_minus_pre(runs, m):
   """Per seed, post-norm's minus pre-norm's clipped final loss at the largest depth, with
   warm-up."""
-  from experiments import analysis as a  # noqa: PLC0415
   gap = []
   for s in sorted({r.seed for r in runs}):
     post = a.select(runs, model__norm_placement="post", optim__warmup_steps=m["warm"],
@@ -198,7 +193,6 @@ def _post_minus_pre(runs, m):
 
 def _judge(m, runs):
   """(agrees, text) at the call's tolerance."""
-  from experiments import analysis as a  # noqa: PLC0415
   top, warm, x = m["top"], m["warm"], m["x"]
   post_fails, stable_bad = _call_at(m, x)
   gap = _post_minus_pre(runs, m)
@@ -220,7 +214,6 @@ def _judge(m, runs):
 
 def matched_call(runs, lrs: dict) -> str:
   """The call made again with every placement at the matched LR (a sentence)."""
-  from experiments import analysis as a  # noqa: PLC0415
   lr = matched_lr(runs)
   if lr is None:
     return ("Matched LR: none; no one LR was run for every placement (each ran at "
@@ -236,64 +229,84 @@ def matched_call(runs, lrs: dict) -> str:
           f"data {a.verdict_word(agrees)}.")
 
 
+def _depth_text(d) -> str:
+  """A deepest depth as the tables write it ("none": the shallowest already fails)."""
+  return "none" if d is None else str(d)
+
+
+def _tables(runs, m, lrs: dict) -> list[str]:
+  """The protocol line, the loss-per-depth table and the deepest-depth-over-X table."""
+  depths, warm, none = m["depths"], m["warm"], m["none"]
+  rows = []
+  for (p, w), mine in m["sets"].items():
+    cells = [a.ci(v for v in (a.clipped_final_loss(r) for r in mine
+                              if r.overrides[DEPTH] == d) if v is not None) for d in depths]
+    rows.append([p, w, *cells, a.status_counts(mine)])
+  return [a.protocol(runs), "",
+          "Clipped final eval loss (nats/token; diverged runs count as ln V) at each depth, "
+          "each placement at its best LR (" + ", ".join(
+              f"{p} {lrs[p]:g}" for p in m["placements"]) + "), mean ± 95% CI over seeds:",
+          "", *a.table(["placement", "warm-up", *(f"loss @ {d} layers" for d in depths),
+                        "runs"], rows), "",
+          "A run *trained at X* when it neither diverged nor collapsed and its final eval loss "
+          "is within X nats/token of the best its placement reached with that seed at that "
+          "depth or a shallower one (with or without warm-up): getting deeper may not cost "
+          "more than X. Deepest depth up to which every seed trained at X (none: the "
+          "shallowest already fails), without / with warm-up:", "",
+          *a.table(["placement", *(f"X = {t:g}" for t in a.TOLERANCES)],
+                   [[p, *(f"{_depth_text(m['deepest'][(p, none)][t])} / "
+                          f"{_depth_text(m['deepest'][(p, warm)][t])}" for t in a.TOLERANCES)]
+                    for p in m["placements"]]), ""]
+
+
+def _call_lines(m, runs) -> list[str]:
+  """Post minus pre at the largest depth, where over X the call holds, and the verdict."""
+  agrees, text, (mean, half) = _judge(m, runs)
+  as_paper = a.intervals_where(
+      lambda t: (lambda f, b: f and not b)(*_call_at(m, t)), m["points"])
+  post_fails = a.intervals_where(lambda t: _call_at(m, t)[0], m["points"])
+  return [f"At {m['top']} layers with warm-up {m['warm']}, post-norm minus pre-norm final loss, "
+          f"paired by seed: {a.fmt(mean, half)} nats/token (margin {LOSS_MARGIN}).", "",
+          f"Over X in [0, 1]: post-norm stops training at some depth for "
+          f"{a.intervals_text(post_fails)}; post-norm does while pre-norm, DeepNorm and "
+          f"Admin train at every depth (the papers' picture) for {a.intervals_text(as_paper)}.",
+          "", a.verdict(agrees, text + ".")]
+
+
+def _without_warmup(m) -> list[str]:
+  """Which placements fail at a shallower depth without warm-up, at the call's X (no lines
+  when the runs have one warm-up only)."""
+  none, warm, x, placements = m["none"], m["warm"], m["x"], m["placements"]
+  if none == warm:
+    return []
+  dn = {p: m["deepest"][(p, none)][x] for p in placements}
+  dw = {p: m["deepest"][(p, warm)][x] for p in placements}
+  sooner = [p for p in placements if (dn[p] or 0) < (dw[p] or 0)]
+  return ["", f"Without warm-up, at X = {x:g}, the deepest depth every seed trained at: "
+          + ", ".join(f"{p} {_depth_text(dn[p])}" for p in placements) + ". Dropping "
+          "warm-up makes the stack fail sooner for: "
+          + (", ".join(sooner) if sooner else "no placement") + "."]
+
+
 def analyze(runs):
   """Per placement and warm-up: the clipped final eval loss at each depth (mean ± 95% CI over
   seeds) and the deepest depth every seed trained at, over X. Then: does post-norm fail (or
   fall behind pre-norm by more than LOSS_MARGIN at the largest depth, paired by seed) where
   pre-norm, DeepNorm and Admin train at every depth?"""
-  from experiments import analysis as a  # noqa: PLC0415
   if not runs:
     return [a.verdict(None, "No runs.")]
   every = runs
   lrs = judged_lrs(every)
   runs = at_lrs(every, lrs)
   m = measure(runs)
-  depths, top, warm, none, x = m["depths"], m["top"], m["warm"], m["none"], m["x"]
-  rows = []
-  for (p, w), mine in m["sets"].items():
-    cells = [a.ci(v for v in (a.clipped_final_loss(r) for r in mine
-                              if r.overrides[DEPTH] == d) if v is not None) for d in depths]
-    rows.append([p, w, *cells, a.status_counts(mine)])
-  fmt_d = lambda d: "none" if d is None else str(d)  # noqa: E731
-  lines = [a.protocol(runs), "",
-           "Clipped final eval loss (nats/token; diverged runs count as ln V) at each depth, "
-           "each placement at its best LR (" + ", ".join(
-               f"{p} {lrs[p]:g}" for p in m["placements"]) + "), mean ± 95% CI over seeds:",
-           "", *a.table(["placement", "warm-up", *(f"loss @ {d} layers" for d in depths),
-                         "runs"], rows), "",
-           "A run *trained at X* when it neither diverged nor collapsed and its final eval loss "
-           "is within X nats/token of the best its placement reached with that seed at that "
-           "depth or a shallower one (with or without warm-up): getting deeper may not cost "
-           "more than X. Deepest depth up to which every seed trained at X (none: the "
-           "shallowest already fails), without / with warm-up:", "",
-           *a.table(["placement", *(f"X = {t:g}" for t in a.TOLERANCES)],
-                    [[p, *(f"{fmt_d(m['deepest'][(p, none)][t])} / "
-                           f"{fmt_d(m['deepest'][(p, warm)][t])}" for t in a.TOLERANCES)]
-                     for p in m["placements"]]), ""]
-  if ("post", warm) not in m["sets"]:
+  lines = _tables(runs, m, lrs)
+  if ("post", m["warm"]) not in m["sets"]:
     return lines + [a.verdict(None, "No post-norm runs with warm-up: nothing to judge.")]
   pending = [r for r in runs if r.status in PENDING]
   if pending:  # deepest_trained reads a run that has not ended as one that did not train
     return lines + [a.verdict(None, f"{len(pending)} of the {len(runs)} runs at the judged LRs "
                               "have not ended: the call waits for them.")]
-  agrees, text, (mean, half) = _judge(m, runs)
-  as_paper = a.intervals_where(
-      lambda t: (lambda f, b: f and not b)(*_call_at(m, t)), m["points"])
-  post_fails = a.intervals_where(lambda t: _call_at(m, t)[0], m["points"])
-  lines += [f"At {top} layers with warm-up {warm}, post-norm minus pre-norm final loss, "
-            f"paired by seed: {a.fmt(mean, half)} nats/token (margin {LOSS_MARGIN}).", "",
-            f"Over X in [0, 1]: post-norm stops training at some depth for "
-            f"{a.intervals_text(post_fails)}; post-norm does while pre-norm, DeepNorm and "
-            f"Admin train at every depth (the papers' picture) for {a.intervals_text(as_paper)}.",
-            "", a.verdict(agrees, text + ".")]
-  if none != warm:
-    dn = {p: m["deepest"][(p, none)][x] for p in m["placements"]}
-    dw = {p: m["deepest"][(p, warm)][x] for p in m["placements"]}
-    sooner = [p for p in m["placements"] if (dn[p] or 0) < (dw[p] or 0)]
-    lines += ["", f"Without warm-up, at X = {x:g}, the deepest depth every seed trained at: "
-              + ", ".join(f"{p} {fmt_d(dn[p])}" for p in m["placements"]) + ". Dropping "
-              "warm-up makes the stack fail sooner for: "
-              + (", ".join(sooner) if sooner else "no placement") + "."]
+  lines += _call_lines(m, runs) + _without_warmup(m)
   lines += ["", matched_call(every, lrs)]
   steps = max(r.num_steps for r in runs)
   lines += ["", f"Trained {steps} steps on a small model at each placement's 6-layer best LR "
@@ -302,20 +315,10 @@ def analyze(runs):
   return lines
 
 
-def figures(runs, sweep_dir):
-  """`loss_vs_depth.png`: clipped final loss against depth, one panel per warm-up, one colour
-  per placement (mean line, every seed a mark, diverged runs an x); and
-  `deepest_vs_tolerance.png`: the deepest depth trained at X against X."""
-  import os  # noqa: PLC0415
-  import numpy as np  # noqa: PLC0415
-  from experiments import analysis as a  # noqa: PLC0415
-  from transformer.report import write as report  # noqa: PLC0415
-  from transformer.report import figures as report_figures
-  if not runs:
-    return []
-  runs = at_best(runs)
-  m = measure(runs)
-  plt = report_figures.load_pyplot()  # noqa: SLF001
+def _loss_figure(plt, marks: dict, m):
+  """Clipped final loss against depth, one panel per warm-up, one colour per placement (mean
+  line, every seed a mark in the style `marks` gives its status, diverged runs an x). Returns
+  the figure."""
   colours = {p: f"C{i}" for i, p in enumerate(SHOWN)}
   fig, axes = plt.subplots(1, len(m["warmups"]), figsize=(4.2 * len(m["warmups"]) + 1.6, 3.4),
                            sharey=True, squeeze=False)
@@ -329,7 +332,7 @@ def figures(runs, sweep_dir):
         xs = d * 2 ** ((j - len(m["placements"]) / 2) * 0.03)  # spread the marks
         for r, v in vals:
           ax.plot([xs], [v], color=colours[p], alpha=0.7,
-                  **report_figures.MARKS["diverged" if r.status == "diverged" else "finished"])
+                  **marks["diverged" if r.status == "diverged" else "finished"])
         means.append(np.mean([v for _, v in vals]) if vals else np.nan)
       ax.plot(m["depths"], means, "-", color=colours[p], lw=1.4, label=p)
     ax.set_xscale("log", base=2)
@@ -341,26 +344,27 @@ def figures(runs, sweep_dir):
   axes[0][0].set_ylabel("clipped final eval loss (nats/token)")
   axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
   fig.tight_layout()
-  report_figures.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
+  return fig
 
-  xs = [round(0.01 * i, 2) for i in range(0, 101)]
-  ticks = {d: i + 1 for i, d in enumerate(m["depths"])}
-  n = len(m["placements"])
-  fig, axes = plt.subplots(1, n, figsize=(2.6 * n + 1.6, 2.8), sharey=True, squeeze=False)
-  for ax, p in zip(axes[0], m["placements"]):
-    for w, style, colour in ((m["none"], "--", "tab:red"), (m["warm"], "-", "tab:blue")):
-      ys = [ticks.get(deepest_trained(m["sets"][(p, w)], m["depths"], m["ref"], t), 0)
-            for t in xs]
-      ax.step(xs, ys, style, where="post", color=colour, lw=1.6,
-              label="no warm-up" if w == 0 else f"warm-up {w}")
-    ax.axvline(m["x"], color="gray", lw=0.8, ls=":")
-    ax.set_title(p)
-    ax.set_xlabel("tolerance X (nats)")
-    ax.grid(alpha=0.3)
-  axes[0][0].set_yticks([0, *ticks.values()], ["none", *(str(d) for d in m["depths"])])
-  axes[0][0].set_ylabel("deepest depth trained")
-  axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
-  fig.tight_layout()
+
+def figures(runs, sweep_dir):
+  """`loss_vs_depth.png`: clipped final loss against depth, one panel per warm-up, one colour
+  per placement (mean line, every seed a mark, diverged runs an x); and
+  `deepest_vs_tolerance.png`: the deepest depth trained at X against X."""
+  import os  # noqa: PLC0415
+  from transformer.report import figures as report_figures
+  if not runs:
+    return []
+  runs = at_best(runs)
+  m = measure(runs)
+  plt = report_figures.load_pyplot()
+  report_figures.save_png(plt, _loss_figure(plt, report_figures.MARKS, m), os.path.join(sweep_dir, FIGURE), dpi=90)
+  curves = [(w, style, colour, "no warm-up" if w == 0 else f"warm-up {w}") for w, style, colour
+            in ((m["none"], "--", "tab:red"), (m["warm"], "-", "tab:blue"))]
+  fig = a.tolerance_steps_figure(
+      plt, m["placements"], curves,
+      lambda p, w, t: deepest_trained(m["sets"][(p, w)], m["depths"], m["ref"], t),
+      m["depths"], [str(d) for d in m["depths"]], "deepest depth trained", m["x"], (2.6, 2.8))
   report_figures.save_png(plt, fig, os.path.join(sweep_dir, TOLERANCE_FIGURE), dpi=90)
   return [("Clipped final eval loss against depth (line: mean over seeds; marks: seeds; x: "
            "diverged)", FIGURE),
@@ -371,12 +375,10 @@ def figures(runs, sweep_dir):
 
 def summarize(runs):
   """The summary's entry (transformer/report/summary.write_summary)."""
-  from experiments import analysis as a  # noqa: PLC0415
   runs = at_best(runs)
   m = measure(runs)
   agrees, text, (mean, half) = _judge(m, runs)
   top, warm, none, x = m["top"], m["warm"], m["none"], m["x"]
-  fmt_d = lambda d: "none" if d is None else str(d)  # noqa: E731
   numbers = [text]
   numbers += [f"{p} at {top} layers, warm-up {warm}: clipped final loss " + a.ci(
       v for v in (a.clipped_final_loss(r) for r in m["sets"][(p, warm)]
@@ -386,14 +388,14 @@ def summarize(runs):
                  f"{a.fmt(mean, half)} nats/token")
   return {"verdict": a.verdict_word(agrees), "numbers": numbers, "figure": FIGURE,
           "placements": {p: {f"deepest depth trained at X={x:g}, no warm-up / warm-up {warm}":
-                             f"{fmt_d(m['deepest'][(p, none)][x])} / "
-                             f"{fmt_d(m['deepest'][(p, warm)][x])}"}
+                             f"{_depth_text(m['deepest'][(p, none)][x])} / "
+                             f"{_depth_text(m['deepest'][(p, warm)][x])}"}
                          for p in m["placements"]}}
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.COLLAPSE,
-              _analysis.X,
-              _analysis.RULE,
-              _analysis.CONFIDENCE,
+THRESHOLDS = (a.COLLAPSE,
+              a.X,
+              a.RULE,
+              a.CONFIDENCE,
               Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.02, 0.1)))

@@ -15,6 +15,7 @@ the 6-layer reference's best (mean over seeds) — that is, depth costs post-nor
 margin. The call is also made at the neighbouring margins (`MARGINS`).
 """
 
+from experiments import analysis as a
 from experiments.presets import PROTOCOL_SIZES, PROTOCOL_STEPS, protocol
 from transformer.sweep import preset, product
 from transformer.report.robustness import Threshold
@@ -50,7 +51,6 @@ def get_sweep(size: str = "cpu"):
 
 def losses(runs) -> dict:
   """`{(depth, lr, warm-up): {seed: clipped final loss}}` of the runs that ended."""
-  from experiments import analysis as a  # noqa: PLC0415
   out: dict = {}
   for r in runs:
     loss = a.clipped_final_loss(r)
@@ -72,7 +72,6 @@ def trains(table: dict, depth: int, reference: float, bigram: float, margin: flo
 def analyze(runs):
   """Final loss per depth, LR and warm-up (mean ± 95% CI over seeds) against the bigram level;
   which depths train, at the margin and its neighbours."""
-  from experiments import analysis as a  # noqa: PLC0415
   table = losses(runs)
   bigram = a.bigram_level(runs)
   depths = sorted({k[0] for k in table})
@@ -121,7 +120,6 @@ def analyze(runs):
 def summarize(runs):
   """The summary's entry: the verdict, which depths train at which setting, the figure of
   final loss against depth."""
-  from experiments import analysis as a  # noqa: PLC0415
   lines = analyze(runs)
   word, _ = a.verdict_of(lines)
   return {"verdict": word, "numbers": [l[2:] for l in lines if l.startswith("- ")],

@@ -9,9 +9,7 @@ seeds each. The verdict is on the paper's architecture (ReLU); the GELU rows say
 claim carries over to our default. The report's per-layer diagnostics profile is the figure.
 """
 
-import math
-
-from experiments import analysis as _analysis
+from experiments import analysis as a
 from experiments.presets import AT_INIT, PAPER_ACTIVATION, SIZES
 from transformer.config import NORM_PLACEMENTS
 from transformer.sweep import preset, product
@@ -37,19 +35,25 @@ METRIC = "feed_forward/wo/grad_norm"
 FLAT = 1.5  # "nearly flat": the last layer's gradient within a factor 1.5 of the first's
 
 
+def _profiles(runs, placement: str, activation: str) -> list[dict]:
+  """`{layer: ||dL/dW_2||}` at init of each run of that placement and activation that logged
+  it."""
+  profs = [a.at_init(r, METRIC) for r in runs
+           if r.overrides[a.PLACEMENT] == placement and a.activation(r) == activation]
+  return [q for q in profs if q]
+
+
 def _trend(profs):
   """The last/first ratio exp(s (L - 1)) of log ||dL/dW_2|| = c + s * l fitted to each seed's
   profile alone, as (low, geometric mean, high) of its 95% interval over the seeds' fits
   (t over seeds on the log scale): the layers of one seed share its batch and weights, so they
   are not independent points."""
-  from experiments import analysis as a  # noqa: PLC0415
   layers = sorted(set.intersection(*(set(q) for q in profs)))
   return a.log_ci(a.seed_fit_ratio([{l: q[l] for l in layers} for q in profs]))
 
 
 def _judge(trend, activation):
   """The verdict on one activation's post and pre trends."""
-  from experiments import analysis as a  # noqa: PLC0415
   post, pre = trend.get(("post", activation)), trend.get(("pre", activation))
   if post is None or pre is None:
     return None, f"post-norm or pre-norm runs with {activation} are missing."
@@ -71,13 +75,10 @@ def analyze(runs):
   """Per placement and activation: the per-layer profile of ||dL/dW_2|| at init (mean over
   seeds), the last-to-first-layer ratio per seed, and the trend fitted to every layer of
   seed, with its interval over seeds (`_trend`). The verdict is on the paper's ReLU runs; GELU's is stated too."""
-  from experiments import analysis as a  # noqa: PLC0415
   groups = list(dict.fromkeys((r.overrides[a.PLACEMENT], a.activation(r)) for r in runs))
   rows, trend = [], {}
   for p, f in groups:
-    profs = [a.at_init(r, METRIC) for r in runs
-             if r.overrides[a.PLACEMENT] == p and a.activation(r) == f]
-    profs = [q for q in profs if q]
+    profs = _profiles(runs, p, f)
     if not profs:
       continue
     layers = sorted(set.intersection(*(set(q) for q in profs)))
@@ -105,22 +106,18 @@ def analyze(runs):
            "placement's Jacobians, which is what the paper's Fig. 3 measures)."]
   if any(f == a.DEFAULT_ACTIVATION for _, f in trend):
     ok, why = _judge(trend, a.DEFAULT_ACTIVATION)
-    lines += ["", f"With our default {a.activation_name(a.DEFAULT_ACTIVATION)} feed-forward net "
-              f"the same test {a.verdict_word(ok)}: {why}"]
+    lines += ["", f"{a.default_activation_call(ok)}: {why}"]
   return lines
 
 
 def summarize(runs):
-  from experiments import analysis as a  # noqa: PLC0415
   lines = analyze(runs)
   word, _ = a.verdict_of(lines)
   placements = {}
   numbers = []
   for p in dict.fromkeys(r.overrides[a.PLACEMENT] for r in runs):
     for f in (a.PAPER_ACTIVATION, a.DEFAULT_ACTIVATION):
-      profs = [a.at_init(r, METRIC) for r in runs
-               if r.overrides[a.PLACEMENT] == p and a.activation(r) == f]
-      profs = [q for q in profs if q]
+      profs = _profiles(runs, p, f)
       if len(profs) < 2:
         continue
       lo, mid, hi = _trend(profs)
@@ -135,5 +132,5 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.CONFIDENCE,
+THRESHOLDS = (a.CONFIDENCE,
               Threshold("flatness factor", None, "FLAT", (1.25, 2.0)))

@@ -12,7 +12,7 @@ log-log) is the figure to compare with the theorem.
 
 import math
 
-from experiments import analysis as _analysis
+from experiments import analysis as a
 from experiments.presets import AT_INIT, PAPER_ACTIVATION, SIZES
 from transformer.sweep import preset, product
 
@@ -38,7 +38,6 @@ def _fit(runs, metric):
   """For one activation's runs: the last-layer gradients per (placement, depth), the fitted
   exponent (b, 95% half-width) per placement, and pre-norm's Lemma 3 fits (rms(x_L) ~ L^c
   and ||dL/dW_2|| * rms(x_L) ~ L^e)."""
-  from experiments import analysis as a  # noqa: PLC0415
   grads, fits = {}, {}
   for placement in ("post", "pre"):
     xs, ys = [], []
@@ -63,7 +62,6 @@ def _fit(runs, metric):
 
 
 def _judge(fits):
-  from experiments import analysis as a  # noqa: PLC0415
   (bp, hp), (bq, hq) = fits["post"], fits["pre"]
   if not (math.isfinite(bp) and math.isfinite(bq)):
     return None, "Too few finished runs to fit both exponents."
@@ -81,7 +79,6 @@ def analyze(runs):
   """Fits ||dL/dW_2|| of the last layer ~ L^b on log-log over every seed and depth, per
   placement and activation; the theorem's exponents are b = 0 (post) and b = -1/2 (pre).
   The verdict is the paper's ReLU runs'."""
-  from experiments import analysis as a  # noqa: PLC0415
   metric = REPORT_DIAGNOSTICS[0]
   depths = sorted({r.overrides["model.num_layers"] for r in runs})
   activations = sorted({a.activation(r) for r in runs}, key=lambda f: f != a.PAPER_ACTIVATION)
@@ -116,13 +113,11 @@ def analyze(runs):
                            "architecture was not measured."))
   if default in per_act and paper in per_act:
     ok, _ = _judge(per_act[default][1])
-    lines += ["", f"With our default {a.activation_name(default)} feed-forward net the same "
-              f"test {a.verdict_word(ok)}."]
+    lines += ["", a.default_activation_call(ok) + "."]
   return lines
 
 
 def summarize(runs):
-  from experiments import analysis as a  # noqa: PLC0415
   lines = analyze(runs)
   word, _ = a.verdict_of(lines)
   return {"verdict": word, "numbers": [l[2:] for l in lines if l.startswith("- ")],
@@ -130,4 +125,4 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.CONFIDENCE,)
+THRESHOLDS = (a.CONFIDENCE,)

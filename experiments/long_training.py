@@ -19,7 +19,7 @@ says when it is at the edge of what was run) and, beside it, at one LR every win
 `MATCHED`.
 """
 
-from experiments import analysis as _analysis
+from experiments import analysis as a
 from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.sweep import preset, product
 from transformer.report.robustness import Threshold
@@ -53,14 +53,14 @@ def get_sweep(size: str = "cpu"):
   return short + long
 
 
-def paired_gap(losses: dict, p: str, q: str, a) -> tuple[float, float]:
+def paired_gap(losses: dict, p: str, q: str) -> tuple[float, float]:
   """q's final loss minus p's, paired by seed: (mean, 95% CI half-width); NaNs with fewer than
   two shared seeds. Positive: p ended better."""
   gap = [losses[q][s] - losses[p][s] for s in losses.get(p, {}) if s in losses.get(q, {})]
   return a.mean_ci(gap) if len(gap) > 1 else (float("nan"), float("nan"))
 
 
-def ordering(losses: dict, a) -> tuple[list[str], dict]:
+def ordering(losses: dict) -> tuple[list[str], dict]:
   """Placements from best to worst by mean loss, and for every pair (p ahead of q) whether
   the gap is resolved (paired by seed, 95% CI above LOSS_MARGIN)."""
   means = {p: a.mean_ci(list(v.values()))[0] for p, v in losses.items() if v}
@@ -68,17 +68,17 @@ def ordering(losses: dict, a) -> tuple[list[str], dict]:
   resolved = {}
   for i, p in enumerate(order):
     for q in order[i + 1:]:
-      m, h = paired_gap(losses, p, q, a)
+      m, h = paired_gap(losses, p, q)
       resolved[p, q] = h == h and m - h > LOSS_MARGIN
   return order, resolved
 
 
-def _fate(losses_long: dict, p: str, q: str, a) -> str:
+def _fate(losses_long: dict, p: str, q: str) -> str:
   """What became after the long runs of a pair that the short runs resolved (p ahead):
   `kept` (p still ahead by more than LOSS_MARGIN with 95% confidence), `shrunk` (still ahead,
   the CI above 0 but not above the margin), `reversed` (q ahead, the CI below 0) or
   `unresolved` (the CI holds 0)."""
-  m, h = paired_gap(losses_long, p, q, a)
+  m, h = paired_gap(losses_long, p, q)
   if not h == h:
     return "unresolved"
   if m - h > LOSS_MARGIN:
@@ -91,7 +91,6 @@ def _fate(losses_long: dict, p: str, q: str, a) -> str:
 def _matched_lr(runs) -> float | None:
   """The LR every placement ran at every length (`MATCHED` when the runs hold it); None when
   there is none."""
-  from experiments import analysis as a  # noqa: PLC0415
   common = None
   for p in PLACEMENTS:
     for n in {r.num_steps for r in runs}:
@@ -108,7 +107,6 @@ def _matched_lr(runs) -> float | None:
 def measure(runs):
   """Per run length and placement: the best LR (`analysis.best_lr` over the LRs run at that
   length), the clipped final loss by seed there and at the matched LR, and the edge notes."""
-  from experiments import analysis as a  # noqa: PLC0415
   steps = sorted({r.num_steps for r in runs})
   placements = [p for p in PLACEMENTS if a.select(runs, model__norm_placement=p)]
   matched = _matched_lr(runs)
@@ -138,48 +136,53 @@ def measure(runs):
   return out
 
 
-def analyze(runs):
-  """Final clipped eval loss of each placement at its best LR after the short and the long
-  run (mean ± 95% CI over seeds), every pair's gap paired by seed after each, and whether the
-  long runs keep the gaps the short runs resolved: `kept` above LOSS_MARGIN, only `shrunk`
-  (the sign kept), `reversed` (the sign flipped, 95% CI) or `unresolved`. The same gaps at the
-  matched LR are reported beside them."""
-  from experiments import analysis as a  # noqa: PLC0415
-  m = measure(runs)
-  steps, placements, losses = m["steps"], m["placements"], m["losses"]
+def _best_lr_lines(runs, m) -> list[str]:
+  """The protocol line; per placement, the LRs run at each length, the best and its clipped
+  final loss; and the edge notes."""
+  steps, losses = m["steps"], m["losses"]
   lr_list = lambda lrs: ", ".join(f"{lr:g}" for lr in lrs)  # noqa: E731
   rows = [[p, *(f"{lr_list(m['lrs'][n][p])} → **{a.fmt_lr(m['best'][n][p])}**" for n in steps),
            *(a.ci(losses[n][p].values()) for n in steps),
-           a.status_counts(a.select(runs, model__norm_placement=p))] for p in placements]
+           a.status_counts(a.select(runs, model__norm_placement=p))] for p in m["placements"]]
   lines = [a.protocol(runs), "",
            "Each placement at its best LR of each length (LRs run → the best, by mean clipped "
            "final loss over seeds), and its clipped final eval loss there (nats/token, mean ± "
            "95% CI over seeds):", "",
            *a.table(["placement", *(f"LRs @ {n} steps" for n in steps),
                      *(f"loss @ {n} steps" for n in steps), "runs"], rows), ""]
-  lines += [f"Note: {note}" for note in m["notes"]] + ([""] if m["notes"] else [])
-  if len(steps) < 2:
-    return lines + [a.verdict(None, "Needs both run lengths.")]
+  return lines + [f"Note: {note}" for note in m["notes"]] + ([""] if m["notes"] else [])
+
+
+def _gap_lines(m) -> list[str]:
+  """Every pair's gap, paired by seed, after each length at the best LRs and at the matched
+  LR."""
+  steps, placements, losses = m["steps"], m["placements"], m["losses"]
   pairs = [(p, q) for i, p in enumerate(placements) for q in placements[i + 1:]]
   gap_columns = [(f"gap @ {n} steps, best LRs", losses[n]) for n in steps]
   if m["matched"] is not None:
     gap_columns += [(f"gap @ {n} steps, LR {m['matched']:g}", m["at_matched"][n])
                     for n in steps]
-  lines += ["Gap between two placements (the second's loss minus the first's, paired by seed, "
-            "mean ± 95% CI; positive: the first ended better), each at its best LR"
-            + (" and at the one LR all of them ran at both lengths:" if m["matched"] is not None
-               else " (no LR was run by all of them at both lengths):"), "",
-            *a.table(["pair", *(c for c, _ in gap_columns)],
-                     [[f"{q} − {p}", *(a.fmt(*paired_gap(v, p, q, a)) for _, v in gap_columns)]
-                      for p, q in pairs]), ""]
-  short, long = steps[0], steps[-1]
-  (o_short, r_short), (o_long, r_long) = ordering(losses[short], a), ordering(losses[long], a)
+  return ["Gap between two placements (the second's loss minus the first's, paired by seed, "
+          "mean ± 95% CI; positive: the first ended better), each at its best LR"
+          + (" and at the one LR all of them ran at both lengths:" if m["matched"] is not None
+             else " (no LR was run by all of them at both lengths):"), "",
+          *a.table(["pair", *(c for c, _ in gap_columns)],
+                   [[f"{q} − {p}", *(a.fmt(*paired_gap(v, p, q)) for _, v in gap_columns)]
+                    for p, q in pairs]), ""]
+
+
+def _ordering_lines(m) -> list[str]:
+  """The gaps each length resolves, what the long runs made of those the short runs
+  resolved, and the verdict."""
+  losses = m["losses"]
+  short, long = m["steps"][0], m["steps"][-1]
+  (o_short, r_short), (o_long, r_long) = ordering(losses[short]), ordering(losses[long])
   fmt = lambda r: ", ".join(f"{p} < {q}" for (p, q), ok in r.items() if ok) or "none"  # noqa: E731
-  lines += [f"Gaps resolved (above {LOSS_MARGIN} nats/token with 95% confidence, paired by "
-            f"seed) after {short} steps: {fmt(r_short)}; after {long}: {fmt(r_long)}.", ""]
-  said = lambda p, q: (f"{p} < {q} ({a.fmt(*paired_gap(losses[short], p, q, a))} after "  # noqa: E731
-                       f"{short} steps, {a.fmt(*paired_gap(losses[long], p, q, a))} after {long})")
-  fates = {pq: _fate(losses[long], *pq, a) for pq, ok in r_short.items() if ok}
+  lines = [f"Gaps resolved (above {LOSS_MARGIN} nats/token with 95% confidence, paired by "
+           f"seed) after {short} steps: {fmt(r_short)}; after {long}: {fmt(r_long)}.", ""]
+  said = lambda p, q: (f"{p} < {q} ({a.fmt(*paired_gap(losses[short], p, q))} after "  # noqa: E731
+                       f"{short} steps, {a.fmt(*paired_gap(losses[long], p, q))} after {long})")
+  fates = {pq: _fate(losses[long], *pq) for pq, ok in r_short.items() if ok}
   by = {f: [said(*pq) for pq, g in fates.items() if g == f]
         for f in ("kept", "shrunk", "reversed", "unresolved")}
   parts = [f"{name}: {'; '.join(by[f])}" for f, name in (
@@ -190,25 +193,36 @@ def analyze(runs):
   if m["notes"]:  # an optimum not located: that placement may do better than its best here
     text += " Caveat: " + " ".join(m["notes"])
   if not fates:
-    lines.append(a.verdict(None, f"After {short} steps no gap is resolved: there is no "
-                           "ordering to keep."))
-  elif len(by["kept"]) == len(fates):
-    lines.append(a.verdict(True, f"The {short}-step ordering holds after {long} steps. " + text))
-  elif not by["kept"] and not by["shrunk"] and not by["reversed"]:
-    lines.append(a.verdict(None, text + " The long runs neither confirm nor reverse the "
-                           "ordering."))
-  elif o_long[0] != o_short[0] and r_long.get((o_long[0], o_short[0])):
-    lines.append(a.verdict(False, f"After {long} steps {o_long[0]} is best, not "
-                           f"{o_short[0]}: the short-run ordering does not hold. " + text))
-  else:
-    lines.append(a.verdict("partly", text))
-  return lines
+    return lines + [a.verdict(None, f"After {short} steps no gap is resolved: there is no "
+                              "ordering to keep.")]
+  if len(by["kept"]) == len(fates):
+    return lines + [a.verdict(True, f"The {short}-step ordering holds after {long} steps. "
+                              + text)]
+  if not by["kept"] and not by["shrunk"] and not by["reversed"]:
+    return lines + [a.verdict(None, text + " The long runs neither confirm nor reverse the "
+                              "ordering.")]
+  if o_long[0] != o_short[0] and r_long.get((o_long[0], o_short[0])):
+    return lines + [a.verdict(False, f"After {long} steps {o_long[0]} is best, not "
+                              f"{o_short[0]}: the short-run ordering does not hold. " + text)]
+  return lines + [a.verdict("partly", text)]
+
+
+def analyze(runs):
+  """Final clipped eval loss of each placement at its best LR after the short and the long
+  run (mean ± 95% CI over seeds), every pair's gap paired by seed after each, and whether the
+  long runs keep the gaps the short runs resolved: `kept` above LOSS_MARGIN, only `shrunk`
+  (the sign kept), `reversed` (the sign flipped, 95% CI) or `unresolved`. The same gaps at the
+  matched LR are reported beside them."""
+  m = measure(runs)
+  lines = _best_lr_lines(runs, m)
+  if len(m["steps"]) < 2:
+    return lines + [a.verdict(None, "Needs both run lengths.")]
+  return lines + _gap_lines(m) + _ordering_lines(m)
 
 
 def summarize(runs):
   """The summary's entry (transformer/report/summary.write_summary): the verdict, each
   placement's loss at its best LR after each run length, and the learning curves."""
-  from experiments import analysis as a  # noqa: PLC0415
   lines = analyze(runs)
   word, said = a.verdict_of(lines)
   order = [l for l in lines if l.startswith("Gaps resolved")]
@@ -223,6 +237,6 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.CONFIDENCE,
+THRESHOLDS = (a.CONFIDENCE,
               Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.01, 0.05)))
-THRESHOLDS_NOT_READ = {_analysis.COLLAPSE.label: _analysis.COLLAPSE_NOT_READ}
+THRESHOLDS_NOT_READ = {a.COLLAPSE.label: a.COLLAPSE_NOT_READ}

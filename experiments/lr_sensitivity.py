@@ -12,7 +12,7 @@ intervals over seeds separate.
 Run this study before warmup_stability, qk_norm_logits and activations: they reuse its runs.
 """
 
-from experiments import analysis as _analysis
+from experiments import analysis as a
 from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.config import NORM_PLACEMENTS
 from transformer.sweep import preset, product
@@ -34,7 +34,6 @@ def get_sweep(size: str = "cpu"):
 
 
 def measure(runs):
-  from experiments import analysis as a  # noqa: PLC0415
   placements = list(dict.fromkeys(r.overrides[a.PLACEMENT] for r in runs))
   lrs = sorted({r.overrides[a.LR] for r in runs})
   high = lrs[LOW:]
@@ -71,7 +70,6 @@ def measure(runs):
 
 
 def _post_vs_pre(m, key):
-  from experiments import analysis as a  # noqa: PLC0415
   if not (m[key].get("post") and m[key].get("pre")):
     return None
   (mp, hp), (mq, hq) = a.mean_ci(m[key]["post"]), a.mean_ci(m[key]["pre"])
@@ -83,7 +81,6 @@ def _post_vs_pre(m, key):
 
 
 def analyze(runs):
-  from experiments import analysis as a  # noqa: PLC0415
   m = measure(runs)
   lrs, high = m["lrs"], m["high"]
   rows = [[p, a.ci(m["full"][p]), a.ci(m["trim"][p]), a.ci(m["share"][p]),
@@ -141,7 +138,6 @@ def analyze(runs):
 
 
 def summarize(runs):
-  from experiments import analysis as a  # noqa: PLC0415
   m = measure(runs)
   word, _ = a.verdict_of(analyze(runs))
   return {
@@ -160,8 +156,8 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.CONFIDENCE,
+THRESHOLDS = (a.CONFIDENCE,
               Threshold("lowest LRs left out of the trimmed measure", None, "LOW", (1, 3)))
-THRESHOLDS_NOT_READ = {_analysis.COLLAPSE.label: _analysis.COLLAPSE_NOT_READ,
-                       _analysis.RULE.label: _analysis.RULE_NOT_READ + " (the largest stable "
+THRESHOLDS_NOT_READ = {a.COLLAPSE.label: a.COLLAPSE_NOT_READ,
+                       a.RULE.label: a.RULE_NOT_READ + " (the largest stable "
                        "LR is shown, not judged)"}

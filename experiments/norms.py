@@ -10,7 +10,7 @@ Pre-norm x norm kind x the LR grid x 3 seeds, on the training studies' recipe. D
 are lr_sensitivity's pre-norm runs (linked when that study was run with this code).
 """
 
-from experiments import analysis as _analysis
+from experiments import analysis as a
 from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.sweep import preset, product
 from transformer.report.robustness import Threshold
@@ -43,7 +43,7 @@ def label(run) -> str:
   return norm
 
 
-def best_lr_losses(runs, a):
+def best_lr_losses(runs):
   """(best LR by mean clipped loss, that LR's clipped final losses by seed)."""
   per_lr = a.mean_clipped_loss_per_lr(runs, a.LR)
   if not per_lr:
@@ -55,27 +55,34 @@ def best_lr_losses(runs, a):
 
 def _first_loss(runs, lr) -> float:
   """Mean over the `runs` at learning rate `lr` of their first logged train loss."""
-  from experiments import analysis as a  # noqa: PLC0415
   firsts = [r.metrics["train"][0]["loss"] for r in runs
             if r.metrics.get("train") and r.overrides[a.LR] == lr]
   return sum(firsts) / max(len(firsts), 1)
 
 
-def analyze(runs):
-  """Per norm: the best LR and its clipped final loss (mean ± 95% CI over seeds), the
-  difference to LayerNorm at each one's best LR (paired by seed), the LR sensitivity and the
-  largest stable LR. DyT and RMSNorm "match" LayerNorm when the 95% interval of that
-  difference lies within ± LOSS_MARGIN."""
-  from experiments import analysis as a  # noqa: PLC0415
+def _by_norm(runs) -> tuple[list[str], dict]:
+  """The norms' labels in run order, and `{label: its runs}`."""
   names = list(dict.fromkeys(label(r) for r in runs))
-  by = {n: [r for r in runs if label(r) == n] for n in names}
-  best = {n: best_lr_losses(by[n], a) for n in names}
+  return names, {n: [r for r in runs if label(r) == n] for n in names}
+
+
+def _minus_layernorm(best: dict) -> dict:
+  """`{norm: (mean, 95% half-width)}` of its clipped final loss at its best LR minus
+  LayerNorm's at LayerNorm's, paired by seed; NaNs with fewer than two shared seeds. `best`:
+  `{norm: best_lr_losses(its runs)}`."""
   ref = best.get("layernorm", (None, {}))[1]
-  rows, diff = [], {}
+  out = {}
+  for n, (_, losses) in best.items():
+    d = [losses[s] - ref[s] for s in losses if s in ref]
+    out[n] = a.mean_ci(d) if len(d) > 1 else (float("nan"), float("nan"))
+  return out
+
+
+def _table_lines(runs, names, by, best, diff) -> list[str]:
+  """The protocol line, the per-norm table and the notes on best LRs at the grid's edge."""
+  rows = []
   for n in names:
     lr, losses = best[n]
-    d = [losses[s] - ref[s] for s in losses if s in ref]
-    diff[n] = a.mean_ci(d) if len(d) > 1 else (float("nan"), float("nan"))
     largest = a.largest_stable_lr(by[n])
     rows.append([n, "-" if lr is None else f"{lr:g}", a.ci(losses.values()),
                  "-" if n == "layernorm" else a.fmt(*diff[n]),
@@ -87,38 +94,43 @@ def analyze(runs):
            "stable LR:", "",
            *a.table(["norm", "best LR", "loss @ best LR", "minus LayerNorm", "LR sensitivity",
                      "largest stable LR", "runs"], rows), ""]
-  lines += [n for n in (a.edge_note(f"{label_} best LR", best[label_][0], by[label_])
-                        for label_ in names) if n]
-  # A norm is judged only once some seed has a loss at its best LR and at LayerNorm's (a
-  # study cut off midway lists norms whose runs have not run yet).
-  judged = [n for n in names if n != "layernorm" and diff[n][0] == diff[n][0]]
-  if "none" in judged:
-    lnv = a.initial_loss(by["none"][0])
-    clipped = [r for r in by["none"] if (v := a.clipped_final_loss(r)) is not None and v >= lnv]
-    lines += ["Without any norm the final norm before the output projection goes too, so the "
-              "logits are not normalized and the loss starts far above ln V = "
-              f"{lnv:.2f}: the first logged train row (mean of the first steps) is "
-              f"{_first_loss(by['none'], min(r.overrides[a.LR] for r in by['none'])):.0f} "
-              f"nats/token at the smallest LR. {len(clipped)} of {len(by['none'])} such runs "
-              "end above ln V and count as ln V (clipped).", ""]
-  if not ref:
-    return lines + [a.verdict(None, "No LayerNorm runs to compare with.")]
+  return lines + [n for n in (a.edge_note(f"{label_} best LR", best[label_][0], by[label_])
+                              for label_ in names) if n]
 
-  def matches(n):
-    m, h = diff.get(n, (float("nan"), float("nan")))
-    return m == m and h == h and abs(m) + h <= LOSS_MARGIN
 
-  def worse(n):
-    m, h = diff.get(n, (float("nan"), float("nan")))
-    return m == m and h == h and m - h > LOSS_MARGIN
+def _no_norm_lines(none_runs) -> list[str]:
+  """Why the runs without any norm start far above ln V, and how many end clipped."""
+  lnv = a.initial_loss(none_runs[0])
+  clipped = [r for r in none_runs if (v := a.clipped_final_loss(r)) is not None and v >= lnv]
+  return ["Without any norm the final norm before the output projection goes too, so the "
+          "logits are not normalized and the loss starts far above ln V = "
+          f"{lnv:.2f}: the first logged train row (mean of the first steps) is "
+          f"{_first_loss(none_runs, min(r.overrides[a.LR] for r in none_runs)):.0f} "
+          f"nats/token at the smallest LR. {len(clipped)} of {len(none_runs)} such runs "
+          "end above ln V and count as ln V (clipped).", ""]
 
+
+def _matches(diff: dict, n: str) -> bool:
+  """Whether norm n's difference to LayerNorm lies within ± LOSS_MARGIN (95% CI)."""
+  m, h = diff.get(n, (float("nan"), float("nan")))
+  return m == m and h == h and abs(m) + h <= LOSS_MARGIN
+
+
+def _worse(diff: dict, n: str) -> bool:
+  """Whether norm n ends more than LOSS_MARGIN above LayerNorm (95% CI)."""
+  m, h = diff.get(n, (float("nan"), float("nan")))
+  return m == m and h == h and m - h > LOSS_MARGIN
+
+
+def _call_line(names, diff, judged) -> str:
+  """The verdict on DyT at alpha_0 = 0.5 (and tuned), RMSNorm and no norm against LayerNorm."""
   dyts = [n for n in names if n.startswith("dyt")]
   default = "dyt a0=0.5"
   said = []
   if default in judged:
-    said.append(f"DyT at alpha_0 = 0.5 {'matches' if matches(default) else 'does not match'} "
-                f"LayerNorm ({a.fmt(*diff[default])} nats/token)")
-  tuned = [n for n in dyts if matches(n)]
+    word = "matches" if _matches(diff, default) else "does not match"
+    said.append(f"DyT at alpha_0 = 0.5 {word} LayerNorm ({a.fmt(*diff[default])} nats/token)")
+  tuned = [n for n in dyts if _matches(diff, n)]
   if tuned and default not in tuned:
     said.append(f"with tuning it does ({', '.join(tuned)})")
   others = [n for n in dyts if n != default and n in judged]
@@ -127,40 +139,55 @@ def analyze(runs):
     said.append(f"nor at any other alpha_0 tried (the closest, {closest}: "
                 f"{a.fmt(*diff[closest])})")
   if "rmsnorm" in judged:
-    said.append(f"RMSNorm {'matches' if matches('rmsnorm') else 'does not match'} "
+    said.append(f"RMSNorm {'matches' if _matches(diff, 'rmsnorm') else 'does not match'} "
                 f"({a.fmt(*diff['rmsnorm'])})")
   if "none" in judged:
-    said.append(f"no norm is {'worse' if worse('none') else 'not clearly worse'} "
+    said.append(f"no norm is {'worse' if _worse(diff, 'none') else 'not clearly worse'} "
                 f"({a.fmt(*diff['none'])})")
   unjudged = [n for n in (default, "rmsnorm", "none") if n in names and n not in judged]
   if unjudged:
     said.append(f"not judged, no finished runs to compare: {', '.join(unjudged)}")
-  parts = [matches(default) if default in judged else None,
-           matches("rmsnorm") if "rmsnorm" in judged else None,
-           worse("none") if "none" in judged else None]
+  parts = [_matches(diff, default) if default in judged else None,
+           _matches(diff, "rmsnorm") if "rmsnorm" in judged else None,
+           _worse(diff, "none") if "none" in judged else None]
   known = [p for p in parts if p is not None]
   text = "; ".join(said) + f" (match: 95% CI within ± {LOSS_MARGIN} nats/token)."
   if known and all(known) and unjudged:
-    lines.append(a.verdict(None, text + " What was judged agrees; the rest has not run."))
-  elif known and all(known):
-    lines.append(a.verdict(True, text))
-  elif any(known) or tuned:
-    lines.append(a.verdict("partly", text))
-  else:
-    lines.append(a.verdict(False if known else None, text))
-  return lines
+    return a.verdict(None, text + " What was judged agrees; the rest has not run.")
+  if known and all(known):
+    return a.verdict(True, text)
+  if any(known) or tuned:
+    return a.verdict("partly", text)
+  return a.verdict(False if known else None, text)
+
+
+def analyze(runs):
+  """Per norm: the best LR and its clipped final loss (mean ± 95% CI over seeds), the
+  difference to LayerNorm at each one's best LR (paired by seed), the LR sensitivity and the
+  largest stable LR. DyT and RMSNorm "match" LayerNorm when the 95% interval of that
+  difference lies within ± LOSS_MARGIN."""
+  names, by = _by_norm(runs)
+  best = {n: best_lr_losses(by[n]) for n in names}
+  diff = _minus_layernorm(best)
+  lines = _table_lines(runs, names, by, best, diff)
+  # A norm is judged only once some seed has a loss at its best LR and at LayerNorm's (a
+  # study cut off midway lists norms whose runs have not run yet).
+  judged = [n for n in names if n != "layernorm" and diff[n][0] == diff[n][0]]
+  if "none" in judged:
+    lines += _no_norm_lines(by["none"])
+  if not best.get("layernorm", (None, {}))[1]:
+    return lines + [a.verdict(None, "No LayerNorm runs to compare with.")]
+  return lines + [_call_line(names, diff, judged)]
 
 
 def summarize(runs):
   """The summary's entry (transformer/report/summary.write_summary): verdict, headline numbers
   and the main figure."""
-  from experiments import analysis as a  # noqa: PLC0415
   word, said = a.verdict_of(analyze(runs))
-  names = list(dict.fromkeys(label(r) for r in runs))
-  by = {n: [r for r in runs if label(r) == n] for n in names}
+  names, by = _by_norm(runs)
   numbers = []
   for n in names:
-    lr, losses = best_lr_losses(by[n], a)
+    lr, losses = best_lr_losses(by[n])
     numbers.append(f"{n}: best LR {a.fmt_lr(lr)}, clipped final loss there "
                    f"{a.ci(losses.values())} nats/token (pre-norm, {len(losses)} seeds)")
   return {"verdict": word,
@@ -169,8 +196,8 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.CONFIDENCE,
+THRESHOLDS = (a.CONFIDENCE,
               Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.03, 0.1)))
-THRESHOLDS_NOT_READ = {_analysis.COLLAPSE.label: _analysis.COLLAPSE_NOT_READ,
-                       _analysis.RULE.label: _analysis.RULE_NOT_READ + " (the largest stable "
+THRESHOLDS_NOT_READ = {a.COLLAPSE.label: a.COLLAPSE_NOT_READ,
+                       a.RULE.label: a.RULE_NOT_READ + " (the largest stable "
                        "LR is shown, not judged)"}

@@ -10,7 +10,7 @@ its learning-rate table the LR sensitivity with and without qk-norm. The qk_norm
 are lr_sensitivity's pre-norm runs (same config): `--reuse_runs_from` links them.
 """
 
-from experiments import analysis as _analysis
+from experiments import analysis as a
 from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.sweep import preset, product
 
@@ -30,48 +30,53 @@ def get_sweep(size: str = "cpu"):
                  {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})
 
 
-def analyze(runs):
-  """With and without qk-norm, at each LR: the largest attention logit (max over layers and
-  over the diagnostics steps of training), the final loss, the LR sensitivity per seed."""
-  from experiments import analysis as a  # noqa: PLC0415
-  lrs = sorted({r.overrides[a.LR] for r in runs})
-  peak, sens, paired, rows = {}, {}, {}, []
+def _peak_logits(runs) -> list[float]:
+  """Per run that logged the attention logits: the largest, over layers and diagnostics steps."""
+  vals = []
+  for r in runs:
+    logits = [max(prof.values()) for row in a.diagnostics_rows(r)
+              for prof in [a.profile(row, "self_attention/attn_max_logit")] if prof]
+    if logits:
+      vals.append(max(logits))
+  return vals
+
+
+def _logit_table(runs, lrs) -> tuple[dict, dict, list]:
+  """Without and with qk-norm: `{(qk, lr): peak logit per run}`, `{qk: {seed: LR
+  sensitivity}}` and the table's rows (peak logit / clipped final loss at each LR)."""
+  peak, paired, rows = {}, {}, []
   for qk in (False, True):
     mine = a.select(runs, model__qk_norm=qk)
     paired[qk] = a.by_seed(mine, a.lr_sensitivity)
-    sens[qk] = list(paired[qk].values())
     cells = []
     for lr in lrs:
-      vals = []
-      for r in a.select(mine, optim__learning_rate=lr):
-        logits = [max(prof.values()) for row in a.diagnostics_rows(r)
-                  for prof in [a.profile(row, "self_attention/attn_max_logit")] if prof]
-        if logits:
-          vals.append(max(logits))
-      peak[(qk, lr)] = vals
-      losses = [v for v in (a.clipped_final_loss(r) for r in a.select(mine, optim__learning_rate=lr))
-                if v is not None]
-      cells.append(f"{a.ci(vals)} / {a.ci(losses)}")
-    rows.append(["on" if qk else "off", *cells, a.ci(sens[qk]), a.status_counts(mine)])
-  lines = [a.protocol(runs), "", "Largest attention logit during training (max over layers and diagnostics steps) / "
-           "final eval loss clipped at ln V, mean ± 95% CI over seeds, at each LR; and the LR "
-           "sensitivity per seed:", "",
-           *a.table(["qk_norm", *(f"LR {lr:g}" for lr in lrs), "LR sensitivity", "runs"], rows),
-           ""]
+      at = a.select(mine, optim__learning_rate=lr)
+      peak[(qk, lr)] = _peak_logits(at)
+      losses = [v for v in (a.clipped_final_loss(r) for r in at) if v is not None]
+      cells.append(f"{a.ci(peak[(qk, lr)])} / {a.ci(losses)}")
+    rows.append(["on" if qk else "off", *cells, a.ci(list(paired[qk].values())),
+                 a.status_counts(mine)])
+  return peak, paired, rows
 
-  def above(x, y):  # x's interval lies above y's
-    (mx, hx), (my, hy) = a.mean_ci(x), a.mean_ci(y)
-    return bool(x) and bool(y) and mx - (hx if hx == hx else 0) > my + (hy if hy == hy else 0)
-  grows = above(peak[(False, lrs[-1])], peak[(False, lrs[0])])
+
+def _above(x, y) -> bool:
+  """Whether the 95% interval of values x lies above that of values y."""
+  (mx, hx), (my, hy) = a.mean_ci(x), a.mean_ci(y)
+  return bool(x) and bool(y) and mx - (hx if hx == hx else 0) > my + (hy if hy == hy else 0)
+
+
+def _checks(peak, paired, lrs) -> tuple[list[tuple], bool]:
+  """The three checks as (text, holds, how), and whether qk-norm's logits are lower at the
+  highest LR (reported, not judged: it could not fail)."""
+  grows = _above(peak[(False, lrs[-1])], peak[(False, lrs[0])])
   # "qk-norm keeps the logits below the unnormalised ones" cannot fail here: a normalised
   # query and key of head_dim d_h (unit scale, zero bias: the init) give |logit| <= sqrt(d_h),
   # so only the learned scales could lift them, and the runs without qk-norm reach hundreds.
   # It is reported, not judged; the check is whether qk-norm's logits stay flat across the LR
   # grid (its scales do not grow with the LR), which could fail.
-  lower = above(peak[(False, lrs[-1])], peak[(True, lrs[-1])])
-  bounded = bool(peak[(True, lrs[-1])]) and not above(peak[(True, lrs[-1])],
-                                                      peak[(True, lrs[0])])
-  head_dim = _head_dim(runs)
+  lower = _above(peak[(False, lrs[-1])], peak[(True, lrs[-1])])
+  bounded = bool(peak[(True, lrs[-1])]) and not _above(peak[(True, lrs[-1])],
+                                                       peak[(True, lrs[0])])
   # The LR sensitivity paired by seed: a seed fixes the data order and every weight but
   # qk-norm's own scales (Flax derives each parameter's key from its module path), so the
   # per-seed difference removes the seed-to-seed spread the unpaired intervals carry.
@@ -79,56 +84,76 @@ def analyze(runs):
   md, hd = a.mean_ci(diffs)
   calmer = len(diffs) > 1 and md - hd > 0
   intervals = lambda ok: "95% intervals " + ("disjoint" if ok else "overlap")  # noqa: E731
-  checks = [("without qk-norm the max logit grows with the LR (highest vs lowest LR)", grows,
-             intervals(grows)),
-            ("with qk-norm the max logit does not grow with the LR (highest vs lowest LR)",
-             bounded, "95% interval at the highest LR " + ("not above" if bounded else "above")
-             + " the lowest's"),
-            ("qk-norm lowers the LR sensitivity", calmer,
-             f"paired by seed: without minus with qk-norm {a.fmt(md, hd)}, 95% CI over "
-             f"{len(diffs)} seeds")]
+  return [("without qk-norm the max logit grows with the LR (highest vs lowest LR)", grows,
+           intervals(grows)),
+          ("with qk-norm the max logit does not grow with the LR (highest vs lowest LR)",
+           bounded, "95% interval at the highest LR " + ("not above" if bounded else "above")
+           + " the lowest's"),
+          ("qk-norm lowers the LR sensitivity", calmer,
+           f"paired by seed: without minus with qk-norm {a.fmt(md, hd)}, 95% CI over "
+           f"{len(diffs)} seeds")], lower
+
+
+def _entropy_lines(runs, lrs) -> list[str]:
+  """Layer 0's attention entropy at the largest LR without and with qk-norm, and how many
+  runs diverged."""
+  ent = {qk: _entropy(a.select(runs, model__qk_norm=qk, optim__learning_rate=lrs[-1]))
+         for qk in (False, True)}
+  diverged = sum(r.status == "diverged" for r in runs)
+  return ["", f"Attention entropy of layer 0 at the last diagnostics step, LR {lrs[-1]:g} "
+          f"(nats; uniform over the visible keys is up to ln {runs[0].overrides.get('data.seq_len', 64)}): without "
+          f"qk-norm {a.ci(ent[False])}, with {a.ci(ent[True])}"
+          + (": the near-one-hot attention Dehghani et al. describe" if ent[False] and ent[True]
+             and max(ent[False]) < 0.25 < min(ent[True]) else "")
+          + f". The entropy is read at the grid's largest LR ({lrs[-1]:g}), where pre-norm "
+          "still trains: the grid does not reach where it fails. Runs that diverged (non-finite loss): "
+          f"{diverged} of {len(runs)}: at this scale and length the logit growth did not make "
+          "training diverge, so that part of the papers' account is not tested here."]
+
+
+def _verdict_line(checks) -> str:
+  """The verdict on the three checks (see `_checks`)."""
+  grows, bounded, calmer = (ok for _, ok, _ in checks)
+  if grows and bounded and calmer:
+    return a.verdict(True, "The three measured parts of the claim hold here (logit growth, "
+                     "qk-norm bounding it, lower LR sensitivity); no run diverged, so the "
+                     "divergence the papers tie to logit growth is not observed.")
+  if grows and bounded:
+    return a.verdict("partly", "The logits behave as claimed, but the LR sensitivity is "
+                     "not lower with qk-norm with 95% confidence at this scale.")
+  if grows and calmer:
+    return a.verdict("partly", "The logits grow without qk-norm and qk-norm lowers the "
+                     "LR sensitivity, but its own logits grow with the LR.")
+  return a.verdict(False, "See the checks above.")
+
+
+def analyze(runs):
+  """With and without qk-norm, at each LR: the largest attention logit (max over layers and
+  over the diagnostics steps of training), the final loss, the LR sensitivity per seed."""
+  lrs = sorted({r.overrides[a.LR] for r in runs})
+  peak, paired, rows = _logit_table(runs, lrs)
+  lines = [a.protocol(runs), "", "Largest attention logit during training (max over layers and diagnostics steps) / "
+           "final eval loss clipped at ln V, mean ± 95% CI over seeds, at each LR; and the LR "
+           "sensitivity per seed:", "",
+           *a.table(["qk_norm", *(f"LR {lr:g}" for lr in lrs), "LR sensitivity", "runs"], rows),
+           ""]
+  checks, lower = _checks(peak, paired, lrs)
+  head_dim = _head_dim(runs)
   lines += [f"- {text}: {'yes' if ok else 'no'} ({how})" for text, ok, how in checks]
   lines += ["", "Not a check (it could not fail): qk-norm's logits are lower than the "
             f"unnormalised ones at the highest LR ({'yes' if lower else 'no'}); at init a "
             f"normalised query and key of head_dim {head_dim} give |logit| <= sqrt({head_dim}) = "
             f"{head_dim ** 0.5:.3g}, and only the learned norm scales can lift that."]
-  ent = {qk: _entropy(a.select(runs, model__qk_norm=qk, optim__learning_rate=lrs[-1]))
-         for qk in (False, True)}
-  diverged = sum(r.status == "diverged" for r in runs)
-  lines += ["", f"Attention entropy of layer 0 at the last diagnostics step, LR {lrs[-1]:g} "
-            f"(nats; uniform over the visible keys is up to ln {runs[0].overrides.get('data.seq_len', 64)}): without "
-            f"qk-norm {a.ci(ent[False])}, with {a.ci(ent[True])}"
-            + (": the near-one-hot attention Dehghani et al. describe" if ent[False] and ent[True]
-               and max(ent[False]) < 0.25 < min(ent[True]) else "")
-            + f". The entropy is read at the grid's largest LR ({lrs[-1]:g}), where pre-norm "
-            "still trains: the grid does not reach where it fails. Runs that diverged (non-finite loss): "
-            f"{diverged} of {len(runs)}: at this scale and length the logit growth did not make "
-            "training diverge, so that part of the papers' account is not tested here."]
-  lines.append("")
-  if all(ok for _, ok, _ in checks):
-    lines.append(a.verdict(True, "The three measured parts of the claim hold here (logit growth, "
-                           "qk-norm bounding it, lower LR sensitivity); no run diverged, so the "
-                           "divergence the papers tie to logit growth is not observed."))
-  elif grows and bounded:
-    lines.append(a.verdict("partly", "The logits behave as claimed, but the LR sensitivity is "
-                           "not lower with qk-norm with 95% confidence at this scale."))
-  elif grows and calmer:
-    lines.append(a.verdict("partly", "The logits grow without qk-norm and qk-norm lowers the "
-                           "LR sensitivity, but its own logits grow with the LR."))
-  else:
-    lines.append(a.verdict(False, "See the checks above."))
-  return lines
+  return lines + _entropy_lines(runs, lrs) + ["", _verdict_line(checks)]
 
 
 def _head_dim(runs) -> int:
   """d_model / num_heads of the runs' model (their saved config; 16 at the cpu preset)."""
-  from experiments import analysis as a  # noqa: PLC0415
   model = next((c["model"] for c in map(a.saved, runs) if c.get("model")), {})
   return int(model.get("d_model", 64)) // int(model.get("num_heads", 4))
 
 
 def _entropy(runs, layer=0):
-  from experiments import analysis as a  # noqa: PLC0415
   out = []
   for r in runs:
     rows = a.diagnostics_rows(r)
@@ -139,7 +164,6 @@ def _entropy(runs, layer=0):
 
 
 def summarize(runs):
-  from experiments import analysis as a  # noqa: PLC0415
   lines = analyze(runs)
   word, _ = a.verdict_of(lines)
   numbers = [l[2:] for l in lines if l.startswith("- ")]
@@ -149,6 +173,6 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.CONFIDENCE,)
-THRESHOLDS_NOT_READ = {_analysis.COLLAPSE.label: "the call reads logits and clipped losses of "
+THRESHOLDS = (a.CONFIDENCE,)
+THRESHOLDS_NOT_READ = {a.COLLAPSE.label: "the call reads logits and clipped losses of "
                        "every run, and counts diverged runs only"}

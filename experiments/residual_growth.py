@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from experiments import analysis as _analysis
+from experiments import analysis as a
 from experiments.presets import AT_INIT, SIZES
 from transformer.sweep import preset, product
 from transformer.report.robustness import Threshold
@@ -39,7 +39,6 @@ def _post_sum(prof_ffn):
 
 
 def measure(runs):
-  from experiments import analysis as a  # noqa: PLC0415
   out = {"pre_slopes": [], "pre_r2": [], "post_slopes": [], "post_level": [], "post_r": [],
          "post_post_ln": []}
   for r in a.select(runs, model__norm_placement="pre"):
@@ -63,17 +62,9 @@ def measure(runs):
   return out
 
 
-def analyze(runs):
-  """Pre-norm: a line fitted to the squared residual RMS against the layer index (slope per
-  seed, 95% CI over seeds, and R^2). Post-norm: the same fit to the estimated squared RMS of
-  the sum x^3 + F(x^3) that the block's last norm receives (`_post_sum`): Lemma 2 says it is
-  the same at every layer."""
-  from experiments import analysis as a  # noqa: PLC0415
-  m = measure(runs)
-  lines = [a.protocol(runs), "",
-           "Squared residual-stream RMS after each block, ||x_l||^2 / d, at initialization "
-           "(`residual_rms` squared; for post-norm this is a LayerNorm's output, 1 by "
-           "construction, shown only as a check of the implementation):", ""]
+def _rms_table(runs) -> list[str]:
+  """The squared residual RMS at the first, a quarter, half and last layer per placement
+  (mean ± 95% CI over seeds); no lines when no run recorded it."""
   rows, header = [], ["placement"]
   for p in ("pre", "post"):
     profs = [a.at_init(r, "residual_rms") for r in a.select(runs, model__norm_placement=p)]
@@ -83,15 +74,18 @@ def analyze(runs):
       picks = [layers[0], layers[len(layers) // 4], layers[len(layers) // 2], layers[-1]]
       rows.append([p] + [a.ci([q[l] ** 2 for q in profs]) for l in picks])
       header = ["placement"] + [f"layer {l}" for l in picks]
-  if rows:
-    lines += [*a.table(header, rows), ""]
+  return [*a.table(header, rows), ""] if rows else []
+
+
+def _fit_lines(m) -> list[str]:
+  """The fitted slopes: pre-norm's squared residual RMS, post-norm's estimated sum."""
   sm, sh = a.mean_ci(m["pre_slopes"])
   pm, ph = a.mean_ci(m["post_slopes"])
   lm, lh = a.mean_ci(m["post_level"])
-  lines.append(f"Pre-norm: slope of ||x_l||^2/d against l = **{a.fmt(sm, sh)}** per layer (95% "
-               f"CI over {len(m['pre_slopes'])} seeds), R^2 of the linear fit "
-               f"{min(m['pre_r2']):.3f}..{max(m['pre_r2']):.3f}." if m["pre_slopes"]
-               else "Pre-norm: no runs.")
+  lines = [f"Pre-norm: slope of ||x_l||^2/d against l = **{a.fmt(sm, sh)}** per layer (95% "
+           f"CI over {len(m['pre_slopes'])} seeds), R^2 of the linear fit "
+           f"{min(m['pre_r2']):.3f}..{max(m['pre_r2']):.3f}." if m["pre_slopes"]
+           else "Pre-norm: no runs."]
   if m["post_slopes"]:
     r = m["post_r"]
     lines += ["", "Post-norm: the sum x^5_l = x^3_l + F(x^3_l) that each block's last norm "
@@ -101,36 +95,53 @@ def analyze(runs):
               f"recorded: by the triangle inequality the sum's RMS is within 1 ± r_l, r_l "
               f"{min(r):.2f}..{max(r):.2f} here). Slope against l **{a.fmt(pm, ph)}** per layer, "
               f"level {a.fmt(lm, lh)} (Lemma 2: 3/2 for the paper's ReLU block)."]
+  return lines
+
+
+def _verdict_lines(m) -> list[str]:
+  """What the verdict checks, and the verdict: pre-norm linear, post-norm's sum constant."""
+  sm, sh = a.mean_ci(m["pre_slopes"])
+  pm, ph = a.mean_ci(m["post_slopes"])
   inside = bool(m["pre_slopes"]) and 0.5 <= sm <= 1.5
   linear = bool(m["pre_r2"]) and min(m["pre_r2"]) >= 0.95 and sm - sh > 0
   constant = (bool(m["post_slopes"]) and math.isfinite(ph) and abs(pm) + ph < CONSTANT
               and (not m["pre_slopes"] or pm + ph < sm - sh))
-  lines += ["", "Lemma 2 bounds the pre-norm slope by 1/2..3/2 for Xiong et al.'s simplified "
-            "block (uniform attention, Xavier init); the mean slope here is "
-            f"{'inside' if inside else 'outside'} that range. The verdict checks what does not "
-            "depend on those simplifications: pre-norm linear (R^2 >= 0.95 for every seed, slope "
-            "> 0 with 95% confidence); post-norm's sum before the norm constant (the 95% interval of "
-            f"its slope inside ±{CONSTANT} per layer and below pre-norm's). Not a check (it "
-            "could not fail): post-norm's residual after each block is a LayerNorm output, "
-            "||x_l||^2/d = 1 by construction; the table shows it only as a test of the "
-            "implementation, and the verdict does not use it.", ""]
+  lines = ["", "Lemma 2 bounds the pre-norm slope by 1/2..3/2 for Xiong et al.'s simplified "
+           "block (uniform attention, Xavier init); the mean slope here is "
+           f"{'inside' if inside else 'outside'} that range. The verdict checks what does not "
+           "depend on those simplifications: pre-norm linear (R^2 >= 0.95 for every seed, slope "
+           "> 0 with 95% confidence); post-norm's sum before the norm constant (the 95% interval of "
+           f"its slope inside ±{CONSTANT} per layer and below pre-norm's). Not a check (it "
+           "could not fail): post-norm's residual after each block is a LayerNorm output, "
+           "||x_l||^2/d = 1 by construction; the table shows it only as a test of the "
+           "implementation, and the verdict does not use it.", ""]
   if linear and constant:
-    lines.append(a.verdict(True, "Pre-norm's squared residual norm grows linearly with depth; "
-                           "post-norm's sum before the norm keeps the same size at every layer "
-                           "(estimated without the unrecorded cross term)."))
-  elif linear and not m["post_slopes"]:
-    lines.append(a.verdict("partly", "Pre-norm's growth is linear; the post-norm half is not "
-                           "testable from these runs (no FFN output RMS recorded)."))
-  else:
-    lines.append(a.verdict(False, ("pre-norm's growth is not linear by that test; "
-                                   if not linear else "") +
-                           ("post-norm's sum before the norm is not constant across layers."
-                            if not constant else "")))
-  return lines
+    return lines + [a.verdict(True, "Pre-norm's squared residual norm grows linearly with "
+                              "depth; post-norm's sum before the norm keeps the same size at "
+                              "every layer (estimated without the unrecorded cross term).")]
+  if linear and not m["post_slopes"]:
+    return lines + [a.verdict("partly", "Pre-norm's growth is linear; the post-norm half is not "
+                              "testable from these runs (no FFN output RMS recorded).")]
+  return lines + [a.verdict(False, ("pre-norm's growth is not linear by that test; "
+                                    if not linear else "") +
+                            ("post-norm's sum before the norm is not constant across layers."
+                             if not constant else ""))]
+
+
+def analyze(runs):
+  """Pre-norm: a line fitted to the squared residual RMS against the layer index (slope per
+  seed, 95% CI over seeds, and R^2). Post-norm: the same fit to the estimated squared RMS of
+  the sum x^3 + F(x^3) that the block's last norm receives (`_post_sum`): Lemma 2 says it is
+  the same at every layer."""
+  m = measure(runs)
+  return [a.protocol(runs), "",
+          "Squared residual-stream RMS after each block, ||x_l||^2 / d, at initialization "
+          "(`residual_rms` squared; for post-norm this is a LayerNorm's output, 1 by "
+          "construction, shown only as a check of the implementation):", "",
+          *_rms_table(runs), *_fit_lines(m), *_verdict_lines(m)]
 
 
 def summarize(runs):
-  from experiments import analysis as a  # noqa: PLC0415
   m = measure(runs)
   word, _ = a.verdict_of(analyze(runs))
   return {"verdict": word,
@@ -145,5 +156,5 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.CONFIDENCE,
+THRESHOLDS = (a.CONFIDENCE,
               Threshold("constant slope (per layer)", None, "CONSTANT", (0.03, 0.1)))

@@ -22,7 +22,7 @@ trained at X is tabulated for several X and drawn against the warm-up length in
 which it holds.
 """
 
-from experiments import analysis as _analysis
+from experiments import analysis as a
 from experiments.presets import (PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, PROTOCOL_STEPS,
                                  protocol)
 from transformer.sweep import preset, product
@@ -56,7 +56,6 @@ def _grid_index(lr, lrs):
 
 def measure(runs):
   """Everything the verdict, the figure and the summary use."""
-  from experiments import analysis as a  # noqa: PLC0415
   lrs = sorted({r.overrides[a.LR] for r in runs})
   warmups = sorted({r.overrides["optim.warmup_steps"] for r in runs})
   placements = [p for p in PLACEMENTS if a.select(runs, model__norm_placement=p)]
@@ -71,7 +70,6 @@ def _call_at(m, x):
   """(post-norm's largest trained LR grows from no/shortest to longest warm-up, pre-norm's
   moves by at most one grid step across warm-up lengths (None without pre-norm runs)), and
   the grid indices behind them, at tolerance x."""
-  from experiments import analysis as a  # noqa: PLC0415
   idx = {p: [_grid_index(a.largest_trained_lr(m["sets"][(p, w)], x), m["lrs"])
              for w in m["warmups"]] for p in m["placements"]}
   post_grows = "post" in idx and idx["post"][-1] > idx["post"][0]
@@ -99,7 +97,6 @@ def analyze(runs):
   95% CI). The claim holds at X when post-norm's largest trained LR at the longest warm-up is
   above its value at the shortest, and pre-norm's moves by at most one grid step across
   warm-up lengths."""
-  from experiments import analysis as a  # noqa: PLC0415
   m = measure(runs)
   lrs, warmups, x = m["lrs"], m["warmups"], m["x"]
   rows = []
@@ -140,13 +137,11 @@ def figures(runs, sweep_dir):
   """`largest_lr_vs_warmup.png`: per placement, the largest trained LR against the warm-up
   length, one line per tolerance X."""
   import os  # noqa: PLC0415
-  from experiments import analysis as a  # noqa: PLC0415
-  from transformer.report import write as report  # noqa: PLC0415
   from transformer.report import figures as report_figures
   if not runs:
     return []
   m = measure(runs)
-  plt = report_figures.load_pyplot()  # noqa: SLF001
+  plt = report_figures.load_pyplot()
   n = len(m["placements"])
   fig, axes = plt.subplots(1, n, figsize=(3.4 * n + 1.4, 3.2), sharey=True, squeeze=False)
   ticks = {lr: i + 1 for i, lr in enumerate(m["lrs"])}
@@ -171,7 +166,6 @@ def figures(runs, sweep_dir):
 
 def summarize(runs):
   """The summary's entry (transformer/report/summary.write_summary)."""
-  from experiments import analysis as a  # noqa: PLC0415
   m = measure(runs)
   agrees, said = _judge(m)
   x = m["x"]
@@ -184,6 +178,6 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.COLLAPSE,
-              _analysis.X,
-              _analysis.RULE)
+THRESHOLDS = (a.COLLAPSE,
+              a.X,
+              a.RULE)

@@ -18,9 +18,7 @@ X and drawn in `largest_lr_vs_tolerance.png`; the yes/no call is made at
 counts it rests on.
 """
 
-import math
-
-from experiments import analysis as _analysis
+from experiments import analysis as a
 from experiments.presets import (PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES,
                                  PROTOCOL_WARMUP, protocol)
 from transformer.sweep import preset, product
@@ -53,7 +51,6 @@ def get_sweep(size: str = "cpu"):
 
 
 def _settings(runs):
-  from experiments import analysis as a  # noqa: PLC0415
   warmups = sorted({r.overrides["optim.warmup_steps"] for r in runs})
   placements = [p for p in PLACEMENTS if a.select(runs, model__norm_placement=p)]
   sets = {(p, w): a.select(runs, model__norm_placement=p, optim__warmup_steps=w)
@@ -63,7 +60,6 @@ def _settings(runs):
 
 def _needs(sets, p, none, some, x):
   """Whether dropping warm-up lowers p's largest LR trained at tolerance x."""
-  from experiments import analysis as a  # noqa: PLC0415
   lo = a.largest_trained_lr(sets[(p, none)], x)
   hi = a.largest_trained_lr(sets[(p, some)], x)
   return (lo or 0) < (hi or 0)
@@ -72,7 +68,6 @@ def _needs(sets, p, none, some, x):
 def _counts(sets, p, none, some, x):
   """Where the two settings' largest trained LRs differ at x: the first grid LR above the
   smaller one, and the seed counts trained there (no warm-up, warm-up) with Fisher's p."""
-  from experiments import analysis as a  # noqa: PLC0415
   lo = a.largest_trained_lr(sets[(p, none)], x)
   hi = a.largest_trained_lr(sets[(p, some)], x)
   if lo == hi:
@@ -91,7 +86,6 @@ def _counts(sets, p, none, some, x):
 
 def measure(runs):
   """Everything the verdict and the summary use."""
-  from experiments import analysis as a  # noqa: PLC0415
   placements, none, some, sets = _settings(runs)
   x = a.CALL_TOLERANCE
   largest = {k: {t: a.largest_trained_lr(v, t) for t in a.TOLERANCES} for k, v in sets.items()}
@@ -107,7 +101,6 @@ def measure(runs):
 
 def _call(m):
   """(agrees, text) of the call at the stated tolerance on the judged placements."""
-  from experiments import analysis as a  # noqa: PLC0415
   judged = [p for p in JUDGED if p in m["needs"]]
   if len(judged) < len(JUDGED):
     return None, "post-norm or pre-norm runs are missing."
@@ -135,22 +128,27 @@ def _scale(runs, x):
           f"{unigram:.2f}: X is {x / (unigram - best):.0%} of the gap)")
 
 
-def analyze(runs):
-  from experiments import analysis as a  # noqa: PLC0415
-  m = measure(runs)
+def _largest_lr_lines(runs, m) -> list[str]:
+  """The protocol line, the largest-trained-LR-over-X table and what the call asks."""
   none, some, x = m["none"], m["some"], m["x"]
-  lrs = sorted({r.overrides[a.LR] for r in runs})
-  lines = [a.protocol(runs), "",
-           f"A run is *trained at X* when it did not diverge and its final eval loss is within X "
-           "nats/token of the best final loss its seed reached at any LR in the same setting. "
-           f"Largest LR up to which every seed trained at X, counted up from the setting's best "
-           f"LR, without / with {some} warm-up steps (none: the best LR's own runs fail):", "",
-           *a.table(["placement", *(f"X = {t:g}" for t in a.TOLERANCES)],
-                    [[p, *(f"{a.fmt_lr(m['largest'][(p, none)][t])} / "
-                           f"{a.fmt_lr(m['largest'][(p, some)][t])}" for t in a.TOLERANCES)]
-                     for p in m["placements"]]), "",
-           f"Call at X = {x:g} nats{_scale(runs, x)}: a placement *needs* warm-up when dropping "
-           "it lowers that largest LR. Where the call holds, as X varies over [0, 1]:", ""]
+  return [a.protocol(runs), "",
+          f"A run is *trained at X* when it did not diverge and its final eval loss is within X "
+          "nats/token of the best final loss its seed reached at any LR in the same setting. "
+          f"Largest LR up to which every seed trained at X, counted up from the setting's best "
+          f"LR, without / with {some} warm-up steps (none: the best LR's own runs fail):", "",
+          *a.table(["placement", *(f"X = {t:g}" for t in a.TOLERANCES)],
+                   [[p, *(f"{a.fmt_lr(m['largest'][(p, none)][t])} / "
+                          f"{a.fmt_lr(m['largest'][(p, some)][t])}" for t in a.TOLERANCES)]
+                    for p in m["placements"]]), "",
+          f"Call at X = {x:g} nats{_scale(runs, x)}: a placement *needs* warm-up when dropping "
+          "it lowers that largest LR. Where the call holds, as X varies over [0, 1]:", ""]
+
+
+def _placement_lines(m) -> list[str]:
+  """Per placement: whether it needs warm-up at the call's X, the seed counts and Fisher test
+  where its two settings part, and the X for which it needs it; then what the tests mean."""
+  x = m["x"]
+  lines = []
   adjusted = a.holm({p: c[3] for p, c in m["counts"].items() if c})
   for p in m["placements"]:
     c = m["counts"][p]
@@ -160,11 +158,17 @@ def analyze(runs):
              "; same largest LR with and without warm-up")
     lines.append(f"- {p}: {'needs' if m['needs'][p] else 'does not need'} warm-up at X = {x:g}"
                  f"{count}. Needs it for {a.intervals_text(m['flips'][p])}.")
-  lines += ["", "Each Fisher test is two-sided, on the seed counts at the first grid LR where "
-            "the two settings' largest trained LRs part. That LR is chosen from these same "
-            "runs, so even the Holm-adjusted p is optimistic; the tests are reported, and the "
-            "call below rests on the largest trained LRs, not on them.", ""]
-  # The continuous measure: the final-loss cost of dropping warm-up, paired by seed.
+  return lines + ["", "Each Fisher test is two-sided, on the seed counts at the first grid LR "
+                  "where the two settings' largest trained LRs part. That LR is chosen from "
+                  "these same runs, so even the Holm-adjusted p is optimistic; the tests are "
+                  "reported, and the call below rests on the largest trained LRs, not on them.",
+                  ""]
+
+
+def _loss_cost_lines(runs, m, lrs) -> list[str]:
+  """The continuous measure: the final-loss cost of dropping warm-up, paired by seed, per
+  placement and LR, and where it exceeds LOSS_MARGIN with 95% confidence."""
+  none, some = m["none"], m["some"]
   rows, costly = [], {}
   for p in m["placements"]:
     gaps = []
@@ -178,15 +182,20 @@ def analyze(runs):
     rows.append([p, *(a.ci(g) for g in gaps)])
     costly[p] = [lr for lr, g in zip(lrs, gaps)
                  if len(g) > 1 and a.mean_ci(g)[0] - a.mean_ci(g)[1] > LOSS_MARGIN]
-  lines += ["Final eval loss (clipped at ln V) without minus with warm-up, paired by seed, mean "
-            "± 95% CI over seeds, at each LR:", "",
-            *a.table(["placement", *(f"@ {lr:g}" for lr in lrs)], rows), "",
-            f"Dropping warm-up costs more than {LOSS_MARGIN} nats with 95% confidence for: "
-            + ("; ".join(f"{p} (at {', '.join(f'{lr:g}' for lr in costly[p])})"
-                         for p in m["placements"] if costly[p]) or "no placement at any LR")
-            + ".", ""]
+  return ["Final eval loss (clipped at ln V) without minus with warm-up, paired by seed, mean "
+          "± 95% CI over seeds, at each LR:", "",
+          *a.table(["placement", *(f"@ {lr:g}" for lr in lrs)], rows), "",
+          f"Dropping warm-up costs more than {LOSS_MARGIN} nats with 95% confidence for: "
+          + ("; ".join(f"{p} (at {', '.join(f'{lr:g}' for lr in costly[p])})"
+                       for p in m["placements"] if costly[p]) or "no placement at any LR")
+          + ".", ""]
+
+
+def _verdict_line(m, n: int) -> str:
+  """The verdict at the call's X (n: the number of seeds), with the X over which each judged
+  placement's call holds."""
+  none, some, x = m["none"], m["some"], m["x"]
   agrees, said = _call(m)
-  n = len({r.seed for r in runs})
   best_p = a.best_possible_p(n)
   flips = "; ".join(f"{p} needs it for {a.intervals_text(m['flips'][p])}" for p in JUDGED
                     if p in m["flips"])
@@ -199,7 +208,16 @@ def analyze(runs):
   if agrees is None:
     why += (f"No seed-count difference the call rests on is significant: with {n} seeds the "
             f"smallest possible two-sided Fisher p is {best_p:.2f}.")
-  lines.append(a.verdict(agrees, why))
+  return a.verdict(agrees, why)
+
+
+def analyze(runs):
+  m = measure(runs)
+  none, x = m["none"], m["x"]
+  lrs = sorted({r.overrides[a.LR] for r in runs})
+  lines = _largest_lr_lines(runs, m) + _placement_lines(m) + _loss_cost_lines(runs, m, lrs)
+  n = len({r.seed for r in runs})
+  lines.append(_verdict_line(m, n))
   seeds = _seeds_needed(m, runs, n)
   if seeds:
     lines += ["", seeds]
@@ -216,7 +234,6 @@ def _seeds_needed(m, runs, n):
   every grid LR of the judged placements and of any with a count difference, with and without
   warm-up ("trained" is relative to each seed's best over the LRs, so a new seed needs the
   whole grid, not only the LR where the counts differ)."""
-  from experiments import analysis as a  # noqa: PLC0415
   k = a.SEEDS_NEEDED
   if n >= k:
     return ""
@@ -234,37 +251,23 @@ def _seeds_needed(m, runs, n):
 def figures(runs, sweep_dir):
   """`largest_lr_vs_tolerance.png`: per placement, the largest trained LR against X."""
   import os  # noqa: PLC0415
-  from experiments import analysis as a  # noqa: PLC0415
-  from transformer.report import write as report  # noqa: PLC0415
   from transformer.report import figures as report_figures
   m = measure(runs)
   lrs = sorted({r.overrides[a.LR] for r in runs})
-  xs = [round(0.01 * i, 2) for i in range(0, 101)]
-  plt = report_figures.load_pyplot()  # noqa: SLF001
-  n = len(m["placements"])
-  fig, axes = plt.subplots(1, n, figsize=(3.2 * n + 1.6, 3.2), sharey=True, squeeze=False)
-  ticks = {lr: i + 1 for i, lr in enumerate(lrs)}
-  for ax, p in zip(axes[0], m["placements"]):
-    for w, style, label in ((m["none"], "--", "no warm-up"),
-                            (m["some"], "-", f"warm-up {m['some']}")):
-      ys = [ticks.get(a.largest_trained_lr(m["sets"][(p, w)], t), 0) for t in xs]
-      ax.step(xs, ys, style, where="post", label=label, lw=1.6,
-              color="tab:red" if w == m["none"] else "tab:blue")
-    ax.axvline(m["x"], color="gray", lw=0.8, ls=":")
-    ax.set_title(p)
-    ax.set_xlabel("tolerance X (nats)")
-    ax.grid(alpha=0.3)
-  axes[0][0].set_yticks([0, *ticks.values()], ["none", *(f"{lr:g}" for lr in lrs)])
-  axes[0][0].set_ylabel("largest trained LR")
-  axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
-  fig.tight_layout()
+  plt = report_figures.load_pyplot()
+  none, some = m["none"], m["some"]
+  fig = a.tolerance_steps_figure(
+      plt, m["placements"],
+      ((none, "--", "tab:red", "no warm-up"),
+       (some, "-", "tab:red" if some == none else "tab:blue", f"warm-up {some}")),
+      lambda p, w, t: a.largest_trained_lr(m["sets"][(p, w)], t),
+      lrs, [f"{lr:g}" for lr in lrs], "largest trained LR", m["x"], (3.2, 3.2))
   report_figures.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
   return [(f"Largest LR trained within X nats of the seed's best, against X (dotted: the "
            f"call's X = {m['x']:g})", FIGURE)]
 
 
 def summarize(runs):
-  from experiments import analysis as a  # noqa: PLC0415
   m = measure(runs)
   agrees, said = _call(m)
   x, none, some = m["x"], m["none"], m["some"]
@@ -285,8 +288,8 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (_analysis.COLLAPSE,
-              _analysis.X,
-              _analysis.RULE,
-              _analysis.CONFIDENCE,
+THRESHOLDS = (a.COLLAPSE,
+              a.X,
+              a.RULE,
+              a.CONFIDENCE,
               Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.03, 0.1)))

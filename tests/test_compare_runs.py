@@ -15,9 +15,7 @@ from transformer.cli import flag_checks
 from transformer.config import from_config_dict
 from transformer.errors import CommandLineError
 from transformer.report import compare
-from transformer.report import write as report
 from transformer.report import stats as report_stats
-from transformer.report import runs as report_runs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENTROPY = 3.5

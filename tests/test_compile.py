@@ -12,7 +12,6 @@ import jax
 import pytest
 
 from configs import gpt2_1b, gpt2_350m, gpt2_small
-from configs.default import get_config
 from transformer import kinds
 from transformer.cli.flag_checks import check_flags
 from transformer.config import ConfigError, from_config_dict

@@ -8,7 +8,6 @@ import os
 from configs.default import get_config
 from experiments import analysis as a
 from experiments import depth_post
-from transformer.report import write as report
 from transformer.report import runs as report_runs
 from transformer.sweep import points as sw
 

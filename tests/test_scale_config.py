@@ -1,7 +1,6 @@
 """The parallel / checkpoint / throughput parts of the config, the multi-host flags, and the
 FLOPs count behind MFU."""
 
-import dataclasses
 
 import flax.linen as nn
 import jax

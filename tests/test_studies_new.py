@@ -6,7 +6,6 @@ import math
 
 from experiments import analysis as a
 from experiments import activations, depth, long_training, norms, warmup_length
-from transformer.report import write as report
 from transformer.report import runs as report_runs
 
 LN_V = math.log(259)

@@ -1,6 +1,5 @@
 """The synthetic seq2seq builder and the seq2seq input pipeline on it."""
 
-import dataclasses
 
 import numpy as np
 import pytest

@@ -31,7 +31,6 @@ import platform
 import shlex
 import socket
 import subprocess
-import sys
 from importlib import metadata
 from typing import Any, Iterable, Mapping, Optional, Sequence
 

@@ -13,11 +13,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any, Callable, Optional
+from typing import Optional
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
 from transformer import kinds, paths
 from transformer.config import ConfigError, ParallelConfig

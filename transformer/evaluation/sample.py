@@ -10,16 +10,13 @@ calls for the samples it writes at every eval.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
-import jax
-import jax.numpy as jnp
-import numpy as np
 
 from transformer import kinds, paths
 from transformer.data.run_tokenizer import run_tokenizer
 from transformer.tasks.generate import generate_texts
-from transformer.config import ConfigError, ExperimentConfig
+from transformer.config import ConfigError
 from transformer.errors import CommandLineError
 from transformer.weights.init_from import load_params
 from transformer.workdir import checkpoint_steps, run_config

@@ -9,7 +9,7 @@ import numpy as np
 
 from transformer.config import ConfigError
 from transformer.data.facts import DataFacts
-from transformer.tasks.base import Forward, TaskBase, random_tokens
+from transformer.tasks.base import TaskBase, random_tokens
 from transformer.tasks.losses import cross_entropy_sums
 
 

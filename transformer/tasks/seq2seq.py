@@ -3,13 +3,12 @@ matches and corpus BLEU at eval."""
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from transformer.model.models import shift_right
 from transformer.tasks import decode
-from transformer.tasks.base import Forward, TaskBase, TokenVocabulary, random_tokens
+from transformer.tasks.base import TaskBase, TokenVocabulary, random_tokens
 from transformer.tasks.decode import until_eos
 from transformer.tasks.losses import cross_entropy_sums
 

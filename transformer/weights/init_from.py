@@ -127,11 +127,11 @@ def matching_params(spec: str, abstract_params: Any, log: Callable[[str], None] 
                       "shares modules with this one.")
   log(f"init_from {workdir} (step {step}, a {kind} run): loaded {len(loaded)} of {len(want)} "
       f"parameter arrays.")
-  for title, paths in (("loaded", sorted(loaded)), ("new (fresh init)", fresh),
+  for title, names in (("loaded", sorted(loaded)), ("new (fresh init)", fresh),
                        ("new (shape differs from the checkpoint's)", misfit),
                        ("in the checkpoint but unused", unused)):
-    if paths:
-      log(f"  {title}: " + ", ".join(paths))
+    if names:
+      log(f"  {title}: " + ", ".join(names))
   return loaded
 
 
