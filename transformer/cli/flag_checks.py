@@ -19,34 +19,10 @@ from transformer.errors import CommandLineError
 from transformer.sweep.slurm import SlurmResources
 
 MODES = modes.NAMES
-_DEVICE_MODES = ("train", "eval", "sample", "bench", "diagnose", "data_bench")
-_SLURM = ("slurm_gpus_per_task", "slurm_cpus_per_task", "slurm_mem", "slurm_time",
-          "slurm_partition", "slurm_account", "slurm_extra")
-
-# The modes that read a flag; a flag not listed here is read by every mode.
-READ_BY: dict[str, tuple[str, ...]] = {
-    "workdir": ("train", "eval", "sample", "bench", "diagnose", "export"),
-    **{f: ("sample",) for f in ("prompt", "source", "max_new_tokens", "temperature", "top_k",
-                                "top_p", "num_samples", "sample_seed", "beam_size")},
-    "step": ("eval", "sample", "export"),
-    "eval_split": ("eval",),
-    "bench_steps": ("bench", "data_bench"),
-    "bench_batch_sizes": ("bench",),
-    "data_bench_batches": ("data_bench",),
-    "data_bench_skip_model": ("data_bench",),
-    "prepare_dir": ("prepare",),
-    "overwrite": ("prepare",),
-    **{f: ("compile",) for f in ("topology", "num_slices", "compile_sweep", "compile_eval")},
-    "export_dir": ("export",),
-    **{f: ("sweep",) for f in ("sweep", "parallel", "launcher", "dry_run", "reuse_runs_from",
-                               *_SLURM)},
-    "sweep_dir": ("sweep", "report"),
-    "runs": ("report",),
-    "report_dir": ("report",),
-    "report_metric": ("sweep", "report"),
-    **{f: _DEVICE_MODES for f in ("coordinator_address", "num_processes", "process_id",
-                                  "distributed", "distributed_timeout", "heartbeat_timeout")},
-}
+# Modes whose --workdir is a trained run, and the modes that read each flag (a flag not listed
+# is read by every mode): both from the table of modes, transformer/cli/modes.py.
+_READS_A_RUN = tuple(mode.name for mode in modes.MODES if mode.reads_a_run)
+READ_BY: dict[str, tuple[str, ...]] = modes.read_by()
 
 # Integer flags and their least value (None, where allowed, means "not given").
 MINIMUM = {"max_new_tokens": 1, "num_samples": 1, "beam_size": 1, "top_k": 0, "step": 0,
@@ -76,7 +52,7 @@ def check_flags(mode: str, values: Mapping[str, Any], given: Collection[str],
   check_multihost(values)
   if mode in READ_BY["workdir"]:
     check_workdir(mode, workdir, "workdir" in given)
-  if mode in ("eval", "sample", "export") and values.get("step") is not None:
+  if mode in READ_BY["step"] and values.get("step") is not None:
     check_step(values["step"], workdir)
   if mode == "sweep":
     check_sweep(values)
@@ -160,9 +136,6 @@ def check_multihost(values: Mapping[str, Any]) -> None:
   if not colon or not host or not _ASCII_INT.match(port) or not 0 < int(port) < 65536:
     raise CommandLineError(f"--coordinator_address={address}: expected HOST:PORT, e.g. "
                            "10.0.0.1:12345 (process 0's host and a free port).")
-
-
-_READS_A_RUN = ("eval", "sample", "export")  # modes whose --workdir is a trained run
 
 
 def _workdir_flag(workdir: str, given: bool) -> str:

@@ -256,20 +256,16 @@ def main(argv: list[str]) -> None:
     config = from_config_dict(_CONFIG.value)
   except ConfigError as e:
     sys.exit(f"Config error: {e}")
-  if _MODE.value in ("sweep", "report"):  # before anything touches a device
-    sys.exit(sweep_cli.main(_MODE.value, _CONFIG.value,
-                            config_arg(sys.argv[1:], "configs/default.py"), sys.argv))
-  if _MODE.value == "prepare":  # one process, no devices: TFDS and the tokenizer only
-    _prepare(config)
-    return
-  if _MODE.value == "compile":  # no device used: compile-only TPU devices, on the CPU backend
-    _compile(config)
-    return
-  if _MODE.value == "export":  # one process: the run's checkpoint to Hugging Face files
-    from transformer.cli.export import export  # noqa: PLC0415
-    export(workdir, _EXPORT_DIR.value)
-    return
-  # Accelerator settings (issue 11): XLA flags before JAX starts a backend, then the cache.
+  mode = modes.BY_NAME[_MODE.value]
+  if mode.device:  # the other modes run before anything touches a device
+    _start_devices(config)
+  # Heavy imports (JAX, TensorFlow) after validation, for the chosen mode only.
+  modes.runner(mode)(config, workdir)
+
+
+def _start_devices(config) -> None:
+  """The accelerator settings (issue 11: XLA flags before JAX starts a backend, then the
+  compilation cache), the distributed runtime, and a check that the mesh fits the devices."""
   added = runtime.add_gpu_xla_flags(config.train.xla_gpu_flags)
   if added:
     logging.warning("GPU: added XLA flags %s (train.xla_gpu_flags=False to skip)", added)
@@ -288,71 +284,16 @@ def main(argv: list[str]) -> None:
     sys.exit(f"Config error: {e}")
   except RunError as e:
     _exit_with(e)
-  lock = None
-  if _MODE.value in ("train", "bench"):  # files, devices, workdir: before data or compiling
-    from transformer.cli.preflight import check_before_run  # noqa: PLC0415 -- as jax
-    try:  # train: the workdir's lock too, held until the run ends (transformer/workdir_lock.py)
-      lock = check_before_run(config, workdir if _MODE.value == "train" else None)
-    except (ConfigError, RunError) as e:
-      _exit_with(e)
-  with lock or contextlib.nullcontext():  # released on success, errors and a SIGTERM save
-    _run_mode(config, workdir)
 
-
-def _run_mode(config, workdir: str) -> None:
-  """The chosen mode, once the flags, the config and this machine have passed their checks."""
-  if _MODE.value == "diagnose":  # it compares the saved config.json as train does
-    from transformer.cli.preflight import check_saved_config  # noqa: PLC0415
-    try:
-      check_saved_config(workdir)
-    except RunError as e:
-      _exit_with(e)
-  if _MODE.value == "sample":
-    _sample(workdir)
-    return
-  if _MODE.value == "eval":
-    _eval(workdir, config)
-    return
-  try:  # heavy imports (JAX, TensorFlow) after validation, for the chosen mode only
-    if _MODE.value == "bench":
-      from transformer.train.bench import run_benchmarks  # noqa: PLC0415
-      run_benchmarks(config, [int(b) for b in _BENCH_BATCH_SIZES.value],
-                     steps=_BENCH_STEPS.value, workdir=workdir)
-    elif _MODE.value == "data_bench":
-      from transformer.train.data_bench import run_data_benchmark  # noqa: PLC0415
-      run_data_benchmark(config, _DATA_BENCH_BATCHES.value, _BENCH_STEPS.value,
-                         _DATA_BENCH_SKIP_MODEL.value)
-    elif _MODE.value == "diagnose":
-      from transformer.train.diagnostics import run_diagnose  # noqa: PLC0415
-      run_diagnose(config, workdir)
-    elif _MODE.value == "train":
-      from transformer.train.loop import train_and_evaluate  # noqa: PLC0415
-      train_and_evaluate(config, workdir)
-  except (ConfigError, RunError) as e:
-    _exit_with(e)
 
 def _writes(workdir: str) -> list[tuple[str, str, str]]:
-  """`(folder, flag, what)` for each folder `--mode` writes into (bench only with a profile,
-  which `train.profile_steps` asks for; compile and data_bench write nothing)."""
-  mode = _MODE.value
-  if mode == "train":
-    return [(workdir, "--workdir", "its checkpoints, metrics and config.json")]
-  if mode == "eval":
-    return [(workdir, "--workdir", "the evaluation's metrics (<workdir>/eval/)")]
-  if mode == "sample":
-    return [(workdir, "--workdir", "samples.txt")]
-  if mode == "diagnose":
-    return [(workdir, "--workdir", "diagnose.json and diagnose.png")]
-  if mode == "prepare" and _PREPARE_DIR.value:
-    return [(_PREPARE_DIR.value, "--prepare_dir", "the token files and meta.json")]
-  if mode == "export" and _EXPORT_DIR.value:
-    return [(_EXPORT_DIR.value, "--export_dir", "model.safetensors and config.json")]
-  sweep_dir, report_dir = flags.FLAGS["sweep_dir"].value, flags.FLAGS["report_dir"].value
-  if mode == "sweep" and sweep_dir:
-    return [(sweep_dir, "--sweep_dir", "one workdir per point, sweep.json and the report")]
-  if mode == "report" and (report_dir or sweep_dir):
-    return [(report_dir, "--report_dir", "the comparison") if report_dir else
-            (sweep_dir, "--sweep_dir", "report.md, results.csv and the figures")]
+  """`(folder, flag, what)` for the folder `--mode` writes into: the first of its `writes`
+  (transformer/cli/modes.py) whose flag has a value; none for bench (it writes only with a
+  profile, which `train.profile_steps` asks for), compile and data_bench."""
+  for flag, what in modes.BY_NAME[_MODE.value].writes:
+    folder = workdir if flag == "workdir" else flags.FLAGS[flag].value
+    if folder:
+      return [(folder, f"--{flag}", what)]
   return []
 
 
@@ -383,36 +324,100 @@ def _exit_with(e: Exception) -> None:
   exit_with(e)
 
 
-def _prepare(config) -> None:
-  from transformer.data.prepare import prepare  # noqa: PLC0415 -- TensorFlow
+@contextlib.contextmanager
+def _one_line(*also: type[Exception]):
+  """A ConfigError or RunError (or one of `also`) in the block: `_exit_with` it."""
   try:
-    prepare(config.data, _PREPARE_DIR.value)
-  except (ConfigError, RunError) as e:
+    yield
+  except (ConfigError, RunError, *also) as e:
     _exit_with(e)
 
 
-def _compile(config) -> None:
+def _check_before_run(config, workdir: str | None):
+  """Files and devices (and the workdir, given one) checked before data or compiling; returns
+  the workdir's lock (transformer/workdir_lock.py), None without a workdir."""
+  from transformer.cli.preflight import check_before_run  # noqa: PLC0415 -- as jax
+  with _one_line():
+    return check_before_run(config, workdir)
+
+
+# What each mode runs (the `runs` of transformer/cli/modes.py's MODES), called as
+# `mode_x(config, workdir)` once the flags, the config and (for a mode with `device`) the
+# devices have passed their checks.
+
+
+def mode_train(config, workdir: str) -> None:
+  """The workdir's lock held until the run ends: released on success, errors and a SIGTERM
+  save."""
+  with _check_before_run(config, workdir) or contextlib.nullcontext(), _one_line():
+    from transformer.train.loop import train_and_evaluate  # noqa: PLC0415
+    train_and_evaluate(config, workdir)
+
+
+def mode_bench(config, workdir: str) -> None:
+  _check_before_run(config, None)  # it writes no workdir (a profile aside): no lock
+  with _one_line():
+    from transformer.train.bench import run_benchmarks  # noqa: PLC0415
+    run_benchmarks(config, [int(b) for b in _BENCH_BATCH_SIZES.value],
+                   steps=_BENCH_STEPS.value, workdir=workdir)
+
+
+def mode_data_bench(config, workdir: str) -> None:
+  with _one_line():
+    from transformer.train.data_bench import run_data_benchmark  # noqa: PLC0415
+    run_data_benchmark(config, _DATA_BENCH_BATCHES.value, _BENCH_STEPS.value,
+                       _DATA_BENCH_SKIP_MODEL.value)
+
+
+def mode_diagnose(config, workdir: str) -> None:
+  """It compares the saved config.json as train does, then diagnoses."""
+  from transformer.cli.preflight import check_saved_config  # noqa: PLC0415
+  try:
+    check_saved_config(workdir)
+  except RunError as e:
+    _exit_with(e)
+  with _one_line():
+    from transformer.train.diagnostics import run_diagnose  # noqa: PLC0415
+    run_diagnose(config, workdir)
+
+
+def mode_sweep_or_report(config, workdir: str) -> None:
+  """transformer/cli/sweep_and_report.py's `main`; exits with its status."""
+  sys.exit(sweep_cli.main(_MODE.value, _CONFIG.value,
+                          config_arg(sys.argv[1:], "configs/default.py"), sys.argv))
+
+
+def mode_export(config, workdir: str) -> None:
+  """One process: the run's checkpoint to Hugging Face files."""
+  from transformer.cli.export import export  # noqa: PLC0415
+  export(workdir, _EXPORT_DIR.value)
+
+
+def mode_prepare(config, workdir: str) -> None:
+  """One process, no devices: TFDS and the tokenizer only."""
+  from transformer.data.prepare import prepare  # noqa: PLC0415 -- TensorFlow
+  with _one_line():
+    prepare(config.data, _PREPARE_DIR.value)
+
+
+def mode_compile(config, workdir: str) -> None:
   import jax  # noqa: PLC0415 -- before any backend starts: the compile needs none of this host's
   jax.config.update("jax_platforms", "cpu")
   from transformer.train.compile_for_topology import run_compile  # noqa: PLC0415
-  try:
+  with _one_line():
     run_compile(config, _TOPOLOGY.value, _NUM_SLICES.value, eval_step=_COMPILE_EVAL.value,
                 sweep=_COMPILE_SWEEP.value)
-  except (ConfigError, RunError) as e:
-    _exit_with(e)
 
 
-def _sample(workdir: str) -> None:
+def mode_sample(config, workdir: str) -> None:
   from transformer.evaluation.sample import sample_from_workdir  # noqa: PLC0415 -- JAX
   text_in = _SOURCE.value or _PROMPT.value
-  try:
+  with _one_line(CommandLineError):
     texts = sample_from_workdir(
         workdir, text_in, max_new_tokens=_MAX_NEW.value, temperature=_TEMPERATURE.value,
         top_k=_TOP_K.value, top_p=_TOP_P.value, num_samples=_NUM_SAMPLES.value,
         seed=_SAMPLE_SEED.value, beam_size=_BEAM_SIZE.value, step=_STEP.value,
         log=lambda line: print(line, file=sys.stderr, flush=True))
-  except (ConfigError, RunError, CommandLineError) as e:
-    _exit_with(e)
   for i, text in enumerate(texts):
     how = (f"beam {_BEAM_SIZE.value}" if _BEAM_SIZE.value > 1 else
            f"temperature {_TEMPERATURE.value}, top_k {_TOP_K.value}, top_p {_TOP_P.value}")
@@ -421,18 +426,16 @@ def _sample(workdir: str) -> None:
   print(f"(appended to {workdir}/samples.txt)")
 
 
-def _eval(workdir: str, config) -> None:
+def mode_eval(config, workdir: str) -> None:
   """Scores a checkpoint of `workdir` in the layout of this command's `--config.parallel.*`
   (the run's own layout when none is given)."""
   # JAX and TensorFlow: only once the flags are parsed and the devices set up.
   from transformer.evaluation.evaluate import evaluate_workdir  # noqa: PLC0415
   from transformer.train.eval_loop import format_eval  # noqa: PLC0415
   layout_given = any(a.startswith("--config.parallel") for a in sys.argv)
-  try:
+  with _one_line(CommandLineError):
     metrics = evaluate_workdir(workdir, split=_EVAL_SPLIT.value, step=_STEP.value,
                                parallel=config.parallel if layout_given else None)
-  except (ConfigError, RunError, CommandLineError) as e:
-    _exit_with(e)
   print(f"eval of step {metrics['step']} on '{metrics['split']}': {format_eval(metrics)}")
 
 
