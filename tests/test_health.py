@@ -124,6 +124,9 @@ def test_a_run_stops_at_the_first_nonfinite_step_and_keeps_its_good_checkpoints(
   from transformer.report import runs as report_runs
   last = report.read_metrics(workdir)["train"][-1]
   assert last["step"] == 7 and last["diverged"] == 1 and not np.isfinite(last["loss"])
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    written = json.loads(f.read().splitlines()[-1])
+  assert list(written) == ["step", "split", "time", "loss", "grad_norm", "diverged"]
   assert sweep.is_finished(workdir, 16)
   run = report_runs.Run("w", {}, 16, workdir, report.read_metrics(workdir))
   report_runs.classify(run, None)

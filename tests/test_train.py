@@ -123,3 +123,31 @@ def test_a_jit_checkpoint_resumes_under_pmap(tiny_corpus, tmp_path):
   a, b = _final_params(tmp_path / "straight", 4), _final_params(tmp_path / "switched", 4)
   for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
     np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("strategy", ["jit", "pmap"])
+def test_a_metric_the_step_adds_is_a_train_column(tiny_corpus, tmp_path, monkeypatch, strategy):
+  """The train row is built from the step's own metrics: a key added to them (here by a
+  wrapper step) is a column, averaged over the row's steps, with no change to the loop."""
+  from transformer.config import ParallelConfig
+  plain = steps.make_train_step
+
+  def with_step_number(*args, **kwargs):
+    step = plain(*args, **kwargs)
+
+    def train_step(state, batch, rng):
+      new_state, metrics = step(state, batch, rng)
+      metrics["step_number"] = new_state.step.astype(jnp.float32)
+      return new_state, metrics
+    return train_step
+
+  monkeypatch.setattr(steps, "make_train_step", with_step_number)
+  cfg = _tiny_config(tiny_corpus, num_steps=4, log_every=2, eval_every=4)
+  cfg = dataclasses.replace(cfg, parallel=ParallelConfig(strategy=strategy))
+  train_and_evaluate(cfg, str(tmp_path / "w"))
+  rows = [json.loads(line) for line in (tmp_path / "w" / "metrics.jsonl").read_text().splitlines()]
+  train = [r for r in rows if r["split"] == "train"]
+  assert [(r["step"], r["step_number"]) for r in train] == [(2, 1.5), (4, 3.5)]
+  assert list(train[0])[:7] == ["step", "split", "time", "loss", "grad_norm", "step_number",
+                                "learning_rate"]  # the step's keys in its order, then the loop's
+  assert not {"tokens", "finite"} & set(train[0])

@@ -20,9 +20,6 @@ import jax.numpy as jnp
 from transformer.config import NONFINITE_MODES, options_text
 from transformer.errors import RunError
 
-HEALTH_KEYS = ("finite", "loss", "grad_norm")
-
-
 def all_finite(*scalars: jax.Array) -> jax.Array:
   """Scalar bool: every one of `scalars` (each shape `[]`) is finite."""
   return jnp.all(jnp.isfinite(jnp.stack([jnp.asarray(s, jnp.float32) for s in scalars])))
@@ -38,11 +35,13 @@ def keep_previous_if_not_finite(finite: jax.Array, new_state, old_state):
 
 
 class NonFiniteError(RunError):
-  """The first non-finite step of a run with `train.nonfinite=stop`."""
+  """The first non-finite step of a run with `train.nonfinite=stop`; `metrics` are that step's
+  (host scalars, keyed as the train step's)."""
 
-  def __init__(self, step: int, loss: float, grad_norm: float,
+  def __init__(self, step: int, metrics: dict,
                last_finite: Optional[tuple[int, float, float]]):
-    self.step, self.loss, self.grad_norm, self.last_finite = step, loss, grad_norm, last_finite
+    self.step, self.metrics, self.last_finite = step, metrics, last_finite
+    self.loss, self.grad_norm = float(metrics["loss"]), float(metrics["grad_norm"])
     self.last_checkpoint: Optional[str] = None  # filled in by the loop once saves have finished
     super().__init__(step)
 
@@ -79,7 +78,9 @@ class HealthGuard:
     self._log = log
 
   def record(self, step: int, metrics: dict) -> None:
-    self._pending.append((step, {k: metrics[k] for k in HEALTH_KEYS}))
+    """`metrics`: the train step's (device scalars, `finite`, `loss` and `grad_norm` among
+    them), kept whole for the row of a diverged run (`NonFiniteError.metrics`)."""
+    self._pending.append((step, metrics))
 
   def check(self) -> None:
     if not self._pending:
@@ -90,7 +91,7 @@ class HealthGuard:
         self.last_finite = (step, float(m["loss"]), float(m["grad_norm"]))
         continue
       if self.mode == "stop":
-        raise NonFiniteError(step, float(m["loss"]), float(m["grad_norm"]), self.last_finite)
+        raise NonFiniteError(step, m, self.last_finite)
       if not self.skipped:
         self._log(f"WARNING: step {step} has a non-finite loss or gradient (loss "
                   f"{float(m['loss'])}, grad_norm {float(m['grad_norm'])}); its update is "

@@ -34,6 +34,10 @@ from transformer.workdir import check_workdir_config, checkpoint_steps, last_eva
 # Multi-process runs agree on stopping (after a signal) every this many steps.
 STOP_CHECK_EVERY = 10
 
+# Keys of the train step's metrics that the loop reads itself and does not log as columns:
+# whether the step's update was applied (`health`), and its weight (for tokens/s).
+NOT_LOGGED = ("finite", "tokens")
+
 
 class _StopRequest:
   """Turns SIGINT / SIGTERM into a request to stop after the current step and save."""
@@ -210,7 +214,7 @@ def _extra_sinks(config, workdir: str, first) -> list:
 def _end_diverged(e: NonFiniteError, checkpointer: Checkpointer, writer: MetricWriter) -> None:
   """The metrics say how the run ended (reports mark it diverged; sweeps do not rerun it);
   the good checkpoints finish writing, and the error says where the last one is."""
-  writer.write(e.step, "train", {"loss": e.loss, "grad_norm": e.grad_norm, "diverged": 1})
+  writer.write(e.step, "train", dict(train_means([e.metrics]), diverged=1))
   checkpointer.close()
   writer.close()
   last = checkpointer.latest_step()
@@ -223,6 +227,13 @@ def _log_end(final_eval: Optional[dict], step: int, workdir: str, t_start: float
     log(f"Final eval at step {final_eval.get('step', step)}: "
         f"{evaluation.format_eval(final_eval)} ({time.time() - t_start:.0f}s in this process).")
   log(f"Workdir: {workdir} (config.json, checkpoints/, metrics.jsonl, tensorboard/)")
+
+
+def train_means(metrics: list[dict]) -> dict:
+  """The train row's columns from the step metrics of its steps (one dict of host scalars per
+  step, keyed as `steps.make_train_step`'s): every key but `NOT_LOGGED`, in the step's order,
+  averaged over the steps. A metric the step adds is a column here, with nothing to change."""
+  return {k: float(np.mean([m[k] for m in metrics])) for k in metrics[0] if k not in NOT_LOGGED}
 
 
 class TrainSteps:
@@ -358,8 +369,9 @@ class TrainSteps:
 
 
 class _ThroughputLog:
-  """The periodic `train` row and log line: mean loss and gradient norm of the steps since the
-  last row, tokens/s and ms/step with compilation and eval time left out, and MFU.
+  """The periodic `train` row and log line: the means of the step's metrics (`train_means`:
+  loss, gradient norm, ...) over the steps since the last row, the learning rate at its last
+  step, tokens/s and ms/step with compilation and eval time left out, and MFU.
 
   A process's first step (it compiles) counts in the loss and gradient-norm means but not in
   the throughput, so a run resumed at a row boundary writes the rows of an uninterrupted one
@@ -418,9 +430,7 @@ class _ThroughputLog:
     tokens = float(sum(m["tokens"] for m, t in zip(fetched, self._timed) if t))
     step_time = elapsed / max(self._steps, 1)
     applied = [m for m in fetched if m["finite"]] or fetched  # skipped steps: not in means
-    row = {"loss": float(np.mean([m["loss"] for m in applied])),
-           "grad_norm": float(np.mean([m["grad_norm"] for m in applied])),
-           "learning_rate": float(self._schedule(step - 1))}
+    row = dict(train_means(applied), learning_rate=float(self._schedule(step - 1)))
     if self._steps:
       row.update(tokens_per_sec=tokens / max(elapsed, 1e-9), step_time=step_time)
     if self._peak and self._steps:

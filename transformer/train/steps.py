@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import collections
 from typing import Callable, Optional
 
 import jax
@@ -45,8 +46,13 @@ def make_train_step(loss_sums: LossSums, tx: optax.GradientTransformation, *,
   Dropout is keyed by `fold_in(rng, step)` (and the micro-batch index when accumulating), so a
   resumed run draws the same dropout masks as an uninterrupted one.
 
-  `metrics["finite"]` says whether the loss and gradients were finite; with `skip_nonfinite`
-  a step where they were not keeps the previous params and opt_state (see `health.py`).
+  `metrics` are scalars, the same on every device: `loss` (the step's mean loss),
+  `grad_norm`, `tokens` (the batch's total weight) and `finite` (whether the loss and gradients
+  were finite; with `skip_nonfinite` a step where they were not keeps the previous params and
+  opt_state, see `health.py`). Every key but `tokens` and `finite`, which the loop reads itself,
+  is a column of the train row, averaged over the row's steps (`loop.train_means`): a metric
+  added here is logged with no change to the loop. The keys keep their order through jit and
+  pmap (an `OrderedDict`: a plain dict's come back sorted), and so do the row's columns.
   """
 
   def sums_and_grads(params, batch, rng):
@@ -76,8 +82,8 @@ def make_train_step(loss_sums: LossSums, tx: optax.GradientTransformation, *,
     grads = jax.tree.map(lambda g: g / denom.astype(g.dtype), grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics = {"loss": loss_sum / denom, "grad_norm": optax.global_norm(grads),
-               "tokens": weight_sum}
+    metrics = collections.OrderedDict(loss=loss_sum / denom,
+                                      grad_norm=optax.global_norm(grads), tokens=weight_sum)
     metrics["finite"] = health.all_finite(metrics["loss"], metrics["grad_norm"])
     new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
     if skip_nonfinite:
