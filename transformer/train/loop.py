@@ -20,7 +20,7 @@ import numpy as np
 
 from transformer import kinds, paths, provenance
 from transformer.config import ExperimentConfig
-from transformer.train import eval_loop as evaluation
+from transformer.train import eval_loop
 from transformer.train import baselines, diagnostics, optim, peaks
 from transformer.train.checkpoint import Checkpointer
 from transformer.train.health import HealthGuard, NonFiniteError
@@ -37,6 +37,9 @@ STOP_CHECK_EVERY = 10
 # Keys of the train step's metrics that the loop reads itself and does not log as columns:
 # whether the step's update was applied (`health`), and its weight (for tokens/s).
 NOT_LOGGED = ("finite", "tokens")
+# Columns the loop and the writer add to a train row: a step metric may not take these names.
+LOOP_COLUMNS = ("step", "split", "time", "learning_rate", "tokens_per_sec", "step_time", "mfu",
+                "skipped_steps", "diverged")
 
 
 class _StopRequest:
@@ -195,8 +198,8 @@ def _eval_of_finished_run(task, data, par: Parallel, state: TrainState, step: in
   """The final eval row the run left (computed and written if it left none)."""
   final_eval = last_eval(writer.workdir)
   if final_eval is None:
-    final_eval = evaluation.evaluate(task, data, par.eval_step, state, 0,
-                                     evaluation.outputs_step(task, par))
+    final_eval = eval_loop.evaluate(task, data, par.eval_step, state, 0,
+                                     eval_loop.outputs_step(task, par))
     writer.write(step, "eval", final_eval)
   log(f"The run in {writer.workdir} is already at step {step} of "
       f"{task.config.train.num_steps}; nothing to train.")
@@ -225,7 +228,7 @@ def _log_end(final_eval: Optional[dict], step: int, workdir: str, t_start: float
   if final_eval is not None:
     final_eval = {k: v for k, v in final_eval.items() if k not in ("tokens", "examples")}
     log(f"Final eval at step {final_eval.get('step', step)}: "
-        f"{evaluation.format_eval(final_eval)} ({time.time() - t_start:.0f}s in this process).")
+        f"{eval_loop.format_eval(final_eval)} ({time.time() - t_start:.0f}s in this process).")
   log(f"Workdir: {workdir} (config.json, checkpoints/, metrics.jsonl, tensorboard/)")
 
 
@@ -233,6 +236,10 @@ def train_means(metrics: list[dict]) -> dict:
   """The train row's columns from the step metrics of its steps (one dict of host scalars per
   step, keyed as `steps.make_train_step`'s): every key but `NOT_LOGGED`, in the step's order,
   averaged over the steps. A metric the step adds is a column here, with nothing to change."""
+  taken = [k for k in metrics[0] if k in LOOP_COLUMNS]
+  if taken:
+    raise ValueError(f"The train step returns metrics named {taken}, which the loop writes "
+                     f"itself ({', '.join(LOOP_COLUMNS)}); rename them in the step.")
   return {k: float(np.mean([m[k] for m in metrics])) for k in metrics[0] if k not in NOT_LOGGED}
 
 
@@ -254,13 +261,13 @@ class TrainSteps:
     self._first_batch = first_batch
     self.checkpointer, self.writer, self.dropout_rng = checkpointer, writer, dropout_rng
     self.num_steps = config.train.num_steps
-    self.outputs_step = evaluation.outputs_step(task, par)
+    self.outputs_step = eval_loop.outputs_step(task, par)
     self.guard = HealthGuard(config.train.nonfinite, log=log)  # checks where the loop syncs
     self.throughput = _ThroughputLog(
         config, par, optim.learning_rate_schedule(config.optim, self.num_steps), self.guard,
         writer)
     self.diagnostics = diagnostics.maybe_recorder(config, task, par)  # None unless asked
-    self.samples = evaluation.SampleWriter.maybe(config, task, data, par, log)
+    self.samples = eval_loop.SampleWriter.maybe(config, task, data, par, log)
     self._compiled = False
 
   def run(self, state: TrainState, stop_after: Optional[int] = None) -> Optional[dict]:
@@ -332,10 +339,10 @@ class TrainSteps:
     self.guard.check()
     t0 = time.time()
     max_batches = 0 if last else self.config.data.eval_batches
-    metrics = dict(evaluation.evaluate(self.task, self.data, self.par.eval_step, state,
+    metrics = dict(eval_loop.evaluate(self.task, self.data, self.par.eval_step, state,
                                        max_batches, self.outputs_step), step=step)
     self.writer.write(step, "eval", {k: v for k, v in metrics.items() if k != "step"})
-    log(f"eval at step {step}: {evaluation.format_eval(metrics)} ({time.time() - t0:.1f}s)")
+    log(f"eval at step {step}: {eval_loop.format_eval(metrics)} ({time.time() - t0:.1f}s)")
     if self.samples is not None:
       self.samples.write(state, self.writer, step)
     self.throughput.leave_out(time.time() - t0)
