@@ -48,7 +48,7 @@ def test_the_diagnostics_figures_draw_each_placement_at_its_best_lr():
   """With an LR swept, the per-layer figures draw each setting of the other fields at its own
   best LR (lowest mean final loss over seeds; a diverged run counts as its initial loss, 5.0
   here), not all of them; without an LR swept, every run."""
-  from transformer.report.figures import at_best_lr  # noqa: PLC0415
+  from transformer.report.diagnostics_figures import at_best_lr  # noqa: PLC0415
   losses = {("pre", 1e-3): (2.0, 2.2), ("pre", 1e-2): (1.8, 2.3),  # means 2.10, 2.05
             ("post", 1e-3): (2.2, 2.4), ("post", 1e-2): (1.5, None)}  # 2.30; (1.5 + 5) / 2
   runs = []

@@ -92,6 +92,8 @@ def main(mode: str, config_dict, config_arg: str, argv: Sequence[str]) -> int:
 
 
 def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
+  """Writes the sweep's manifest, links reusable runs, then runs the points (locally, then
+  the report) or submits them (SLURM); the exit code."""
   if not _SWEEP.value:
     raise CommandLineError("--mode=sweep needs --sweep=FILE, a Python file with get_sweep() "
                            "(see experiments/).")
@@ -113,12 +115,7 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
                            given_dir=given_dir)
   print(f"[sweep] {len(points)} points from {_SWEEP.value} in {sweep_dir}")
   if _REUSE.value:
-    linked, refused = sweep_lib.link_reusable_runs(sweep_dir, names, configs, _REUSE.value)
-    print(f"[sweep] {len(linked)} point(s) linked to finished runs with the same config and "
-          f"data in {', '.join(_REUSE.value)}" + "".join(f"\n  {n} -> {s}" for n, s in linked))
-    if refused:
-      print(f"[sweep] {len(refused)} finished run(s) with a point's config not linked (the "
-            "point runs instead):" + "".join(f"\n  {s}: {why}" for _, s, why in refused))
+    _link_reused(sweep_dir, names, configs)
 
   if _LAUNCHER.value == "slurm":
     return _slurm(sweep_dir, points, configs, names, commands)
@@ -126,7 +123,24 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
     for n, c in zip(names, commands):
       print(f"{n}: {' '.join(c)}")
     return 0
+  return _run_local(sweep_dir, names, commands, configs)
 
+
+def _link_reused(sweep_dir: str, names: Sequence[str], configs) -> None:
+  """Links the finished runs of --reuse_runs_from with a point's config into `sweep_dir`;
+  prints which were linked and which were refused, and why."""
+  linked, refused = sweep_lib.link_reusable_runs(sweep_dir, names, configs, _REUSE.value)
+  print(f"[sweep] {len(linked)} point(s) linked to finished runs with the same config and "
+        f"data in {', '.join(_REUSE.value)}" + "".join(f"\n  {n} -> {s}" for n, s in linked))
+  if refused:
+    print(f"[sweep] {len(refused)} finished run(s) with a point's config not linked (the "
+          "point runs instead):" + "".join(f"\n  {s}: {why}" for _, s, why in refused))
+
+
+def _run_local(sweep_dir: str, names: Sequence[str], commands: Sequence[list],
+               configs) -> int:
+  """Runs the unfinished points as local processes, --parallel at once, then writes the
+  report; 130 when interrupted, 1 when a point or the report failed, else 0."""
   from transformer.sweep.local import Job, run_jobs, visible_gpus  # noqa: PLC0415
   jobs = [Job(n, os.path.join(sweep_dir, n), c,
               finished=lambda w=os.path.join(sweep_dir, n), s=cfg.train.num_steps:

@@ -1,5 +1,7 @@
-"""The report's figures: learning curves, final metric against each swept field, per-layer
-diagnostics; palette PNGs whose bytes depend only on the figure."""
+"""The report's figures: learning curves and the final metric against each swept field;
+palette PNGs whose bytes depend only on the figure. The per-layer diagnostics figures are in
+`diagnostics_figures`; what they share with the studies stays here: `KEY_DIAGNOSTICS` (which
+report.md's caption names) and `layer_profiles`."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import numpy as np
 
 from transformer import paths
 from transformer.report.runs import LAYER_NAME, NOT_METRICS, Run, group_label, groups, swept_fields
-from transformer.report.stats import initial_loss, mean_ci, mean_clipped_loss_per_lr
+from transformer.report.stats import initial_loss, mean_ci
 
 
 def load_pyplot():
@@ -87,7 +89,8 @@ def _split_final_eval(curve, runs: Sequence[Run]):
   return (steps[~whole], mean[~whole]), (steps[whole], mean[whole])
 
 
-def _lr_field(fields: Sequence[str]) -> Optional[str]:
+def lr_field(fields: Sequence[str]) -> Optional[str]:
+  """The learning-rate field among `fields` (a path ending in `learning_rate`), or None."""
   return next((f for f in fields if f.rsplit(".", 1)[-1] == "learning_rate"), None)
 
 
@@ -99,7 +102,8 @@ def _lr_colors(plt, values: Sequence[float]) -> dict:
   return {v: cmap(0.9 * i / n) for i, v in enumerate(values)}
 
 
-def _split(runs: Sequence[Run], keys: Sequence[str]) -> dict[tuple, list[Run]]:
+def split_runs(runs: Sequence[Run], keys: Sequence[str]) -> dict[tuple, list[Run]]:
+  """`runs` by their values of `keys`: `{((key, value), ...): [run]}`, in first-seen order."""
   out: dict[tuple, list[Run]] = {}
   for r in runs:
     out.setdefault(tuple((k, r.overrides.get(k)) for k in keys), []).append(r)
@@ -165,12 +169,12 @@ def curves_figure(runs: Sequence[Run], metric: str):
   coloured by LR, every unhealthy run drawn alone (dotted) and marked at its end; without one,
   train and eval panels with one colour per group. Legends outside the axes."""
   swept = swept_fields(runs)
-  lr = _lr_field(swept)
+  lr = lr_field(swept)
   plt = load_pyplot()
   if lr is None:
     return _curves_by_group(runs, metric, swept, plt)
   others = [f for f in swept if f != lr]
-  panels = _split(runs, others)
+  panels = split_runs(runs, others)
   colors = _lr_colors(plt, {r.overrides[lr] for r in runs})
   cols = min(3, len(panels))
   rows = math.ceil(len(panels) / cols)
@@ -178,30 +182,7 @@ def curves_figure(runs: Sequence[Run], metric: str):
                            sharey=True)
   drawn = False
   for ax, (key, members) in zip(axes.ravel(), panels.items()):
-    for value, lr_runs in sorted(_split(members, [lr]).items(), key=lambda kv: kv[0][0][1]):
-      color = colors[value[0][1]]
-      ok = [r for r in lr_runs if r.healthy]
-      curve = _mean_curve(ok, "train", "loss")
-      if curve is not None:
-        steps, mean, lo, hi = curve
-        ax.plot(steps, mean, color=color, lw=1.4)
-        ax.fill_between(steps, lo, hi, color=color, alpha=0.15)
-        drawn = True
-      ev = _mean_curve(ok, "eval", "loss")
-      if ev is not None:
-        (ps, pm), (fs, fm) = _split_final_eval(ev, ok)
-        ax.plot(ps, pm, ls="", color=color, **MARKS["finished"])
-        ax.plot(fs, fm, ls="", color=color, **MARKS["final_eval"])
-      for r in lr_runs:
-        if r.healthy or not r.metrics.get("train"):
-          continue
-        rows_ = [row for row in r.metrics["train"] if math.isfinite(row.get("loss", math.nan))]
-        ax.plot([row["step"] for row in rows_], [row["loss"] for row in rows_], color=color,
-                ls=":", lw=1)
-        drawn = True
-        if r.status == "collapsed" and r.final:
-          ax.plot([r.final["step"]], [r.final["loss"]], ls="", color=color, gid="collapsed",
-                  **MARKS["collapsed"])
+    drawn = _lr_curves_panel(ax, members, lr, colors) or drawn
     shown = _shown(key, runs, swept)
     ax.set_title(_title(group_label(key, shown) if shown else "all"), fontsize=9)
     ax.set_xlabel("step")
@@ -209,18 +190,7 @@ def curves_figure(runs: Sequence[Run], metric: str):
   if not drawn:
     plt.close(fig)
     return None
-  finals = [r.final["loss"] for r in runs if r.healthy and "loss" in r.final]
-  highest = max((row["loss"] for r in runs for row in r.metrics.get("train", [])
-                 if math.isfinite(row.get("loss", math.nan))), default=None)
-  if finals and highest is not None:
-    # A far-off run (a model without any norm starts near 100 nats) would flatten the rest:
-    # the shared y stops at twice the median final loss or 1.2x the loss at init, ln V.
-    cap = max(2 * float(np.median(finals)),
-              1.2 * float(np.median([initial_loss(r) for r in runs])))
-    if highest > cap:
-      low = min(row["loss"] for r in runs for row in r.metrics.get("train", [])
-                if math.isfinite(row.get("loss", math.nan)))
-      axes.ravel()[0].set_ylim(low - 0.05 * (cap - low), cap)
+  _cap_train_loss(axes.ravel()[0], runs)
   for ax, (key, members) in zip(axes.ravel(), panels.items()):
     for r in members:
       if r.status == "diverged":
@@ -236,6 +206,54 @@ def curves_figure(runs: Sequence[Run], metric: str):
                handles, plt, final_eval=True)
   fig.tight_layout()
   return fig
+
+
+def _lr_curves_panel(ax, members: Sequence[Run], lr: str, colors: dict) -> bool:
+  """One panel of `curves_figure`: per LR of `members`, the healthy runs' mean train loss
+  (line, min..max shaded) and eval loss (marks), every other run dotted, a collapsed one
+  marked at its end. Whether it drew a line."""
+  drawn = False
+  for value, lr_runs in sorted(split_runs(members, [lr]).items(), key=lambda kv: kv[0][0][1]):
+    color = colors[value[0][1]]
+    ok = [r for r in lr_runs if r.healthy]
+    curve = _mean_curve(ok, "train", "loss")
+    if curve is not None:
+      steps, mean, lo, hi = curve
+      ax.plot(steps, mean, color=color, lw=1.4)
+      ax.fill_between(steps, lo, hi, color=color, alpha=0.15)
+      drawn = True
+    ev = _mean_curve(ok, "eval", "loss")
+    if ev is not None:
+      (ps, pm), (fs, fm) = _split_final_eval(ev, ok)
+      ax.plot(ps, pm, ls="", color=color, **MARKS["finished"])
+      ax.plot(fs, fm, ls="", color=color, **MARKS["final_eval"])
+    for r in lr_runs:
+      if r.healthy or not r.metrics.get("train"):
+        continue
+      rows_ = [row for row in r.metrics["train"] if math.isfinite(row.get("loss", math.nan))]
+      ax.plot([row["step"] for row in rows_], [row["loss"] for row in rows_], color=color,
+              ls=":", lw=1)
+      drawn = True
+      if r.status == "collapsed" and r.final:
+        ax.plot([r.final["step"]], [r.final["loss"]], ls="", color=color, gid="collapsed",
+                **MARKS["collapsed"])
+  return drawn
+
+
+def _cap_train_loss(ax, runs: Sequence[Run]) -> None:
+  """Stops the shared y of `curves_figure` (through its first panel, `ax`) below a far-off
+  run's train loss: a model without any norm starts near 100 nats and would flatten the rest.
+  The cap is twice the median final loss or 1.2x the loss at init, ln V."""
+  finals = [r.final["loss"] for r in runs if r.healthy and "loss" in r.final]
+  highest = max((row["loss"] for r in runs for row in r.metrics.get("train", [])
+                 if math.isfinite(row.get("loss", math.nan))), default=None)
+  if finals and highest is not None:
+    cap = max(2 * float(np.median(finals)),
+              1.2 * float(np.median([initial_loss(r) for r in runs])))
+    if highest > cap:
+      low = min(row["loss"] for r in runs for row in r.metrics.get("train", [])
+                if math.isfinite(row.get("loss", math.nan)))
+      ax.set_ylim(low - 0.05 * (cap - low), cap)
 
 
 def _curves_by_group(runs, metric, swept, plt):
@@ -321,18 +339,19 @@ def curve_figures(runs: Sequence[Run]) -> list[tuple[str, list]]:
   when it would have more than MAX_PANELS panels (one per value of the swept fields other than
   the LR), one figure per value of the first such field (suffix `_<field>_<value>`)."""
   swept = swept_fields(runs)
-  lr = _lr_field(swept)
+  lr = lr_field(swept)
   others = [f for f in swept if f != lr]
-  if lr is None or len(_split(runs, others)) <= MAX_PANELS:
+  if lr is None or len(split_runs(runs, others)) <= MAX_PANELS:
     return [("", list(runs))]
   first = others[0]
   out = []
-  for (_, value), members in ((k[0], v) for k, v in _split(runs, [first]).items()):
+  for (_, value), members in ((k[0], v) for k, v in split_runs(runs, [first]).items()):
     out.append((f"_{first.rsplit('.', 1)[-1]}_{value}", members))
   return out
 
 
-def _is_number(v: Any) -> bool:
+def is_number(v: Any) -> bool:
+  """An int or float, not a bool."""
   return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
@@ -343,29 +362,16 @@ def final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], metr
   over healthy seeds; every run is a mark: filled when healthy, hollow when collapsed, an x on
   the top edge when diverged (collapsed runs are the LR studies' main evidence, so they are
   drawn, not dropped). Legend outside the axes."""
-  values = []
-  for r in runs:
-    if field in r.overrides and r.overrides[field] not in values:
-      values.append(r.overrides[field])
+  values, numeric = _x_values(runs, field)
   if not values:
     return None
-  numeric = all(_is_number(v) for v in values)
-  if numeric:
-    values = sorted(values)
-  elif any(field not in r.overrides for r in runs):
-    values.insert(0, None)  # the runs that leave it unset, at `config` (activation: GELU)
   others = [f for f in fields if f != field]
-  lr = _lr_field(others)
-  if len(others) >= 2:
-    panel_keys = [next(f for f in others if f != lr)]
-  elif len(others) == 1 and field == _lr_field(fields):
-    panel_keys = others
-  else:
-    panel_keys = []
+  lr = lr_field(others)
+  panel_keys = _panel_keys(field, fields, others, lr)
   line_keys = [f for f in others if f not in panel_keys]
   plt = load_pyplot()
   # A panel whose runs never set `field` (norms: LayerNorm has no DyT alpha) would be empty.
-  panels = {k: m for k, m in _split(runs, panel_keys).items()
+  panels = {k: m for k, m in split_runs(runs, panel_keys).items()
             if any(field in r.overrides for r in m)}
   cols = min(3, len(panels))
   nrows = math.ceil(len(panels) / cols)
@@ -374,61 +380,28 @@ def final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], metr
   cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
   lr_colors = _lr_colors(plt, {r.overrides.get(lr) for r in runs}) if lr in line_keys else {}
   line_index: dict[tuple, int] = {}
+
+  def color_of(lkey: tuple):
+    i = line_index.setdefault(lkey, len(line_index))
+    return lr_colors[dict(lkey)[lr]] if lr_colors else cycle[i % len(cycle)]
+
   handles: dict[str, Any] = {}
-  drawn = False
-  xs_of = lambda v: v if numeric else values.index(v)  # noqa: E731
-  marks_of: dict = {}
+  marks: list[tuple[list, Any, Any]] = []  # (points, colour, ax) of every line
   for ax, (pkey, members) in zip(axes.ravel(), panels.items()):
-    marks = []
-    for lkey, line_runs in _split(members, line_keys).items():
-      i = line_index.setdefault(lkey, len(line_index))
-      color = (lr_colors[dict(lkey)[lr]] if lr_colors else cycle[i % len(cycle)])
-      xs, ys, errs = [], [], []
-      points = []
-      for v in values:
-        at = [r for r in line_runs if r.overrides.get(field) == v]
-        ok = [r.final[metric] for r in at if r.healthy and metric in r.final]
-        if ok:
-          mean, half = mean_ci(ok)
-          xs.append(xs_of(v))
-          ys.append(mean)
-          errs.append(0.0 if math.isnan(half) else half)
-        points += [(xs_of(v), r, r.final.get(metric)) for r in at]
+    for lkey, line_runs in split_runs(members, line_keys).items():
+      color = color_of(lkey)
       shown = _shown(pkey + lkey, runs, line_keys)
       label = group_label(lkey, shown) if shown else "mean over healthy seeds"
-      if xs:
-        line = ax.errorbar(xs, ys, yerr=errs, color=color, capsize=2, lw=1.3, label=label)
-        handles.setdefault(label, line)
-        drawn = True
-      _run_marks(ax, points, color)
-      marks.append((points, color))
-      drawn = drawn or bool(points)
-    if numeric and min(values) > 0 and max(values) / min(values) >= 10:
-      ax.set_xscale("log")
-      if max(values) / min(values) < 100:  # matplotlib labels the minor ticks: they overlap
-        ax.set_xticks(values, [f"{v:g}" for v in values])
-        ax.xaxis.set_minor_formatter(plt.NullFormatter())
-    if not numeric:
-      ax.set_xticks(range(len(values)), ["config" if v is None else str(v) for v in values],
-                    rotation=30, fontsize=8)
+      points = _final_vs_line(ax, line_runs, values, numeric, field, metric, color, label,
+                              handles)
+      marks.append((points, color, ax))
     shown = _shown(pkey, runs, panel_keys)
-    ax.set_title(_title(group_label(pkey, shown) if shown else f"{metric} vs {field}"), fontsize=9)
-    ax.set_xlabel(field)
-    ax.grid(alpha=0.3)
-    ax.autoscale_view()
-    for points, color in marks:
-      marks_of[(id(ax), id(points))] = (points, color, ax)
-  if not drawn:
+    _final_vs_axes(plt, ax, values, numeric, field,
+                   _title(group_label(pkey, shown) if shown else f"{metric} vs {field}"))
+  if not any(points for points, _, _ in marks):
     plt.close(fig)
     return None
-  cap = _outlier_cap([v for points, _, _ in marks_of.values() for _, _, v in points
-                      if v is not None and math.isfinite(v)])
-  if cap is not None:  # the panels share y: one far-off group would flatten every other
-    low = min(v for points, _, _ in marks_of.values() for _, _, v in points
-              if v is not None and math.isfinite(v))
-    axes.ravel()[0].set_ylim(low - 0.05 * (cap - low), cap)
-  for points, color, ax in marks_of.values():
-    _top_edge(ax, points, color, cap)
+  _cap_finals(axes, marks)
   for ax in axes.ravel()[len(panels):]:
     ax.axis("off")
   for ax in axes[:, 0]:
@@ -441,6 +414,91 @@ def final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], metr
   _mark_legend(axes[0, -1], hs, plt)
   fig.tight_layout()
   return fig
+
+
+def _x_values(runs: Sequence[Run], field: str) -> tuple[list, bool]:
+  """The values of `field` among `runs` and whether they are all numbers: sorted when they
+  are, else in first-seen order, with None first when some run leaves `field` unset (at
+  `config`, e.g. activation: GELU)."""
+  values = []
+  for r in runs:
+    if field in r.overrides and r.overrides[field] not in values:
+      values.append(r.overrides[field])
+  if not values:
+    return values, False
+  numeric = all(is_number(v) for v in values)
+  if numeric:
+    values = sorted(values)
+  elif any(field not in r.overrides for r in runs):
+    values.insert(0, None)
+  return values, numeric
+
+
+def _panel_keys(field: str, fields: Sequence[str], others: Sequence[str],
+                lr: Optional[str]) -> list[str]:
+  """The field `final_vs_figure` draws one panel per value of: the first non-LR one of
+  `others` (the swept `fields` but `field`) when there are two or more, the other one when
+  `field` is the LR; none otherwise."""
+  if len(others) >= 2:
+    return [next(f for f in others if f != lr)]
+  if len(others) == 1 and field == lr_field(fields):
+    return list(others)
+  return []
+
+
+def _final_vs_line(ax, line_runs: Sequence[Run], values: list, numeric: bool, field: str,
+                   metric: str, color, label: str, handles: dict) -> list[tuple]:
+  """One line of `final_vs_figure`: the mean final `metric` of the healthy runs at each value
+  of `field` with its 95% CI (recorded in `handles` under `label`), and every run as a mark.
+  Returns the marks, `[(x, run, final value or None)]`."""
+  xs, ys, errs, points = [], [], [], []
+  for v in values:
+    x = v if numeric else values.index(v)
+    at = [r for r in line_runs if r.overrides.get(field) == v]
+    ok = [r.final[metric] for r in at if r.healthy and metric in r.final]
+    if ok:
+      mean, half = mean_ci(ok)
+      xs.append(x)
+      ys.append(mean)
+      errs.append(0.0 if math.isnan(half) else half)
+    points += [(x, r, r.final.get(metric)) for r in at]
+  if xs:
+    line = ax.errorbar(xs, ys, yerr=errs, color=color, capsize=2, lw=1.3, label=label)
+    handles.setdefault(label, line)
+  _run_marks(ax, points, color)
+  return points
+
+
+def _final_vs_axes(plt, ax, values: list, numeric: bool, field: str, title: str) -> None:
+  """The axes of a `final_vs_figure` panel once its lines are drawn: x on a log scale for
+  numbers spanning 10x or more (labelled at the values below 100x), at the values' names for
+  others; title, label, grid, limits."""
+  if numeric and min(values) > 0 and max(values) / min(values) >= 10:
+    ax.set_xscale("log")
+    if max(values) / min(values) < 100:  # matplotlib labels the minor ticks: they overlap
+      ax.set_xticks(values, [f"{v:g}" for v in values])
+      ax.xaxis.set_minor_formatter(plt.NullFormatter())
+  if not numeric:
+    ax.set_xticks(range(len(values)), ["config" if v is None else str(v) for v in values],
+                  rotation=30, fontsize=8)
+  ax.set_title(title, fontsize=9)
+  ax.set_xlabel(field)
+  ax.grid(alpha=0.3)
+  ax.autoscale_view()
+
+
+def _cap_finals(axes, marks: Sequence[tuple]) -> None:
+  """Caps the shared y of `final_vs_figure` at `_outlier_cap` of its finite marks (one far-off
+  group would flatten every other) and draws each line's diverged and off-scale runs on its
+  panel's top edge; `marks` is `[(points, colour, ax)]`."""
+  finite = [v for points, _, _ in marks for _, _, v in points
+            if v is not None and math.isfinite(v)]
+  cap = _outlier_cap(finite)
+  if cap is not None:
+    low = min(finite)
+    axes.ravel()[0].set_ylim(low - 0.05 * (cap - low), cap)
+  for points, color, ax in marks:
+    _top_edge(ax, points, color, cap)
 
 
 def plot_final_vs(runs: Sequence[Run], field: str, fields: Sequence[str], metric: str,
@@ -457,151 +515,7 @@ def layer_profiles(row: dict) -> dict[str, dict[int, float]]:
   out: dict[str, dict[int, float]] = {}
   for k, v in row.items():
     m = LAYER_NAME.match(k)
-    if m and k not in NOT_METRICS and _is_number(v):
+    if m and k not in NOT_METRICS and is_number(v):
       name = (m["pre"] + "*" + m["post"]).strip("/._")
       out.setdefault(name, {})[int(m["index"])] = float(v)
   return out
-
-
-def plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Sequence[str],
-                        path: str) -> bool:
-  """Per-layer metrics whose name (layer index replaced by `*`, e.g.
-  `decoder/*/feed_forward/grad_norm`) contains `prefix`: the last layer's value at the first
-  diagnostics step against `field` (numeric), one line per metric and value of the other
-  swept fields."""
-  if not all(_is_number(r.overrides.get(field)) for r in runs):
-    return False
-  others = [f for f in fields if f != field]
-  points: dict[tuple, dict[float, list[float]]] = {}
-  for r in runs:
-    rows = r.metrics.get("diagnostics", [])
-    if not rows or r.status == "diverged":
-      continue
-    for name, prof in layer_profiles(rows[0]).items():
-      if prefix in name:
-        key = (name,) + tuple((f, r.overrides.get(f)) for f in others)
-        points.setdefault(key, {}).setdefault(r.overrides[field], []).append(prof[max(prof)])
-  if not points:
-    return False
-  plt = load_pyplot()
-  fig, ax = plt.subplots(figsize=(7, 4.8))
-  for key, by_x in points.items():
-    xs = sorted(by_x)
-    stats = [mean_ci(by_x[x]) for x in xs]
-    ax.errorbar(xs, [m for m, _ in stats], yerr=[0 if math.isnan(h) else h for _, h in stats],
-                marker="o", capsize=3, label=f"{key[0]} {group_label(key[1:])}")
-  values = [v for by_x in points.values() for x in by_x for v in by_x[x]]
-  if min(values) > 0 and min(r.overrides[field] for r in runs) > 0:
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-  ax.set(xlabel=field, ylabel="last layer", title=f"{prefix} (last layer) vs {field}")
-  ax.grid(alpha=0.3, which="both")
-  ax.legend(fontsize=6)
-  fig.tight_layout()
-  save_png(plt, fig, path, dpi=110)
-  return True
-
-
-
-def _panel_grid(plt, n: int):
-  """A figure with `n` panels and one more for the legend, three to a row; `axes` is
-  `[rows, cols]`."""
-  cols = min(3, n + 1)
-  rows = math.ceil((n + 1) / cols)
-  return plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
-
-
-def _save_panels(plt, fig, axes, n: int, path: str) -> None:
-  """Puts the legend in the panel after the last drawn one (not over a curve), hides the
-  unused ones, writes `path`."""
-  handles, labels = axes.ravel()[0].get_legend_handles_labels()
-  for ax in axes.ravel()[n:]:
-    ax.axis("off")
-  axes.ravel()[n].legend(handles, labels, loc="upper left", fontsize=6,
-                         ncol=1 if len(labels) <= 18 else 2, frameon=False)
-  fig.tight_layout()
-  save_png(plt, fig, path, dpi=90)
-
-def at_best_lr(runs: Sequence[Run]) -> list[Run]:
-  """The runs the per-layer diagnostics figures draw: when a learning rate is swept, the runs of
-  each setting of the other swept fields at that setting's best LR (lowest mean clipped final
-  loss over seeds, as the studies compare placements); otherwise all of them. (Every LR of every
-  placement, 30 lines in one colour cycle, could not be told apart.)"""
-  swept = swept_fields(runs)
-  lr = _lr_field(swept)
-  if lr is None:
-    return list(runs)
-  out = []
-  for members in _split(runs, [f for f in swept if f != lr]).values():
-    means = mean_clipped_loss_per_lr(members, lr)
-    if means:
-      best = min(means, key=means.get)
-      out += [r for r in members if r.overrides.get(lr) == best]
-  return out
-
-
-def plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
-  swept = swept_fields(runs)
-  runs = at_best_lr(runs)
-  series: dict[str, dict[tuple, dict[int, list[float]]]] = {}  # metric -> group -> step -> [v]
-  for r in runs:
-    rows = r.metrics.get("diagnostics", [])
-    if len(rows) < 2:
-      continue
-    for row in rows:
-      values = {name: max(prof.values()) for name, prof in layer_profiles(row).items()}
-      values.update({k: float(v) for k, v in row.items() if k not in NOT_METRICS
-                     and _is_number(v) and not LAYER_NAME.match(k)})
-      for name, v in values.items():
-        series.setdefault(name, {}).setdefault(r.group, {}).setdefault(row["step"], []).append(v)
-  series = {k: v for k, v in series.items() if key_diagnostic(k)}
-  if not series:
-    return False
-  plt = load_pyplot()
-  names = sorted(series)
-  fig, axes = _panel_grid(plt, len(names))
-  for ax, name in zip(axes.ravel(), names):
-    for group, by_step in series[name].items():
-      steps = sorted(by_step)
-      ax.plot(steps, [np.mean(by_step[t]) for t in steps], label=group_label(group, swept))
-    ax.set_xlabel("step")
-    ax.set_title(name, fontsize=8)
-    ax.grid(alpha=0.3)
-  _save_panels(plt, fig, axes, len(names), path)
-  return True
-
-
-def plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
-  swept = swept_fields(runs)
-  runs = at_best_lr(runs)
-  profiles: dict[str, dict[tuple, list]] = {}  # metric -> (group, first/last) -> [{layer: v}]
-  for r in runs:
-    rows = r.metrics.get("diagnostics", [])
-    if not rows or r.status == "diverged":
-      continue
-    for which, row in (("first", rows[0]), ("last", rows[-1])):
-      if which == "last" and len(rows) == 1:
-        continue
-      for name, prof in layer_profiles(row).items():
-        profiles.setdefault(name, {}).setdefault((r.group, which, row["step"]), []).append(prof)
-  profiles = {k: v for k, v in profiles.items() if key_diagnostic(k)}
-  if not profiles:
-    return False
-  plt = load_pyplot()
-  names = sorted(profiles)
-  fig, axes = _panel_grid(plt, len(names))
-  colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-  group_index = {g: i for i, g in enumerate(groups(runs))}
-  for ax, name in zip(axes.ravel(), names):
-    for (group, which, step), profs in profiles[name].items():
-      layers = sorted(set.intersection(*(set(p) for p in profs)))
-      mean = [np.mean([p[l] for p in profs]) for l in layers]
-      ax.plot(layers, mean, marker="o", ms=3, ls="-" if which == "last" else "--",
-              color=colors[group_index[group] % len(colors)],
-              label=f"{group_label(group, swept)} @ {step}")
-    ax.set_xlabel("layer")
-    ax.set_title(name, fontsize=8)
-    ax.grid(alpha=0.3)
-  _save_panels(plt, fig, axes, len(names), path)
-  return True
-

@@ -4,7 +4,7 @@ per study its claim, verdict, headline numbers and main figure, then tables acro
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Optional, Sequence
 
 from transformer import paths, provenance
 from transformer.config import LEGACY_DEFAULTS
@@ -25,27 +25,12 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
   across the studies. Returns (the path, the verdict lines printed by --mode=report)."""
   studies, per_placement, columns, verdicts, data_rows = [], {}, [], [], []
   for name in sorted(os.listdir(results_dir)):
-    sweep_dir = os.path.join(results_dir, name)
-    if not os.path.exists(os.path.join(sweep_dir, sweep_lib.MANIFEST)):
+    study = _read_study(results_dir, name)
+    if study is None:
       continue
-    manifest = sweep_lib.read_manifest(sweep_dir)
-    try:
-      summarize = getattr(sweep_lib.sweep_module(manifest["sweep_file"]), "summarize", None)
-    except Exception as e:  # noqa: BLE001
-      print(f"[report] {name}: sweep file did not load ({e}); left out of the summary.")
-      continue
-    if summarize is None:
-      continue
-    runs = load_runs(sweep_dir)
-    s = summarize(runs)
-    s.setdefault("numbers", []).extend(recipe_changes_since(runs))
-    pending = sum(r.status in PENDING for r in runs)
-    if pending:  # its report waits for them (report.py's caveat); so does the summary
-      s["verdict"] = "is inconclusive"
-      s["numbers"].insert(0, f"The sweep is not complete: {pending} of {len(runs)} points have "
-                          "not finished; the numbers below read only the runs that ended.")
+    manifest, runs, s = study
     studies.append((name, manifest, s))
-    data_rows.append((name, *_study_data(sweep_dir, runs)))
+    data_rows.append((name, *_study_data(os.path.join(results_dir, name), runs)))
     verdicts.append(f"{name}: {s['verdict']}")
     for placement, cells in s.get("placements", {}).items():
       for column, value in cells.items():
@@ -58,27 +43,67 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
            "(`<study>/report.md`) has its verdict in full: the protocol it rests on, the tables, "
            "the tolerance or seed counts it depends on and the points to add.", ""]
   for name, manifest, s in studies:
-    lines += [f"## {name}", "", f"**Claim:** {study_claim(manifest)}", "",
-              f"**Verdict:** the data {s['verdict']} ([report]({name}/report.md)).", "",
-              *_quoted(os.path.join(results_dir, name, "report.md"))]
-    lines += [f"- {n}" for n in s.get("numbers", [])]
-    lines.append("")
-    if s.get("figure") and os.path.exists(os.path.join(results_dir, name, s["figure"])):
-      lines += [f"![{name}]({name}/{s['figure']})", ""]
-    lines += [f"Regenerate: `python launch.py --mode=report --sweep_dir={results_dir}/{name}`",
-              ""]
-  if per_placement:
-    lines += ["## Per placement, across the studies", "",
-              "Intervals are 95% over seeds (± half-widths; [low, high] for ratios, on the log "
-              "scale); the study each number comes from is in parentheses.", ""]
-    for placement, cells in per_placement.items():
-      lines += [f"### {placement}", "", "| quantity | value |", "|---|---|"]
-      lines += [f"| {c} | {cells[c]} |" for c in columns if c in cells]
-      lines.append("")
+    lines += _study_lines(results_dir, name, manifest, s)
+  lines += _placement_lines(per_placement, columns)
   lines += _data_section(data_rows)
   path = os.path.join(results_dir, SUMMARY)
   paths.write_text(path, "\n".join(lines).rstrip() + "\n")
   return path, verdicts
+
+
+def _read_study(results_dir: str, name: str) -> Optional[tuple[dict, list[Run], dict]]:
+  """(manifest, runs, its sweep file's `summarize(runs)` with the recipe notes and, while
+  points are pending, the inconclusive verdict) of the study `results_dir/name`; None when it
+  is no study, its sweep file does not load (said) or defines no `summarize`."""
+  sweep_dir = os.path.join(results_dir, name)
+  if not os.path.exists(os.path.join(sweep_dir, sweep_lib.MANIFEST)):
+    return None
+  manifest = sweep_lib.read_manifest(sweep_dir)
+  try:
+    summarize = getattr(sweep_lib.sweep_module(manifest["sweep_file"]), "summarize", None)
+  except Exception as e:  # noqa: BLE001
+    print(f"[report] {name}: sweep file did not load ({e}); left out of the summary.")
+    return None
+  if summarize is None:
+    return None
+  runs = load_runs(sweep_dir)
+  s = summarize(runs)
+  s.setdefault("numbers", []).extend(recipe_changes_since(runs))
+  pending = sum(r.status in PENDING for r in runs)
+  if pending:  # its report waits for them (report.py's caveat); so does the summary
+    s["verdict"] = "is inconclusive"
+    s["numbers"].insert(0, f"The sweep is not complete: {pending} of {len(runs)} points have "
+                        "not finished; the numbers below read only the runs that ended.")
+  return manifest, runs, s
+
+
+def _study_lines(results_dir: str, name: str, manifest: dict, s: dict) -> list[str]:
+  """A study's section: claim, verdict, the lines quoted from its report, its numbers, its
+  main figure (when written) and the command that regenerates its report."""
+  lines = [f"## {name}", "", f"**Claim:** {study_claim(manifest)}", "",
+           f"**Verdict:** the data {s['verdict']} ([report]({name}/report.md)).", "",
+           *_quoted(os.path.join(results_dir, name, "report.md"))]
+  lines += [f"- {n}" for n in s.get("numbers", [])]
+  lines.append("")
+  if s.get("figure") and os.path.exists(os.path.join(results_dir, name, s["figure"])):
+    lines += [f"![{name}]({name}/{s['figure']})", ""]
+  return lines + [f"Regenerate: `python launch.py --mode=report --sweep_dir={results_dir}/{name}`",
+                  ""]
+
+
+def _placement_lines(per_placement: dict[str, dict], columns: Sequence[str]) -> list[str]:
+  """`## Per placement, across the studies`: per placement a table of `columns` (`{column:
+  "value (study)"}` each); [] when no study reported placements."""
+  if not per_placement:
+    return []
+  lines = ["## Per placement, across the studies", "",
+           "Intervals are 95% over seeds (± half-widths; [low, high] for ratios, on the log "
+           "scale); the study each number comes from is in parentheses.", ""]
+  for placement, cells in per_placement.items():
+    lines += [f"### {placement}", "", "| quantity | value |", "|---|---|"]
+    lines += [f"| {c} | {cells[c]} |" for c in columns if c in cells]
+    lines.append("")
+  return lines
 
 
 def _study_data(sweep_dir: str, runs: Sequence[Run]) -> tuple[list[float], dict, int]:

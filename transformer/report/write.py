@@ -17,7 +17,7 @@
   the key quantities among the metrics whose name carries a layer index (`.../layer_3/...`;
   `figures.KEY_DIAGNOSTICS`), at the first and last diagnostics step, and
   `diagnostics_steps.png`, the same over training; when an LR is swept, each setting of the
-  other fields at its best LR (`figures.at_best_lr`).
+  other fields at its best LR (`diagnostics_figures.at_best_lr`).
 
 A run is marked, and left out of the means, when it *diverged* (a non-finite loss or gradient
 norm) or *collapsed* (its final eval loss is within `COLLAPSE_TOLERANCE` of the unigram
@@ -41,9 +41,9 @@ from transformer.report import robustness
 from transformer.report.runs import (PENDING, Run,
                                     classify_run, eval_metric_names, groups, load_runs, study_claim, swept_fields, tied_fields)
 from transformer.report.stats import (format_interval, lr_sensitivity_table, mean_ci)
-from transformer.report.figures import (plot_curves,
-                                       plot_diagnostics, plot_diagnostics_over_steps,
-                                       plot_final_vs, plot_last_layer_vs, at_best_lr, curve_figures)
+from transformer.report.figures import curve_figures, lr_field, plot_curves, plot_final_vs
+from transformer.report.diagnostics_figures import (at_best_lr, plot_diagnostics,
+                                                    plot_diagnostics_over_steps, plot_last_layer_vs)
 
 
 def report_metric(metric: str, names: Sequence[str], sweep_dir: str) -> str:
@@ -70,17 +70,7 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   fields = swept_fields(runs)
   _write_csv(runs, names, os.path.join(sweep_dir, "results.csv"))
 
-  counts = {s: sum(r.status == s for r in runs)
-            for s in ("finished", "diverged", "collapsed", "incomplete", "missing")}
-  command = manifest.get("command") or " ".join([  # "command": --runs (report/compare.py)
-      "python launch.py --mode=sweep", f"--sweep={manifest['sweep_file']}",
-      f"--config={manifest['config']}", *manifest["overrides"],
-      f"--sweep_dir={manifest.get('sweep_dir', sweep_dir)}"])
-  lines = [f"# {title or 'Sweep report: ' + paths.basename(paths.absolute(sweep_dir))}", "",
-           f"Command: `{command}`", "",
-           *([f"**Claim under test:** {claim}", ""] if (claim := study_claim(manifest)) else []),
-           f"{len(runs)} points: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
-           ""]
+  lines = _header_lines(runs, manifest, sweep_dir, title)
   prov = provenance_report.summarize(runs, manifest)
   for warning in prov.warnings:
     print(f"[report] WARNING: {warning}")
@@ -88,58 +78,15 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   lines += study_verdict(manifest, runs,
                          lambda rs: [classify_run(r, sweep_dir) for r in rs])
   lines += budget.section(runs)
-  group_cols = [k for k in fields]
-  header = group_cols + ["healthy / runs"] + [m + (" *" if m == metric else "") for m in names]
-  lines += ["## Final eval", "",
-            "Mean ± half-width of the 95% confidence interval over seeds (Student's t), over "
-            "healthy runs only; `*` marks the metric of the plots.", "",
-            "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-  for group, members in groups(runs).items():
-    values = dict(group)
-    ok = [r for r in members if r.healthy]
-    cells = [str(values.get(k, "")) for k in group_cols]
-    cells.append(f"{len(ok)} / {len(members)}")
-    cells += [format_interval(*mean_ci([r.final[m] for r in ok if m in r.final])) for m in names]
-    lines.append("| " + " | ".join(cells) + " |")
-  marked = [r for r in runs if not r.healthy]
-  if marked:
-    lines += ["", "## Runs not averaged in", "", "| point | status | detail | log |",
-              "|---|---|---|---|"]
-    for r in marked:  # a committed (packed) run keeps no log
-      log = (f"`{r.name}/log.txt`" if paths.exists(paths.join(r.workdir, "log.txt"))
-             else "not kept (packed run)")
-      lines.append(f"| {r.name} | {r.status} | {r.detail} | {log} |")
+  lines += _final_eval_table(runs, names, metric, fields)
+  lines += _marked_runs_table(runs)
+  lr = lr_field(fields)
+  if lr:
+    lines += ["", *lr_sensitivity_table(runs, lr, fields)]
 
-  lr_field = next((f for f in fields if f.rsplit(".", 1)[-1] == "learning_rate"), None)
-  if lr_field:
-    lines += ["", *lr_sensitivity_table(runs, lr_field, fields)]
-
-  figures = []
-  for suffix, members in curve_figures(runs):
-    if plot_curves(members, metric, os.path.join(sweep_dir, f"curves{suffix}.png")):
-      where = f" ({suffix[1:].replace('_', ' ', 1).replace('_', '=', 1)})" if suffix else ""
-      figures.append((f"Learning curves{where} (mean over healthy seeds, min..max shaded)",
-                      f"curves{suffix}.png"))
-  tied = tied_fields(runs, fields)
-  for field in fields:
-    path = f"final_vs_{field.replace('.', '_')}.png"
-    if field not in tied and plot_final_vs(runs, field, fields, metric,
-                                            os.path.join(sweep_dir, path)):
-      figures.append((f"Final {metric} against {field}", path))
+  figures = _sweep_figures(runs, fields, metric, sweep_dir)
   figures += study_figures(manifest, runs, sweep_dir)
-  best = ", each setting at its best LR" if len(at_best_lr(runs)) < len(runs) else ""
-  if plot_diagnostics(runs, os.path.join(sweep_dir, "diagnostics.png")):
-    figures.append(("Per-layer diagnostics (first and last diagnostics step; the key quantities, "
-                    f"figures.KEY_DIAGNOSTICS{best})", "diagnostics.png"))
-  for prefix in manifest.get("report_diagnostics", []):
-    for field in fields:
-      path = f"{prefix.replace('/', '_')}_vs_{field.replace('.', '_')}.png"
-      if plot_last_layer_vs(runs, prefix, field, fields, os.path.join(sweep_dir, path)):
-        figures.append((f"{prefix} diagnostics of the last layer at the first diagnostics step "
-                        f"against {field} (95% CI over seeds)", path))
-  if plot_diagnostics_over_steps(runs, os.path.join(sweep_dir, "diagnostics_steps.png")):
-    figures.append(("Key diagnostics over training (per-layer metrics: the largest layer's "
-                    f"value; mean over seeds{best})", "diagnostics_steps.png"))
+  figures += _diagnostics_figures(runs, manifest, fields, sweep_dir)
   lines += ["", *prov.lines] if prov.lines else []
   lines += ["", "## Figures", ""]
   for caption, path in figures:
@@ -153,6 +100,96 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   paths.write_text(out, "\n".join(lines) + "\n")
   return out
 
+
+def _header_lines(runs: Sequence[Run], manifest: dict, sweep_dir: str, title: str) -> list[str]:
+  """The report's title, the command that ran the sweep, the claim under test (a study) and
+  the count of points per status."""
+  counts = {s: sum(r.status == s for r in runs)
+            for s in ("finished", "diverged", "collapsed", "incomplete", "missing")}
+  command = manifest.get("command") or " ".join([  # "command": --runs (report/compare.py)
+      "python launch.py --mode=sweep", f"--sweep={manifest['sweep_file']}",
+      f"--config={manifest['config']}", *manifest["overrides"],
+      f"--sweep_dir={manifest.get('sweep_dir', sweep_dir)}"])
+  return [f"# {title or 'Sweep report: ' + paths.basename(paths.absolute(sweep_dir))}", "",
+          f"Command: `{command}`", "",
+          *([f"**Claim under test:** {claim}", ""] if (claim := study_claim(manifest)) else []),
+          f"{len(runs)} points: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ".",
+          ""]
+
+
+def _final_eval_table(runs: Sequence[Run], names: Sequence[str], metric: str,
+                      fields: Sequence[str]) -> list[str]:
+  """`## Final eval`: per group of seeds, its swept values, healthy / all runs and the mean
+  and 95% CI of every final eval metric over its healthy runs (`metric` starred)."""
+  group_cols = [k for k in fields]
+  header = group_cols + ["healthy / runs"] + [m + (" *" if m == metric else "") for m in names]
+  lines = ["## Final eval", "",
+           "Mean ± half-width of the 95% confidence interval over seeds (Student's t), over "
+           "healthy runs only; `*` marks the metric of the plots.", "",
+           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+  for group, members in groups(runs).items():
+    values = dict(group)
+    ok = [r for r in members if r.healthy]
+    cells = [str(values.get(k, "")) for k in group_cols]
+    cells.append(f"{len(ok)} / {len(members)}")
+    cells += [format_interval(*mean_ci([r.final[m] for r in ok if m in r.final])) for m in names]
+    lines.append("| " + " | ".join(cells) + " |")
+  return lines
+
+
+def _marked_runs_table(runs: Sequence[Run]) -> list[str]:
+  """`## Runs not averaged in`: each unhealthy run's status, detail and log; [] if none."""
+  marked = [r for r in runs if not r.healthy]
+  if not marked:
+    return []
+  lines = ["", "## Runs not averaged in", "", "| point | status | detail | log |",
+           "|---|---|---|---|"]
+  for r in marked:  # a committed (packed) run keeps no log
+    log = (f"`{r.name}/log.txt`" if paths.exists(paths.join(r.workdir, "log.txt"))
+           else "not kept (packed run)")
+    lines.append(f"| {r.name} | {r.status} | {r.detail} | {log} |")
+  return lines
+
+
+def _sweep_figures(runs: Sequence[Run], fields: Sequence[str], metric: str,
+                   sweep_dir: str) -> list[tuple[str, str]]:
+  """Draws the learning curves and the final `metric` against each swept field (but a tied
+  one) into `sweep_dir`; returns the (caption, file name) of each drawn."""
+  figures = []
+  for suffix, members in curve_figures(runs):
+    if plot_curves(members, metric, os.path.join(sweep_dir, f"curves{suffix}.png")):
+      where = f" ({suffix[1:].replace('_', ' ', 1).replace('_', '=', 1)})" if suffix else ""
+      figures.append((f"Learning curves{where} (mean over healthy seeds, min..max shaded)",
+                      f"curves{suffix}.png"))
+  tied = tied_fields(runs, fields)
+  for field in fields:
+    path = f"final_vs_{field.replace('.', '_')}.png"
+    if field not in tied and plot_final_vs(runs, field, fields, metric,
+                                            os.path.join(sweep_dir, path)):
+      figures.append((f"Final {metric} against {field}", path))
+  return figures
+
+
+def _diagnostics_figures(runs: Sequence[Run], manifest: dict, fields: Sequence[str],
+                         sweep_dir: str) -> list[tuple[str, str]]:
+  """Draws the per-layer diagnostics figures into `sweep_dir` (the key quantities' profiles,
+  each `report_diagnostics` prefix of the manifest against each swept field, the key
+  quantities over training); returns the (caption, file name) of each drawn."""
+  figures = []
+  best = ", each setting at its best LR" if len(at_best_lr(runs)) < len(runs) else ""
+  if plot_diagnostics(runs, os.path.join(sweep_dir, "diagnostics.png")):
+    figures.append(("Per-layer diagnostics (first and last diagnostics step; the key quantities, "
+                    f"figures.KEY_DIAGNOSTICS{best})", "diagnostics.png"))
+  for prefix in manifest.get("report_diagnostics", []):
+    for field in fields:
+      path = f"{prefix.replace('/', '_')}_vs_{field.replace('.', '_')}.png"
+      if plot_last_layer_vs(runs, prefix, field, fields, os.path.join(sweep_dir, path)):
+        figures.append((f"{prefix} diagnostics of the last layer at the first diagnostics step "
+                        f"against {field} (95% CI over seeds)", path))
+  if plot_diagnostics_over_steps(runs, os.path.join(sweep_dir, "diagnostics_steps.png")):
+    figures.append(("Key diagnostics over training (per-layer metrics: the largest layer's "
+                    f"value; mean over seeds{best})", "diagnostics_steps.png"))
+  return figures
 
 
 def study_figures(manifest: dict, runs: Sequence[Run], sweep_dir: str) -> list[tuple[str, str]]:

@@ -13,6 +13,7 @@ Sequences returned hold the generated tokens only (not the prompt), `[batch, max
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Optional
 
 import flax.linen as nn
@@ -213,51 +214,74 @@ def beam_search(step_fn: StepFn, cache: Any, context: Any, prompt: jax.Array, ma
   tiled_prompt = _tile_beams(prompt, k)
   positions = jnp.broadcast_to(jnp.arange(prompt_len), tiled_prompt.shape)
   logits, cache = step_fn(tiled_prompt, positions, cache, context)
-  vocab = logits.shape[-1]
   # Only beam 0 is live at first, so the k copies of the prompt don't yield k equal beams.
   live_lp = jnp.tile(jnp.array([0.0] + [NEG_INF] * (k - 1)), (batch, 1))
   live_seqs = jnp.full((batch, k, max_new), pad_id, jnp.int32)
   fin_seqs = jnp.full((batch, k, max_new), pad_id, jnp.int32)
   fin_scores = jnp.full((batch, k), NEG_INF)
   max_norm = length_normalizer(jnp.float32(max_new), length_penalty)
-
-  def cond(carry):
-    i, live_lp, _, _, fin_scores, _, _ = carry
-    # Log-probabilities only fall as hypotheses grow, and the normalizer is largest at
-    # max_new, so live_lp / max_norm bounds every score a live beam can still reach.
-    best_possible = live_lp[:, 0] / max_norm
-    can_improve = jnp.any(best_possible > fin_scores[:, -1])
-    return (i < max_new) & can_improve
-
-  def body(carry):
-    i, live_lp, live_seqs, fin_seqs, fin_scores, last_logits, cache = carry
-    log_probs = jax.nn.log_softmax(last_logits.reshape(batch, k, vocab), axis=-1)
-    cand = (live_lp[:, :, None] + log_probs).reshape(batch, k * vocab)
-    scores, flat = jax.lax.top_k(cand, 2 * k)  # enough to keep k live after EOS ones leave
-    parent, token = flat // vocab, (flat % vocab).astype(jnp.int32)
-    seqs = jnp.take_along_axis(live_seqs, parent[:, :, None], axis=1).at[:, :, i].set(token)
-    is_eos = token == eos_id
-
-    # Finished: merge the new EOS hypotheses into the k best so far.
-    new_fin = jnp.where(is_eos, scores / length_normalizer(i + 1.0, length_penalty), NEG_INF)
-    all_scores = jnp.concatenate([fin_scores, new_fin], axis=1)
-    all_seqs = jnp.concatenate([fin_seqs, seqs], axis=1)
-    fin_scores, keep = jax.lax.top_k(all_scores, k)
-    fin_seqs = jnp.take_along_axis(all_seqs, keep[:, :, None], axis=1)
-
-    # Live: the k best that did not end.
-    live_lp, keep = jax.lax.top_k(jnp.where(is_eos, NEG_INF, scores), k)
-    live_seqs = jnp.take_along_axis(seqs, keep[:, :, None], axis=1)
-    live_parent = jnp.take_along_axis(parent, keep, axis=1)
-    live_token = jnp.take_along_axis(token, keep, axis=1)
-    flat_parent = (jnp.arange(batch)[:, None] * k + live_parent).reshape(-1)
-    cache = _gather_beams(cache, flat_parent)
-    pos = jnp.full((batch * k, 1), prompt_len + i)
-    logits, cache = step_fn(live_token.reshape(batch * k, 1), pos, cache, context)
-    return i + 1, live_lp, live_seqs, fin_seqs, fin_scores, logits[:, -1], cache
-
+  cond = functools.partial(_beam_cond, max_new=max_new, max_norm=max_norm)
+  body = functools.partial(_beam_body, step_fn=step_fn, context=context, prompt_len=prompt_len,
+                           eos_id=eos_id, length_penalty=length_penalty)
   carry = (jnp.int32(0), live_lp, live_seqs, fin_seqs, fin_scores, logits[:, -1], cache)
   _, live_lp, live_seqs, fin_seqs, fin_scores, _, _ = jax.lax.while_loop(cond, body, carry)
+  return _best_hypothesis(live_lp, live_seqs, fin_seqs, fin_scores)
+
+
+# A beam search's loop state: (step i, live_lp [batch, k], live_seqs [batch, k, max_new],
+# fin_seqs [batch, k, max_new], fin_scores [batch, k] (best first), last_logits
+# [batch * k, vocab], cache).
+_BeamCarry = tuple
+
+
+def _beam_cond(carry: _BeamCarry, *, max_new: int, max_norm: jax.Array) -> jax.Array:
+  """Whether the search goes on: steps are left and some live beam can still beat its row's
+  worst finished hypothesis."""
+  i, live_lp, _, _, fin_scores, _, _ = carry
+  # Log-probabilities only fall as hypotheses grow, and the normalizer is largest at
+  # max_new, so live_lp / max_norm bounds every score a live beam can still reach.
+  best_possible = live_lp[:, 0] / max_norm
+  can_improve = jnp.any(best_possible > fin_scores[:, -1])
+  return (i < max_new) & can_improve
+
+
+def _beam_body(carry: _BeamCarry, *, step_fn: StepFn, context: Any, prompt_len: int,
+               eos_id: int, length_penalty: float) -> _BeamCarry:
+  """One step of the search: extends every live beam by every token, moves the best that end
+  in `eos_id` into the finished set, keeps the k best others live and feeds their tokens."""
+  i, live_lp, live_seqs, fin_seqs, fin_scores, last_logits, cache = carry
+  batch, k = live_lp.shape
+  vocab = last_logits.shape[-1]
+  log_probs = jax.nn.log_softmax(last_logits.reshape(batch, k, vocab), axis=-1)
+  cand = (live_lp[:, :, None] + log_probs).reshape(batch, k * vocab)
+  scores, flat = jax.lax.top_k(cand, 2 * k)  # enough to keep k live after EOS ones leave
+  parent, token = flat // vocab, (flat % vocab).astype(jnp.int32)
+  seqs = jnp.take_along_axis(live_seqs, parent[:, :, None], axis=1).at[:, :, i].set(token)
+  is_eos = token == eos_id
+
+  # Finished: merge the new EOS hypotheses into the k best so far.
+  new_fin = jnp.where(is_eos, scores / length_normalizer(i + 1.0, length_penalty), NEG_INF)
+  all_scores = jnp.concatenate([fin_scores, new_fin], axis=1)
+  all_seqs = jnp.concatenate([fin_seqs, seqs], axis=1)
+  fin_scores, keep = jax.lax.top_k(all_scores, k)
+  fin_seqs = jnp.take_along_axis(all_seqs, keep[:, :, None], axis=1)
+
+  # Live: the k best that did not end.
+  live_lp, keep = jax.lax.top_k(jnp.where(is_eos, NEG_INF, scores), k)
+  live_seqs = jnp.take_along_axis(seqs, keep[:, :, None], axis=1)
+  live_parent = jnp.take_along_axis(parent, keep, axis=1)
+  live_token = jnp.take_along_axis(token, keep, axis=1)
+  flat_parent = (jnp.arange(batch)[:, None] * k + live_parent).reshape(-1)
+  cache = _gather_beams(cache, flat_parent)
+  pos = jnp.full((batch * k, 1), prompt_len + i)
+  logits, cache = step_fn(live_token.reshape(batch * k, 1), pos, cache, context)
+  return i + 1, live_lp, live_seqs, fin_seqs, fin_scores, logits[:, -1], cache
+
+
+def _best_hypothesis(live_lp: jax.Array, live_seqs: jax.Array, fin_seqs: jax.Array,
+                     fin_scores: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """Per row the best finished hypothesis and its score, or, where none finished, the best
+  live one and its log-probability: (`[batch, max_new]`, `[batch]`)."""
   has_finished = fin_scores[:, 0] > NEG_INF / 2
   best = jnp.where(has_finished[:, None], fin_seqs[:, 0], live_seqs[:, 0])
   return best, jnp.where(has_finished, fin_scores[:, 0], live_lp[:, 0])
