@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from configs.default import get_config
-from transformer.config import ConfigError, from_config_dict
+from transformer.config import ConfigError, flat_config, from_config_dict
 from transformer.cli.launch import default_workdir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,7 +25,6 @@ def test_default_config_lists_every_field_a_run_can_override():
   of the validated config is in configs/default.py, except those the data fills in and the
   image classifier's patching (configs/vit_digits.py defines them)."""
   from transformer.kinds import FROM_DATA  # noqa: PLC0415
-  from transformer.sweep.points import flat_config  # noqa: PLC0415
   listed = set(flat_config(get_config().to_dict()))
   validated = set(flat_config(from_config_dict(get_config(), vocab_size=259).to_dict()))
   image = {"model.patch_size", "model.pooling"}

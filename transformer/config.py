@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 import ml_collections
 
@@ -64,6 +64,25 @@ DEFAULT_LOGICAL_RULES = (("embed", "fsdp"), ("vocab", "tensor"), ("heads", "tens
 def options_text(names: tuple[str, ...]) -> str:
   """`a, b or c`: choices as an error message lists them."""
   return f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _as_json_reads(value: Any) -> Any:
+  """A tuple as the list JSON reads it back as; any other value as it is."""
+  return list(value) if isinstance(value, tuple) else value
+
+
+def flat_config(d: Mapping, prefix: str = "",
+                leaf: Optional[Callable[[Any], Any]] = _as_json_reads) -> dict:
+  """`{"a": {"b": 1}}` -> `{"a.b": 1}`: the leaves of nested mappings under dotted keys, in
+  the mappings' order, each passed through `leaf` (default: tuples as lists, as JSON reads
+  them back; None: as they are). `prefix` starts every key."""
+  out = {}
+  for k, v in d.items():
+    if isinstance(v, Mapping):
+      out.update(flat_config(v, f"{prefix}{k}.", leaf))
+    else:
+      out[f"{prefix}{k}"] = v if leaf is None else leaf(v)
+  return out
 
 
 @dataclasses.dataclass(frozen=True)

@@ -161,13 +161,7 @@ def pack(sweep_dir: str, names: list[str]) -> tuple[int, int]:
 def _write(sweep_dir: str, lines: list[str]) -> None:
   """Replaces the sweep's packed file by `lines` (JSON entries), atomically."""
   data = lzma.compress(("\n".join(lines) + "\n").encode("utf-8"), preset=_PRESET)
-  path = os.path.join(sweep_dir, PACK)
-  tmp = f"{path}.{os.getpid()}.tmp"
-  with open(tmp, "wb") as f:
-    f.write(data)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
+  paths.write_bytes(os.path.join(sweep_dir, PACK), data)
 
 
 def inline_links(sweep_dir: str, into: str) -> int:

@@ -184,14 +184,27 @@ def write_text(path: str, text: str, mode: Optional[int] = None) -> None:
   leaves the old file or the new one, never half of one, and no temporary file behind.
   `mode` sets the file's permission bits (default: the umask's). On a bucket the store writes
   an object whole by itself."""
+  _write_whole(path, text, mode)
+
+
+def write_bytes(path: str, data: bytes, mode: Optional[int] = None) -> None:
+  """`write_text` for bytes: the whole binary file `path` at once, atomically where local."""
+  _write_whole(path, data, mode)
+
+
+def _write_whole(path: str, data: str | bytes, mode: Optional[int]) -> None:
+  """The one writer behind `write_text` (`data` a str, written as UTF-8 text) and
+  `write_bytes` (`data` bytes, written as they are)."""
+  binary = isinstance(data, bytes)
+  kwargs = {} if binary else {"encoding": "utf-8"}
   if has_scheme(path):
-    with open_file(path, "w", encoding="utf-8") as f:
-      f.write(text)
+    with open_file(path, "wb" if binary else "w", **kwargs) as f:
+      f.write(data)
     return
   tmp = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"
   try:
-    with open(tmp, "x", encoding="utf-8") as f:
-      f.write(text)
+    with open(tmp, "xb" if binary else "x", **kwargs) as f:
+      f.write(data)
       f.flush()
       os.fsync(f.fileno())
     if mode is not None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from transformer import kinds, packed_runs, paths, provenance, user_files
-from transformer.config import LEGACY_DEFAULTS, ConfigError, ExperimentConfig, from_config_dict
+from transformer.config import (LEGACY_DEFAULTS, ConfigError, ExperimentConfig, flat_config,
+                                from_config_dict)
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
@@ -86,28 +87,16 @@ def run_config(workdir: str) -> ExperimentConfig:
                                 user_files.SAVED_CONFIG_FIX, what=user_files.SAVED_CONFIG) from None
 
 
-def _flatten(d: dict, prefix: str = "") -> dict:
-  """`{"a": {"b": 1}}` -> `{"a.b": 1}`."""
-  out = {}
-  for k, v in d.items():
-    key = f"{prefix}{k}"
-    if isinstance(v, dict):
-      out.update(_flatten(v, key + "."))
-    else:
-      out[key] = v
-  return out
-
-
 def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
   """Refuses to resume a workdir whose saved config differs in a field that matters. A
   workdir without a checkpoint holds no run yet: its config.json is simply replaced."""
   path = paths.join(workdir, CONFIG_FILE)
   if not paths.exists(path) or not checkpoint_steps(paths.join(workdir, CHECKPOINTS)):
     return
-  saved = _flatten(user_files.read_json_object(path, user_files.SAVED_CONFIG,
-                                               user_files.SAVED_CONFIG_FIX))
+  saved = flat_config(user_files.read_json_object(path, user_files.SAVED_CONFIG,
+                                                  user_files.SAVED_CONFIG_FIX), leaf=None)
   saved = {**LEGACY_DEFAULTS, **saved}  # what a config saved before a field existed meant
-  current = _flatten(config.to_dict())
+  current = flat_config(config.to_dict(), leaf=None)
   diffs = sorted(k for k in set(saved) | set(current)
                  if saved.get(k) != current.get(k) and k not in RESUMABLE_CHANGES
                  and k not in kinds.FROM_DATA and k.split(".")[0] != PROVENANCE)

@@ -30,7 +30,8 @@ import sys
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from transformer import REPO_ROOT, packed_runs, paths, provenance, user_files
-from transformer.config import LEGACY_DEFAULTS, ConfigError, ExperimentConfig, from_config_dict
+from transformer.config import (LEGACY_DEFAULTS, ConfigError, ExperimentConfig, flat_config,
+                                from_config_dict)
 from transformer.errors import CommandLineError
 from transformer.kinds import FROM_DATA
 from transformer.workdir import read_metrics
@@ -278,17 +279,6 @@ def is_finished(workdir: str, num_steps: int) -> bool:
 REUSE_IGNORES = ("checkpoint.", "train.prefetch", "train.profile_steps",
                  "train.compilation_cache_dir", "train.xla_gpu_flags", "train.samples_at_eval",
                  "train.peak_flops_per_device", "provenance.")
-
-
-def flat_config(d: Mapping, prefix: str = "") -> dict:
-  """`{"a": {"b": 1}}` -> `{"a.b": 1}` (tuples as lists, as JSON reads them back)."""
-  out = {}
-  for k, v in d.items():
-    if isinstance(v, Mapping):
-      out.update(flat_config(v, f"{prefix}{k}."))
-    else:
-      out[f"{prefix}{k}"] = list(v) if isinstance(v, tuple) else v
-  return out
 
 
 def run_identity(config_dict: Mapping) -> str:

@@ -13,6 +13,8 @@ from typing import NamedTuple, Optional
 
 import jax
 
+from transformer import paths
+
 # Dense peak FLOP/s per device by compute dtype, from the vendors' data sheets (no sparsity:
 # NVIDIA's sheets print the 2:4-sparse figure with a footnote; the dense one is half of it).
 # GPUs: "bfloat16" is the BF16 tensor-core peak; "float32" the TF32 tensor-core peak, which is
@@ -109,14 +111,11 @@ def _new_entry(flops: float) -> dict:
 
 
 def _write_cache(path: str, cache: dict) -> None:
-  """Writes `cache` to `path` atomically (a temporary file, then os.replace); a read-only
-  folder is ignored (the figure is still right for this process)."""
+  """Writes `cache` to `path` atomically (`paths.write_text`: concurrent runs never read half
+  a file); a read-only folder is ignored (the figure is still right for this process)."""
   try:
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-      json.dump(cache, f, indent=2, sort_keys=True)
-    os.replace(tmp, path)  # atomic: concurrent runs never read half a file
+    paths.write_text(path, json.dumps(cache, indent=2, sort_keys=True))
   except OSError:
     pass
 

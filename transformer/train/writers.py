@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from transformer import paths
+from transformer.config import flat_config
 
 
 class MetricWriter:
@@ -125,13 +126,11 @@ class EventWriter:
 def hparam_values(config: dict, prefix: str = "") -> dict:
   """`{"model.norm_placement": "pre", ...}`: the config's leaves as TensorBoard takes hparam
   values (bool, number or str); lists and None are written as JSON text."""
-  out = {}
-  for k, v in config.items():
-    if isinstance(v, dict):
-      out.update(hparam_values(v, f"{prefix}{k}."))
-    else:
-      out[f"{prefix}{k}"] = v if isinstance(v, (bool, int, float, str)) else json.dumps(v)
-  return out
+  return flat_config(config, prefix, _hparam_value)
+
+
+def _hparam_value(v):
+  return v if isinstance(v, (bool, int, float, str)) else json.dumps(v)
 
 
 def hparams_summary(values: dict, trial_id: str):
