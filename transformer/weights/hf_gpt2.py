@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from transformer import paths
 from transformer.config import ConfigError, ModelConfig
 from transformer.errors import RunError
 
@@ -198,29 +199,22 @@ def read_hf_dir(directory: str, what: str) -> tuple[dict[str, np.ndarray], dict[
 def write_hf_dir(cfg: ModelConfig, params: Any, export_dir: str, id_offset: int = 0,
                  special_ids: dict[str, int] | None = None) -> list[str]:
   """Writes `export_dir`/model.safetensors and config.json of our unboxed DecoderLM `params`
-  (without embedding rows 0 .. `id_offset` - 1, see the module docstring), each through a
-  temporary file (a crash never leaves a torn file under the final name); returns the paths
-  written."""
-  from safetensors.numpy import save_file  # noqa: PLC0415
+  (without embedding rows 0 .. `id_offset` - 1, see the module docstring), each whole or not
+  at all (`transformer.paths`' atomic writers: a crash never leaves a torn file under the final
+  name, nor a temporary one); returns the paths written."""
+  from safetensors.numpy import save  # noqa: PLC0415
   tensors = to_gpt2(cfg, params, id_offset)
   settings = json.dumps(hf_config(cfg, id_offset, special_ids), indent=2)
   os.makedirs(export_dir, exist_ok=True)
   written = []
   for name, write in (
-      (WEIGHTS_FILE, lambda p: save_file(tensors, p, metadata={"format": "pt"})),
-      (CONFIG_FILE, lambda p: _write_text(p, settings))):
+      (WEIGHTS_FILE, lambda p: paths.write_bytes(p, save(tensors, metadata={"format": "pt"}),
+                                                 mode=0o644)),
+      (CONFIG_FILE, lambda p: paths.write_text(p, settings + "\n", mode=0o644))):
     path = os.path.join(export_dir, name)
-    tmp = path + ".tmp"
     try:
-      write(tmp)
-      os.chmod(tmp, 0o644)
-      os.replace(tmp, path)
+      write(path)
     except OSError as e:
       raise RunError(f"--export_dir={export_dir}: cannot write {name} ({e}).") from None
     written.append(path)
   return written
-
-
-def _write_text(path: str, text: str) -> None:
-  with open(path, "w", encoding="utf-8") as f:
-    f.write(text + "\n")

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-from typing import Any, Callable
+from typing import Callable
 
+from transformer import paths
 from transformer.errors import RunError
 
 TOKENIZER_FILE = "tokenizer.json"
@@ -117,13 +117,13 @@ def bpe_tokenizer_json(vocab: dict[str, int], merges: list[tuple[str, str]],
 def write_tokenizer(tokenizer, export_dir: str, max_len: int) -> tuple[list[str], dict[str, int]]:
   """Writes the Hugging Face files of an hf: or gpt2: `tokenizer` into `export_dir` (none for
   others); returns `(paths written, {"bos_token_id": i, "eos_token_id": i})`, the ids being
-  `<|endoftext|>`'s when the tokenizer has it (GPT-2: 50256), else empty. Each file goes
-  through a temporary name (a crash leaves no torn file under the final name)."""
+  `<|endoftext|>`'s when the tokenizer has it (GPT-2: 50256), else empty. Each file is written
+  whole or not at all (`transformer.paths`' atomic writers)."""
   from transformer.data.tokenizers import HFTokenizer, TiktokenTokenizer  # noqa: PLC0415
-  files: dict[str, Callable[[str], Any]] = {}
+  files: dict[str, Callable[[], bytes]] = {}  # name -> its contents
   if isinstance(tokenizer, HFTokenizer):
     end = tokenizer._tok.token_to_id(END_OF_TEXT)  # noqa: SLF001
-    files[TOKENIZER_FILE] = lambda p: shutil.copyfile(tokenizer.path, p)
+    files[TOKENIZER_FILE] = lambda: _read_bytes(tokenizer.path)
   elif isinstance(tokenizer, TiktokenTokenizer):
     end = len(tokenizer.ranks)  # TiktokenTokenizer's <|endoftext|>
     try:
@@ -132,10 +132,10 @@ def write_tokenizer(tokenizer, export_dir: str, max_len: int) -> tuple[list[str]
       raise RunError(f"{tokenizer.path}: cannot be written as Hugging Face BPE files ({e}); "
                      "export a run trained with hf:<tokenizer.json> instead.") from None
     with_end = {**vocab, END_OF_TEXT: end}
-    files[VOCAB_FILE] = lambda p: _write(p, json.dumps(with_end, ensure_ascii=False))
-    files[MERGES_FILE] = lambda p: _write(p, "#version: 0.2\n"
-                                          + "\n".join(f"{a} {b}" for a, b in merges))
-    files[TOKENIZER_FILE] = lambda p: _write(p, bpe_tokenizer_json(vocab, merges, end))
+    files[VOCAB_FILE] = lambda: _text_file(json.dumps(with_end, ensure_ascii=False))
+    files[MERGES_FILE] = lambda: _text_file("#version: 0.2\n"
+                                            + "\n".join(f"{a} {b}" for a, b in merges))
+    files[TOKENIZER_FILE] = lambda: _text_file(bpe_tokenizer_json(vocab, merges, end))
   else:
     return [], {}
   special = {} if end is None else {"bos_token_id": end, "eos_token_id": end}
@@ -143,20 +143,23 @@ def write_tokenizer(tokenizer, export_dir: str, max_len: int) -> tuple[list[str]
               "clean_up_tokenization_spaces": False}
   if end is not None:
     settings |= {"bos_token": END_OF_TEXT, "eos_token": END_OF_TEXT}
-  files[TOKENIZER_CONFIG] = lambda p: _write(p, json.dumps(settings, indent=2))
+  files[TOKENIZER_CONFIG] = lambda: _text_file(json.dumps(settings, indent=2))
   written = []
-  for name, write in files.items():
+  for name, contents in files.items():
     path = os.path.join(export_dir, name)
     try:
-      write(path + ".tmp")
-      os.chmod(path + ".tmp", 0o644)
-      os.replace(path + ".tmp", path)
+      paths.write_bytes(path, contents(), mode=0o644)
     except OSError as e:
       raise RunError(f"--export_dir={export_dir}: cannot write {name} ({e}).") from None
     written.append(path)
   return written, special
 
 
-def _write(path: str, text: str) -> None:
-  with open(path, "w", encoding="utf-8") as f:
-    f.write(text + "\n")
+def _text_file(text: str) -> bytes:
+  """`text` as a UTF-8 text file's bytes, ending in a newline."""
+  return (text + "\n").encode("utf-8")
+
+
+def _read_bytes(path: str) -> bytes:
+  with open(path, "rb") as f:
+    return f.read()
