@@ -16,12 +16,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow only feeds data
 # above, on CPUs where oneDNN is used; tf.data here does no float math it would speed up.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
 
-from absl import flags  # noqa: E402
+from absl import flags
 
-from transformer.cli import modes  # noqa: E402 -- light: the one list of modes
+from transformer.cli import modes  # light: the one list of modes
 
 __doc__ = __doc__.replace("{modes}", modes.header_lines())  # --help prints it as its header
-from transformer.cli.args import check_config_args  # noqa: E402
+from transformer.cli.args import check_config_args
 
 check_config_args(sys.argv)  # before the config flag is defined, which applies the overrides
 from transformer.cli import launch  # noqa: E402

@@ -15,8 +15,8 @@ import numpy as np
 
 from experiments.presets import DEFAULT_ACTIVATION, PAPER_ACTIVATION  # noqa: F401
 from transformer.config import LEGACY_DEFAULTS
-from transformer.report.figures import layer_profiles  # noqa: F401
-from transformer.report.runs import Run  # noqa: F401
+from transformer.report.figures import layer_profiles
+from transformer.report.runs import Run
 from transformer.report.stats import (clipped_final_loss, initial_loss, mean_ci,  # noqa: F401
                                       mean_clipped_loss_per_lr)
 from transformer.report import stats as report_stats
@@ -72,7 +72,7 @@ def at_init(run: Run, metric: str) -> dict[int, float]:
 def slope_ci(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
   """Least-squares slope of y on x and the half-width of its 95% interval (Student's t with
   n - 2 degrees of freedom); half-width nan for fewer than 3 points."""
-  from scipy import stats  # noqa: PLC0415
+  from scipy import stats
   x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
   if x.size < 2 or np.ptp(x) == 0:
     return float("nan"), float("nan")
@@ -84,7 +84,7 @@ def slope_ci(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
 
 
 def r_squared(x: Sequence[float], y: Sequence[float]) -> float:
-  from scipy import stats  # noqa: PLC0415
+  from scipy import stats
   return float(stats.linregress(np.asarray(x, float), np.asarray(y, float)).rvalue ** 2)
 
 
@@ -255,7 +255,7 @@ def trained_counts(runs: Sequence[Run], lr: float, tolerance: float) -> tuple[in
 
 def fisher_p(k1: int, n1: int, k2: int, n2: int) -> float:
   """Two-sided Fisher exact p of k1 of n1 against k2 of n2."""
-  from scipy import stats  # noqa: PLC0415
+  from scipy import stats
   return float(stats.fisher_exact([[k1, n1 - k1], [k2, n2 - k2]]).pvalue)
 
 
@@ -278,7 +278,7 @@ def best_possible_p(n: int) -> float:
 def bigram_level(runs: Sequence[Run]) -> Optional[float]:
   """The bigram level (nats/token) of the eval split, as the first run with a readable
   `baselines.json` recorded it; None where no run has one."""
-  from transformer.train import baselines  # noqa: PLC0415
+  from transformer.train import baselines
   for r in runs:
     try:
       recorded = baselines.read(r.workdir)
@@ -294,7 +294,7 @@ def fmt_lr(lr: Optional[float]) -> str:
 
 
 def saved(run: Run) -> dict:
-  from transformer.report.runs import saved_config  # noqa: PLC0415
+  from transformer.report.runs import saved_config
   try:
     return saved_config(run.workdir) or {}
   except Exception:  # noqa: BLE001 -- a protocol line is not worth a failed verdict
@@ -368,8 +368,8 @@ def separated_tiers(values: dict) -> list[list]:
   name's above it. Names inside a tier are not distinguishable with these seeds."""
   stats = {k: mean_ci(v) for k, v in values.items() if len(v)}
   order = sorted(stats, key=lambda k: stats[k][0])
-  hi = lambda k: stats[k][0] + (stats[k][1] if math.isfinite(stats[k][1]) else math.inf)  # noqa: E731
-  lo = lambda k: stats[k][0] - (stats[k][1] if math.isfinite(stats[k][1]) else math.inf)  # noqa: E731
+  hi = lambda k: stats[k][0] + (stats[k][1] if math.isfinite(stats[k][1]) else math.inf)
+  lo = lambda k: stats[k][0] - (stats[k][1] if math.isfinite(stats[k][1]) else math.inf)
   tiers, current = [], []
   for i, k in enumerate(order):
     current.append(k)

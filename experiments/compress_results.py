@@ -29,10 +29,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from transformer import packed_runs, paths  # noqa: E402
-from transformer.sweep.points import read_manifest, run_identity  # noqa: E402
-from transformer.report.runs import STUDY_BASELINES, read_cache, recorded_baselines  # noqa: E402
-from transformer.workdir import CONFIG_FILE, METRICS_FILE, METRICS_GZ  # noqa: E402
+from transformer import packed_runs, paths
+from transformer.sweep.points import read_manifest, run_identity
+from transformer.report.runs import STUDY_BASELINES, read_cache, recorded_baselines
+from transformer.workdir import CONFIG_FILE, METRICS_FILE, METRICS_GZ
 
 LOG_FILE = "log.txt"  # written by transformer/sweep/local.py beside each point's run
 

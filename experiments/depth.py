@@ -169,7 +169,7 @@ def _call_at(m, x):
   """(post fails at some depth, the STABLE placements that fail at some depth), with warm-up,
   at tolerance x."""
   top, warm = m["top"], m["warm"]
-  deep = lambda p: deepest_trained(m["sets"][(p, warm)], m["depths"], m["ref"], x)  # noqa: E731
+  deep = lambda p: deepest_trained(m["sets"][(p, warm)], m["depths"], m["ref"], x)
   post_fails = ("post", warm) in m["sets"] and deep("post") != top
   stable_bad = [p for p in STABLE if (p, warm) in m["sets"] and deep(p) != top]
   return post_fails, stable_bad
@@ -351,7 +351,7 @@ def figures(runs, sweep_dir):
   """`loss_vs_depth.png`: clipped final loss against depth, one panel per warm-up, one colour
   per placement (mean line, every seed a mark, diverged runs an x); and
   `deepest_vs_tolerance.png`: the deepest depth trained at X against X."""
-  import os  # noqa: PLC0415
+  import os
   from transformer.report import figures as report_figures
   if not runs:
     return []

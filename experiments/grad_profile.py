@@ -59,7 +59,7 @@ def _judge(trend, activation):
     return None, f"post-norm or pre-norm runs with {activation} are missing."
   post_grows = post[0] > 1.0
   pre_flat = 1 / FLAT <= pre[0] and pre[2] <= FLAT
-  fitted = lambda t: f"{t[1]:.3g} [{t[0]:.3g}, {t[2]:.3g}]"  # noqa: E731
+  fitted = lambda t: f"{t[1]:.3g} [{t[0]:.3g}, {t[2]:.3g}]"
   if post_grows and pre_flat:
     return True, (f"post-norm's gradient grows toward the output ({fitted(post)}) and "
                   f"pre-norm's stays within a factor {FLAT} across the layers ({fitted(pre)}).")

@@ -140,7 +140,7 @@ def _best_lr_lines(runs, m) -> list[str]:
   """The protocol line; per placement, the LRs run at each length, the best and its clipped
   final loss; and the edge notes."""
   steps, losses = m["steps"], m["losses"]
-  lr_list = lambda lrs: ", ".join(f"{lr:g}" for lr in lrs)  # noqa: E731
+  lr_list = lambda lrs: ", ".join(f"{lr:g}" for lr in lrs)
   rows = [[p, *(f"{lr_list(m['lrs'][n][p])} → **{a.fmt_lr(m['best'][n][p])}**" for n in steps),
            *(a.ci(losses[n][p].values()) for n in steps),
            a.status_counts(a.select(runs, model__norm_placement=p))] for p in m["placements"]]
@@ -177,10 +177,10 @@ def _ordering_lines(m) -> list[str]:
   losses = m["losses"]
   short, long = m["steps"][0], m["steps"][-1]
   (o_short, r_short), (o_long, r_long) = ordering(losses[short]), ordering(losses[long])
-  fmt = lambda r: ", ".join(f"{p} < {q}" for (p, q), ok in r.items() if ok) or "none"  # noqa: E731
+  fmt = lambda r: ", ".join(f"{p} < {q}" for (p, q), ok in r.items() if ok) or "none"
   lines = [f"Gaps resolved (above {LOSS_MARGIN} nats/token with 95% confidence, paired by "
            f"seed) after {short} steps: {fmt(r_short)}; after {long}: {fmt(r_long)}.", ""]
-  said = lambda p, q: (f"{p} < {q} ({a.fmt(*paired_gap(losses[short], p, q))} after "  # noqa: E731
+  said = lambda p, q: (f"{p} < {q} ({a.fmt(*paired_gap(losses[short], p, q))} after "
                        f"{short} steps, {a.fmt(*paired_gap(losses[long], p, q))} after {long})")
   fates = {pq: _fate(losses[long], *pq) for pq, ok in r_short.items() if ok}
   by = {f: [said(*pq) for pq, g in fates.items() if g == f]

@@ -83,7 +83,7 @@ def _checks(peak, paired, lrs) -> tuple[list[tuple], bool]:
   diffs = [paired[False][s] - paired[True][s] for s in paired[False] if s in paired[True]]
   md, hd = a.mean_ci(diffs)
   calmer = len(diffs) > 1 and md - hd > 0
-  intervals = lambda ok: "95% intervals " + ("disjoint" if ok else "overlap")  # noqa: E731
+  intervals = lambda ok: "95% intervals " + ("disjoint" if ok else "overlap")
   return [("without qk-norm the max logit grows with the LR (highest vs lowest LR)", grows,
            intervals(grows)),
           ("with qk-norm the max logit does not grow with the LR (highest vs lowest LR)",

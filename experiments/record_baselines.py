@@ -30,20 +30,20 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from transformer import packed_runs, paths  # noqa: E402
-from transformer.sweep.points import read_manifest  # noqa: E402
-from transformer.report.runs import (STUDY_BASELINES, read_cache, recorded_identity,  # noqa: E402
+from transformer import packed_runs, paths
+from transformer.sweep.points import read_manifest
+from transformer.report.runs import (STUDY_BASELINES, read_cache, recorded_identity,
                                     entropy_key, saved_config)
-from transformer.train import baselines, runtime  # noqa: E402
+from transformer.train import baselines, runtime
 
 
 def _params(saved: dict) -> int:
   """The parameter count of the model the saved config builds (shapes only, no values)."""
-  import jax  # noqa: PLC0415
-  import jax.numpy as jnp  # noqa: PLC0415
-  from transformer import kinds  # noqa: PLC0415
-  from transformer.config import from_config_dict  # noqa: PLC0415
-  from transformer.train.state import count_params  # noqa: PLC0415
+  import jax
+  import jax.numpy as jnp
+  from transformer import kinds
+  from transformer.config import from_config_dict
+  from transformer.train.state import count_params
   cfg = from_config_dict({k: v for k, v in saved.items() if k != "provenance"})
   model = kinds.build_model(cfg.model)
   tokens = jnp.zeros((1, cfg.data.seq_len), jnp.int32)
@@ -52,8 +52,8 @@ def _params(saved: dict) -> int:
 
 
 def _entropies(saved: dict, source_dir: str) -> tuple[float, float, int]:
-  from transformer.config import DataConfig  # noqa: PLC0415
-  from transformer.data.pipeline import lm_data  # noqa: PLC0415 -- TensorFlow
+  from transformer.config import DataConfig
+  from transformer.data.pipeline import lm_data  # TensorFlow
   data = dict(saved["data"])
   if source_dir and not data.get("source_dir"):
     data["source_dir"] = source_dir
@@ -65,7 +65,7 @@ def _entropies(saved: dict, source_dir: str) -> tuple[float, float, int]:
 def _cached_unigram(cache: dict, saved: dict):
   """The entropy cache's value for the run: under the data identity it recorded (its data
   config alone for a run without one), else under that of the data here."""
-  from transformer import provenance  # noqa: PLC0415
+  from transformer import provenance
   data = saved.get("data")
   for identity in (recorded_identity(saved),
                    provenance.data_identity(saved.get("data") or {})["digest"]):

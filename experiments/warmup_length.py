@@ -80,7 +80,7 @@ def _call_at(m, x):
 def _judge(m):
   x, lrs, warmups = m["x"], m["lrs"], m["warmups"]
   post_grows, pre_flat, idx = _call_at(m, x)
-  path = lambda p: " -> ".join("none" if i < 0 else f"{lrs[i]:g}" for i in idx[p])  # noqa: E731
+  path = lambda p: " -> ".join("none" if i < 0 else f"{lrs[i]:g}" for i in idx[p])
   said = f"at X = {x:g}, post-norm's largest trained LR goes {path('post')} over warm-up {warmups}"
   if "pre" in idx:
     said += f"; pre-norm's {path('pre')}"
@@ -136,7 +136,7 @@ def analyze(runs):
 def figures(runs, sweep_dir):
   """`largest_lr_vs_warmup.png`: per placement, the largest trained LR against the warm-up
   length, one line per tolerance X."""
-  import os  # noqa: PLC0415
+  import os
   from transformer.report import figures as report_figures
   if not runs:
     return []

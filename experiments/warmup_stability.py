@@ -117,8 +117,8 @@ def _call(m):
 def _scale(runs, x):
   """X against the runs' own scale, the best clipped final loss and the unigram level they
   recorded: ' (the best run ends at ...)', or '' when either is unknown."""
-  from transformer.report.budget import best_run  # noqa: PLC0415
-  from transformer.report.runs import recorded_baselines  # noqa: PLC0415
+  from transformer.report.budget import best_run
+  from transformer.report.runs import recorded_baselines
   run = best_run(runs)  # the run the report's **Budget** line names
   unigrams = {recorded_baselines(r.workdir).get("unigram_nats") for r in runs} - {None}
   if run is None or len(unigrams) != 1 or min(unigrams) <= run.final["loss"]:
@@ -250,7 +250,7 @@ def _seeds_needed(m, runs, n):
 
 def figures(runs, sweep_dir):
   """`largest_lr_vs_tolerance.png`: per placement, the largest trained LR against X."""
-  import os  # noqa: PLC0415
+  import os
   from transformer.report import figures as report_figures
   m = measure(runs)
   lrs = sorted({r.overrides[a.LR] for r in runs})

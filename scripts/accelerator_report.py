@@ -109,7 +109,7 @@ def commit() -> str:
   """`$TRANSFORMER_COMMIT` when given (a device receives a copy of the tree, whose .git need not
   be the sender's), else the checkout's commit (+ whether tracked files differ), else
   'unknown'."""
-  from transformer import provenance  # noqa: PLC0415 -- imports neither JAX nor TensorFlow
+  from transformer import provenance  # imports neither JAX nor TensorFlow
   given = os.environ.get("TRANSFORMER_COMMIT", "")
   if given:
     return f"{given} (given by TRANSFORMER_COMMIT)"
@@ -221,8 +221,8 @@ def run_bench(profile: dict, deadline: float, only: tuple[str, ...] = ()) -> dic
 def run_replication(size: str, parallel: int, deadline: float, out_dir: str, work: str
                     ) -> dict:
   """The study's sweep in a child, SIGINT at the deadline; finished runs packed into out_dir."""
-  from transformer import packed_runs  # noqa: PLC0415 -- no JAX in this process
-  from transformer.data.local_tokens import write_local_token_file  # noqa: PLC0415
+  from transformer import packed_runs  # no JAX in this process
+  from transformer.data.local_tokens import write_local_token_file
   tokens, sweep_dir = os.path.join(work, "tokens"), os.path.join(work, "replication")
   meta = write_local_token_file(tokens)
   log(f"replication: token file of {meta['source']['resolved_dir']}: "
@@ -251,8 +251,8 @@ def run_replication(size: str, parallel: int, deadline: float, out_dir: str, wor
 
 def _finished(workdir: str) -> bool:
   """A run that reached its last step or stopped at a non-finite one (its own record)."""
-  from transformer.errors import UserFileError  # noqa: PLC0415
-  from transformer.sweep import points  # noqa: PLC0415 -- no JAX
+  from transformer.errors import UserFileError
+  from transformer.sweep import points  # no JAX
   from transformer.report import runs
   try:
     saved = runs.saved_config(workdir) or {}

@@ -33,8 +33,8 @@ MATMUL = {"gpu": (8192, "bfloat16"), "cpu": (2048, "float32"), "tiny": (256, "fl
 
 def load_config(config_arg: str, overrides: dict):
   """The ExperimentConfig of `configs/x.py[:variant]` with `overrides` ('section.field')."""
-  from transformer.config import from_config_dict  # noqa: PLC0415
-  from transformer.sweep.points import apply_point  # noqa: PLC0415
+  from transformer.config import from_config_dict
+  from transformer.sweep.points import apply_point
   path, _, variant = config_arg.partition(":")
   spec = importlib.util.spec_from_file_location("bench_config", os.path.join(ROOT, path))
   module = importlib.util.module_from_spec(spec)
@@ -45,10 +45,10 @@ def load_config(config_arg: str, overrides: dict):
 def probe(spec: dict) -> dict:
   """The devices, and a matmul's achieved rate; on CPU also the peak MFU is read against,
   measured again (kept only if higher: a busy machine measures too low)."""
-  from transformer.train import runtime  # noqa: PLC0415
+  from transformer.train import runtime
   runtime.skip_absent_tpu()
-  import jax  # noqa: PLC0415
-  from transformer.train import peaks  # noqa: PLC0415
+  import jax
+  from transformer.train import peaks
   dev = jax.devices()[0]
   size, dtype = MATMUL[spec["matmul"]]
   out = {"platform": dev.platform, "device_kind": dev.device_kind,
@@ -66,9 +66,9 @@ def probe(spec: dict) -> dict:
 
 def bench(spec: dict) -> dict:
   """bench.run_benchmark's figures for one config, made JSON-able."""
-  from transformer.errors import out_of_memory  # noqa: PLC0415
-  from transformer.train import bench as bench_lib  # noqa: PLC0415
-  from transformer.train import runtime  # noqa: PLC0415
+  from transformer.errors import out_of_memory
+  from transformer.train import bench as bench_lib
+  from transformer.train import runtime
   profile = spec.get("profile")  # [first, last] timed steps to trace
   overrides = dict(spec["overrides"], **({"train.profile_steps": f"{profile[0]},{profile[1]}"}
                                          if profile else {}))
@@ -84,7 +84,7 @@ def bench(spec: dict) -> dict:
     result = bench_lib.run_benchmark(config, steps=spec["steps"], warmup=2, workdir=workdir)
     if profile:
       result["profile"] = accelerator_trace.read_profile(workdir, profile[1] - profile[0] + 1)
-  except Exception as e:  # noqa: BLE001 -- XLA's OOM is many lines; anything else re-raised
+  except Exception as e:  # XLA's OOM is many lines; anything else re-raised
     oom = out_of_memory(e, f"batch {config.train.batch_size}", "")
     if oom is None:
       raise
@@ -111,7 +111,7 @@ def main(argv) -> int:
   try:
     result = {"probe": probe, "bench": bench}[kind](spec)
   except Exception as e:  # noqa: BLE001 -- the parent reads the line, the trace stays in the log
-    import traceback  # noqa: PLC0415
+    import traceback
     traceback.print_exc()
     print(MARK + json.dumps({"error": f"{type(e).__name__}: {str(e)[:300]}"}), flush=True)
     return 1

@@ -26,7 +26,7 @@ from scripts.readme_blocks import MarkerError, replace_block  # noqa: E402
 from transformer.config import from_config_dict  # noqa: E402
 from transformer.errors import RunError  # noqa: E402
 from transformer.train import topologies  # noqa: E402
-from transformer.train import compile_for_topology as aot
+from transformer.train import compile_for_topology as aot  # noqa: E402
 
 PRESETS = {"gpt2_small": gpt2_small, "gpt2_350m": gpt2_350m, "gpt2_1b": gpt2_1b}
 TOPOLOGIES = ("v5e-8", "v5p-8", "v6e-8")
@@ -63,7 +63,7 @@ def cell(config, topology: str, devices) -> tuple[str, float]:
 
 def header(devices: dict) -> list[str]:
   """The lines above the table: what a cell is and the settings every cell shares."""
-  import jax  # noqa: PLC0415
+  import jax
   hbm = ", ".join(f"{t} {topologies.get(t).hbm_gib:g}" for t in TOPOLOGIES)
   rows = ", ".join(f"{t} {GLOBAL_BATCH // len(devices[t])}" for t in TOPOLOGIES)
   settings = ", ".join(f"{k}={v}" for k, v in SETTINGS.items())
@@ -94,7 +94,7 @@ def table(log=print) -> list[str]:
 
 
 def _libtpu_version() -> str:
-  import importlib.metadata  # noqa: PLC0415
+  import importlib.metadata
   return importlib.metadata.version("libtpu")
 
 

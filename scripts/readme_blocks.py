@@ -9,7 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from transformer import paths  # noqa: E402 -- imports neither JAX nor TensorFlow
+from transformer import paths  # imports neither JAX nor TensorFlow
 
 
 class MarkerError(ValueError):

@@ -10,9 +10,9 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The measured CPU peak (for MFU) is cached per test session, not in the user's ~/.cache.
 os.environ.setdefault("TRANSFORMER_CACHE_DIR", tempfile.mkdtemp(prefix="transformer-cache-"))
 
-import sys  # noqa: E402
+import sys
 
-import pytest  # noqa: E402
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:

@@ -20,7 +20,7 @@ def _check_unimported():
   loaded = [m for m in sys.modules if m.split(".")[0] in BLOCKED and sys.modules[m] is not None]
   if loaded:
     print(f"NO-TF CHECK FAILED: imported {loaded}", flush=True)
-    os._exit(3)  # noqa: SLF001
+    os._exit(3)
 
 
 def main() -> None:
@@ -30,7 +30,7 @@ def main() -> None:
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   sys.path.insert(0, root)
   if sys.argv[1:2] == ["-c"]:
-    exec(compile(sys.argv[2], "<-c>", "exec"), {"__name__": "__main__"})  # noqa: S102
+    exec(compile(sys.argv[2], "<-c>", "exec"), {"__name__": "__main__"})
   else:
     sys.argv = [os.path.join(root, "launch.py")] + sys.argv[1:]
     runpy.run_path(sys.argv[0], run_name="__main__")

@@ -79,8 +79,8 @@ def test_record_writes_once_and_remeasures_a_torn_file(tmp_path):
 def _bincount_entropy(cfg):
   """The unigram entropy of the eval split's scored targets, by a bincount (the code that
   filled the studies' entropy caches before the baselines record)."""
-  from transformer.config import from_config_dict  # noqa: PLC0415
-  from transformer.data.pipeline import lm_data  # noqa: PLC0415
+  from transformer.config import from_config_dict
+  from transformer.data.pipeline import lm_data
   data = lm_data(from_config_dict(cfg.to_dict()).data, cfg.train.batch_size, seed=0)
   counts = np.zeros(data.tokenizer.vocab_size, np.int64)
   for batch in data.eval_batches():
@@ -92,7 +92,7 @@ def _bincount_entropy(cfg):
 
 def _old_study(tmp_path, tiny_corpus):
   """A study folder with one decoder-LM run from before baselines.json (config, metrics)."""
-  from configs.default import get_config  # noqa: PLC0415
+  from configs.default import get_config
   cfg = get_config()
   cfg.data.source_dir, cfg.data.data_dir = tiny_corpus["source_dir"], tiny_corpus["data_dir"]
   cfg.data.seq_len, cfg.train.batch_size, cfg.train.num_steps = 32, 4, 10
@@ -110,8 +110,8 @@ def test_a_study_from_before_the_record_gets_it_measured_and_checked(tmp_path, t
   """experiments/record_baselines.py measures what a run records at its start, checks the
   unigram entropy against the one the report's entropy cache computed (another code path:
   a bincount of the eval targets), and writes nothing when they differ."""
-  from experiments import record_baselines  # noqa: PLC0415
-  from transformer.report import runs as sweep_runs  # noqa: PLC0415
+  from experiments import record_baselines
+  from transformer.report import runs as sweep_runs
   study, cfg = _old_study(tmp_path, tiny_corpus)
   workdir = str(study / "run")
   assert sweep_runs.recorded_baselines(workdir) == {}

@@ -143,7 +143,7 @@ def test_bench_times_each_batch_size_dispatched_and_synced_and_names_the_best(ca
 def test_a_batch_out_of_memory_is_one_line_naming_it(monkeypatch):
   """XLA's RESOURCE_EXHAUSTED is ~27 lines of buffer assignment; bench names the batch and the
   memory in one line (issue 31). Other errors pass through unchanged."""
-  from transformer.errors import RunError  # noqa: PLC0415
+  from transformer.errors import RunError
   xla = ("RESOURCE_EXHAUSTED: Out of memory while trying to allocate 3221225472 bytes.\n"
          "BufferAssignment OOM Debugging.\nBufferAssignment stats:\n" + "  x\n" * 25)
 
@@ -189,7 +189,7 @@ def test_bench_prints_no_mfu_above_100_percent_from_a_too_low_cpu_peak(tmp_path,
   """A CPU peak cached while other jobs shared the cores (here 1 kFLOP/s) is measured again
   once; still below the achieved rate (2 kFLOP/s), bench prints "MFU n/a (why)", never a
   percentage above 100, and the peak cache keeps the higher figure."""
-  from transformer.train import peaks  # noqa: PLC0415
+  from transformer.train import peaks
   if jax.devices()[0].platform != "cpu":
     pytest.skip("the measured peak is the CPU's")
   monkeypatch.setenv("TRANSFORMER_CACHE_DIR", str(tmp_path))

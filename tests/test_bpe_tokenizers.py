@@ -116,7 +116,7 @@ def test_missing_or_broken_files_are_one_line_errors(tmp_path):
 def test_no_bits_per_byte_when_token_bytes_do_not_add_up(tmp_path):
   """A tokenizer whose decoder joins tokens with spaces: per-token bytes would overcount, so
   byte_lengths is None (no bits per byte) rather than a wrong figure."""
-  from tokenizers import Tokenizer, models, pre_tokenizers, trainers  # noqa: PLC0415
+  from tokenizers import Tokenizer, models, pre_tokenizers, trainers
   tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
   tok.pre_tokenizer = pre_tokenizers.Whitespace()
   tok.train_from_iterator(["def f x return naïve café"] * 3,
@@ -126,9 +126,9 @@ def test_no_bits_per_byte_when_token_bytes_do_not_add_up(tmp_path):
 
 
 def test_sampling_reads_the_runs_tokenizer_file(bpe_path, tmp_path):
-  from configs.default import get_config  # noqa: PLC0415
-  from transformer.config import from_config_dict  # noqa: PLC0415
-  from transformer.data.run_tokenizer import run_tokenizer  # noqa: PLC0415
+  from configs.default import get_config
+  from transformer.config import from_config_dict
+  from transformer.data.run_tokenizer import run_tokenizer
   c = get_config("smoke")
   with c.unlocked():
     c.data.tokenizer = f"hf:{bpe_path}"

@@ -123,12 +123,12 @@ def test_the_private_cluster_api_this_code_reads_still_exists():
   """Fails when a JAX upgrade moves `jax._src.clusters` or the names cluster.py reads: the
   launcher would then fall back to jax.distributed.initialize()'s own detection (still working,
   but without --distributed=auto's process count); update transformer/cli/cluster.py."""
-  from jax._src import clusters  # noqa: PLC0415
+  from jax._src import clusters
   for owner, names in cluster.PRIVATE_NAMES.items():
     cls = getattr(clusters, owner)
     for name in names:
       assert hasattr(cls, name), f"jax._src.clusters.{owner}.{name} is gone"
-  detectors = cluster._cluster_types()  # noqa: SLF001
+  detectors = cluster._cluster_types()
   assert {"SlurmCluster", "OmpiCluster"} <= {d.__name__ for d in detectors}
   assert all(isinstance(d.name, str) for d in detectors)
 

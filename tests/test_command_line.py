@@ -73,7 +73,7 @@ def test_a_bad_flag_of_a_mode_is_one_paragraph_before_anything_runs(args, expect
 
 
 def test_help_lists_the_modes_and_the_projects_flags():
-  from transformer.cli import modes  # noqa: PLC0415
+  from transformer.cli import modes
   r = _launch("--help")
   assert r.returncode == 0, r.stderr
   for text in ("--workdir", "--config", "--coordinator_address", "--distributed_timeout",
@@ -86,7 +86,7 @@ def test_help_lists_the_modes_and_the_projects_flags():
 
 
 def flags_mode_choices() -> list:
-  from transformer.cli import launch  # noqa: PLC0415 -- defines --mode from modes.NAMES
+  from transformer.cli import launch  # defines --mode from modes.NAMES
   return list(launch.flags.FLAGS["mode"].parser.enum_values)
 
 

@@ -304,7 +304,7 @@ def _gpt2_parameters(layers: int, d: int, vocab: int = 50257, context: int = 102
 @pytest.mark.parametrize("module, layers, d", [(gpt2_small, 12, 768), (gpt2_350m, 24, 1024),
                                                (gpt2_1b, 18, 2048)])
 def test_gpt2_presets_have_their_parameter_counts(module, layers, d):
-  from transformer.train import bench  # noqa: PLC0415
+  from transformer.train import bench
   config = from_config_dict(module.get_config())
   shapes = jax.eval_shape(bench.bench_task(config).init_params, jax.random.PRNGKey(0))
   padding_rows = config.model.padded_vocab_size - 50257  # 47 rows to 50304
@@ -340,7 +340,7 @@ def test_the_readmes_fits_table_has_the_scripts_header_and_a_cell_for_every_comp
   """The README's table is the script's output, not typed: its header is `header()`'s (up to
   the versions, which name the machine that made it), and it has one row per preset, layout
   and remat in the script's order, each cell GiB or OOM."""
-  import re  # noqa: PLC0415
+  import re
   spec = importlib.util.spec_from_file_location("fits_table",
                                                 os.path.join(ROOT, "scripts", "fits_table.py"))
   ft = importlib.util.module_from_spec(spec)
@@ -349,7 +349,7 @@ def test_the_readmes_fits_table_has_the_scripts_header_and_a_cell_for_every_comp
     block = f.read().split(ft.START, 1)[1].split(ft.END, 1)[0].strip("\n").split("\n")
   devices = {t: aot.topology_devices(topologies.get(t)) for t in ft.TOPOLOGIES}
   head = ft.header(devices)
-  unversioned = lambda line: line.split(" jax ")[0]  # noqa: E731
+  unversioned = lambda line: line.split(" jax ")[0]
   assert [unversioned(x) for x in block[:len(head)]] == [unversioned(x) for x in head]
   rows = [line.split(" | ") for line in block[len(head):]]
   assert [(r[0].strip("| "), r[1], r[2]) for r in rows] == [

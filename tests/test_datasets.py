@@ -60,7 +60,7 @@ def _prepare(data_dir, barrier, results):
 def test_processes_preparing_one_dataset_at_once_all_get_it(tmp_path):
   """Sweep points that start together build the same dataset: TFDS's final rename let only
   one of them finish (FileExistsError in the others); they now take turns."""
-  import multiprocessing  # noqa: PLC0415
+  import multiprocessing
   ctx = multiprocessing.get_context("spawn")
   n = 3
   barrier, results = ctx.Barrier(n), ctx.Queue()

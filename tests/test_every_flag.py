@@ -60,7 +60,7 @@ FLOAT_RANGE = {"temperature": "-1", "top_p": "1.5"}
 
 
 def project_flags() -> list:
-  from transformer.cli import launch  # noqa: F401,PLC0415 -- defines every flag
+  from transformer.cli import launch  # noqa: F401 -- defines every flag
   by_module = flags.FLAGS.flags_by_module_dict()
   return sorted({f.name: f for module, fs in by_module.items()
                  if module.startswith("transformer.") for f in fs}.values(),
@@ -109,7 +109,7 @@ def test_a_malformed_flag_is_one_line_and_exit_status_2(tmp_path, name, mode, va
   (tmp_path / "a_file").write_text("not a directory\n")
   (tmp_path / "run").mkdir()
   (tmp_path / "run" / "config.json").write_text("{}")
-  fill = lambda s: s.replace("{tmp}", str(tmp_path))  # noqa: E731
+  fill = lambda s: s.replace("{tmp}", str(tmp_path))
   args = [f"--mode={mode}", *(fill(a) for a in others), f"--{name}={fill(value)}"]
   env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
   env["TFDS_DATA_DIR"] = str(tmp_path / "tfds")

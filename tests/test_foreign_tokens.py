@@ -69,8 +69,8 @@ def test_llmc_bins_round_trip(tmp_path, magic, version, vocab):
 
 
 def test_with_a_tokenizer_the_ids_decode(tmp_path):
-  from transformer.data.tokenizers import build_tokenizer, train_bpe  # noqa: PLC0415
-  import textwrap  # noqa: PLC0415 -- a stdlib module as the BPE's training text
+  from transformer.data.tokenizers import build_tokenizer, train_bpe
+  import textwrap  # a stdlib module as the BPE's training text
   with open(textwrap.__file__, encoding="utf-8") as f:
     path = train_bpe([f.read()], str(tmp_path / "tok" / "tokenizer.json"), 400)
   text = "def f(x):\n    return x + 1\n" * 40
@@ -118,9 +118,9 @@ def test_command_line(tmp_path):
 def test_launch_trains_on_an_llmc_file_with_a_bpe_tokenizer(tmp_path):
   """End to end: llm.c files + a BPE tokenizer.json -> launch.py trains, evaluates bits per
   byte (from the tokenizer's byte lengths) and samples text."""
-  import json  # noqa: PLC0415
-  import textwrap  # noqa: PLC0415
-  from transformer.data.tokenizers import build_tokenizer, train_bpe  # noqa: PLC0415
+  import json
+  import textwrap
+  from transformer.data.tokenizers import build_tokenizer, train_bpe
   with open(textwrap.__file__, encoding="utf-8") as f:
     text = f.read()
   path = train_bpe([text], str(tmp_path / "tok" / "tokenizer.json"), 400)

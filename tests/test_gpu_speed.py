@@ -156,7 +156,7 @@ def test_flops_count_the_padded_vocab_the_matmul_computes():
 
 
 def test_gpt2_small_pads_its_vocab_to_a_multiple_of_64():
-  from configs import gpt2_small  # noqa: PLC0415
+  from configs import gpt2_small
   model = from_config_dict(gpt2_small.get_config()).model
   assert model.vocab_pad_multiple == 64 and model.padded_vocab_size == 50304
 

@@ -119,7 +119,7 @@ def test_a_run_stops_at_the_first_nonfinite_step_and_keeps_its_good_checkpoints(
   message = str(e)
   assert "step 7" in message and "checkpoints/6" in message and "nonfinite=skip" in message
   # The metrics end with the divergence: a report marks the run diverged, a sweep is done.
-  from transformer.sweep import points as sweep  # noqa: PLC0415
+  from transformer.sweep import points as sweep
   from transformer.report import write as report
   from transformer.report import runs as report_runs
   last = report.read_metrics(workdir)["train"][-1]

@@ -125,7 +125,7 @@ def test_import_puts_three_rows_back_and_export_again_is_bitwise(tmp_path, bpe_p
   lines = []
   loaded = init_from.matching_params(f"hf:{out}", params, lines.append,
                                      vocab_size=BPE_VOCAB + 3, id_offset=3)
-  want = init_from._flat(params)  # noqa: SLF001
+  want = init_from._flat(params)
   assert loaded.keys() == want.keys()
   emb, ours = loaded["embedder/token_embedding/embedding"], want[
       "embedder/token_embedding/embedding"]
@@ -167,7 +167,7 @@ def _ranks(bpe_path) -> dict[bytes, int]:
   """tiktoken ranks of the trained BPE: each token's bytes, ranked by its id (the trainer
   numbers the byte alphabet first, then each merge's token in the order it was learned)."""
   tok = build_tokenizer(f"hf:{bpe_path}")
-  return {tok._token_bytes(i): i for i in range(BPE_VOCAB - 1)}  # noqa: SLF001
+  return {tok._token_bytes(i): i for i in range(BPE_VOCAB - 1)}
 
 
 def test_tiktoken_ranks_give_back_the_bpe_merges(bpe_path):
@@ -232,7 +232,7 @@ def test_runs_without_a_hugging_face_tokenizer_say_what_the_ids_mean(
 
 
 def test_a_sentencepiece_run_keeps_its_ids_and_says_so(tmp_path):
-  from transformer.data.tokenizers import train_sentencepiece  # noqa: PLC0415
+  from transformer.data.tokenizers import train_sentencepiece
   spm = train_sentencepiece(_texts(3), str(tmp_path / "spm.model"), 600)
   vocab = build_tokenizer("sentencepiece", spm).vocab_size
   cfg = tiny_config(vocab_size=vocab)

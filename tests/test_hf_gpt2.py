@@ -71,7 +71,7 @@ def test_export_then_import_is_bitwise(tmp_path):
   _, params = random_params(cfg, seed=3)
   hf_gpt2.write_hf_dir(cfg.model, params, str(tmp_path))
   loaded = init_from.matching_params(f"hf:{tmp_path}", params, log=lambda s: None)
-  want = init_from._flat(params)  # noqa: SLF001
+  want = init_from._flat(params)
   assert loaded.keys() == want.keys()
   for path, leaf in want.items():
     got = loaded[path]
@@ -136,8 +136,8 @@ def test_train_gpt2_small_scaled_down_export_and_the_independent_logits_match(tm
   configs/gpt2_small.py scaled down on them, export it with --mode=export (weights and the
   tokenizer), encode a text with the exported tokenizer.json, run the files with the NumPy
   reference and compare with our logits for those ids + 3."""
-  from tokenizers import Tokenizer  # noqa: PLC0415
-  from transformer.data.tokenizers import train_bpe  # noqa: PLC0415
+  from tokenizers import Tokenizer
+  from transformer.data.tokenizers import train_bpe
   source = tiny_corpus["source_dir"]
   texts = [open(os.path.join(d, f)).read() for d, _, fs in os.walk(source) for f in fs]
   bpe = train_bpe(texts, str(tmp_path / "bpe" / "tokenizer.json"), vocab_size=300)
@@ -164,7 +164,7 @@ def test_train_gpt2_small_scaled_down_export_and_the_independent_logits_match(tm
       open(os.path.join(source, "pkg", "mod_00.py")).read()).ids[:64]])
   assert ids.shape == (1, 64)
   params, _, _ = init_from.load_params(str(workdir))
-  from transformer.workdir import run_config  # noqa: PLC0415
+  from transformer.workdir import run_config
   cfg = run_config(str(workdir))
   assert cfg.model.vocab_size == 303  # the tokenizer's 300 + our pad, BOS, EOS
   ours = kinds.build_model(cfg.model).apply({"params": meta.unbox(params)}, jnp.asarray(ids + 3))

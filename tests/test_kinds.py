@@ -51,12 +51,12 @@ def test_unknown_kind_names_the_registered_ones():
 
 
 def test_the_config_names_exactly_the_registered_kinds_in_order():
-  from transformer import config  # noqa: PLC0415
+  from transformer import config
   assert config.MODEL_KINDS == kinds.names()
 
 
 def test_a_new_kind_needs_only_a_registry_entry_and_its_name(tiny_corpus, tmp_path, monkeypatch):
-  from transformer import config  # noqa: PLC0415
+  from transformer import config
   toy = dataclasses.replace(kinds.KINDS["decoder_lm"], name="toy_lm")
   monkeypatch.setitem(kinds.KINDS, "toy_lm", toy)
   monkeypatch.setattr(config, "MODEL_KINDS", config.MODEL_KINDS + ("toy_lm",))

@@ -116,8 +116,8 @@ def test_a_workdir_whose_config_json_is_bad_is_one_line_and_left_as_it_was(tmp_p
 
 
 def test_a_bad_config_json_is_refused_only_where_a_run_would_read_it(tmp_path):
-  from transformer.cli.preflight import check_saved_config  # noqa: PLC0415
-  from transformer.errors import UserFileError  # noqa: PLC0415
+  from transformer.cli.preflight import check_saved_config
+  from transformer.errors import UserFileError
   (tmp_path / "config.json").write_text("{")
   check_saved_config(str(tmp_path))  # no checkpoint: no run yet, the file will be replaced
   (tmp_path / "checkpoints" / "10").mkdir(parents=True)

@@ -69,7 +69,7 @@ train_and_evaluate(from_config_dict(c), {workdir!r}, stop_after={step})
 
 
 def _tensorboard_tags(logdir: str) -> dict:
-  from tensorboard.backend.event_processing import event_accumulator as ea  # noqa: PLC0415
+  from tensorboard.backend.event_processing import event_accumulator as ea
   acc = ea.EventAccumulator(logdir, size_guidance={ea.TENSORS: 0})
   acc.Reload()
   return {t: acc.SummaryMetadata(t).plugin_data.plugin_name for t in acc.Tags()["tensors"]}

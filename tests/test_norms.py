@@ -154,8 +154,8 @@ def test_admin_omega_is_profiled_at_init(scan):
 
 def _admin_lm_config(corpus, **train):
   """A tiny Admin decoder LM on the `tiny_corpus` files (byte tokens, 16-token rows)."""
-  from configs.default import get_config  # noqa: PLC0415
-  from transformer.config import from_config_dict  # noqa: PLC0415
+  from configs.default import get_config
+  from transformer.config import from_config_dict
   c = get_config("smoke")
   with c.unlocked():
     c.data.source_dir, c.data.data_dir = corpus["source_dir"], corpus["data_dir"]
@@ -174,7 +174,7 @@ def test_admin_omegas_are_profiled_on_a_training_batch(tiny_corpus, tmp_path, sc
   the float64 NumPy profile of that batch of real text; the synthetic batch of runs without
   data is random regular tokens (not padding); and both differ from the all-zero batch that
   init used to profile on, so this test fails if the real batch is not the one used."""
-  from transformer import kinds  # noqa: PLC0415
+  from transformer import kinds
   cfg = _admin_lm_config(tiny_corpus)
   cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, scan_layers=scan))
   data, task = kinds.build_data_and_task(cfg, str(tmp_path / "w"))
@@ -211,12 +211,12 @@ def test_admin_training_profiles_on_its_first_batch_and_trains_on_it(tiny_corpus
   read for the profile and then trained on at step 1, not skipped. A run stopped after step 2
   resumes to the same params as a run that was not (the omegas come from the checkpoint, the
   data position is unchanged)."""
-  import orbax.checkpoint as ocp  # noqa: PLC0415
+  import orbax.checkpoint as ocp
 
-  from transformer import kinds  # noqa: PLC0415
-  from transformer.config import CheckpointConfig  # noqa: PLC0415
-  from transformer.train.loop import train_and_evaluate  # noqa: PLC0415
-  from transformer.workdir import read_metrics  # noqa: PLC0415
+  from transformer import kinds
+  from transformer.config import CheckpointConfig
+  from transformer.train.loop import train_and_evaluate
+  from transformer.workdir import read_metrics
 
   def saved_params(workdir, step):
     mngr = ocp.CheckpointManager(f"{workdir}/checkpoints", item_names=("state",))

@@ -204,9 +204,9 @@ def test_checked_mfu_is_never_above_one(achieved):
 def _train_log_rows(tmp_path, monkeypatch, capsys, cached: float, *measured: float):
   """Two `train` rows of the train loop's `_ThroughputLog` (smoke config, one CPU device) whose
   CPU peak is cached as `cached` and measured again as `measured`: (rows, log, measurements)."""
-  from configs.default import get_config  # noqa: PLC0415
-  from transformer.config import from_config_dict  # noqa: PLC0415
-  from transformer.train import loop  # noqa: PLC0415
+  from configs.default import get_config
+  from transformer.config import from_config_dict
+  from transformer.train import loop
 
   par = type("Par", (), {"num_devices": 1})()
   guard = type("Guard", (), {"skipped": 0, "mode": "raise"})()

@@ -207,7 +207,7 @@ def resumed_run(tmp_path_factory):
     c.train.batch_size, c.train.num_steps, c.train.eval_every = 8, NUM_STEPS, NUM_STEPS
     c.checkpoint.every_steps = 2
   config = from_config_dict(c)
-  from transformer.train.loop import train_and_evaluate  # noqa: PLC0415 -- JAX, here only
+  from transformer.train.loop import train_and_evaluate  # JAX, here only
   workdir = str(root / "workdir")
   train_and_evaluate(config, workdir, stop_after=2)
   with pytest.MonkeyPatch.context() as mp:
@@ -242,9 +242,9 @@ def test_a_resume_on_another_commit_resumes_and_appends_a_record(resumed_run):
 
 
 def test_tensorboard_holds_the_config_as_hparams(resumed_run):
-  from tensorboard.backend.event_processing.event_file_loader import (  # noqa: PLC0415
+  from tensorboard.backend.event_processing.event_file_loader import (
       EventFileLoader)
-  from tensorboard.plugins.hparams import metadata as hp_metadata  # noqa: PLC0415
+  from tensorboard.plugins.hparams import metadata as hp_metadata
   workdir = resumed_run[0]
   files = glob.glob(os.path.join(workdir, "tensorboard", "events.out.tfevents.*"))
   assert len(files) == 2  # one per start, beside the train/ and eval/ runs

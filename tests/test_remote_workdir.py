@@ -172,7 +172,7 @@ def test_sweep_train_resume_eval_sample_and_report_on_gs(gcs_emulator, tiny_corp
                 *config, "--config.train.num_steps=6")
   assert "Report: gs://bucket/sw/report.md" in out, out
 
-  import gcsfs  # noqa: PLC0415 -- with the emulator's environment, as the runs had it
+  import gcsfs  # with the emulator's environment, as the runs had it
   fs = gcsfs.GCSFileSystem(token="anon")
   name = json.loads(fs.cat("bucket/sw/sweep.json"))["points"][0]["name"]
   run = f"gs://bucket/sw/{name}"

@@ -34,7 +34,7 @@ def test_layer_profiles_reads_layer_indices_from_names():
 
 
 def test_the_generic_diagnostics_figures_draw_the_key_quantities_only():
-  from transformer.report.figures import key_diagnostic  # noqa: PLC0415
+  from transformer.report.figures import key_diagnostic
   for name in ("decoder/*/grad_norm", "encoder/*/update_ratio", "decoder/*/residual_rms",
                "decoder/*/self_attention/attn_max_logit",
                "decoder/*/cross_attention/attn_entropy", "output/log_z"):
@@ -48,7 +48,7 @@ def test_the_diagnostics_figures_draw_each_placement_at_its_best_lr():
   """With an LR swept, the per-layer figures draw each setting of the other fields at its own
   best LR (lowest mean final loss over seeds; a diverged run counts as its initial loss, 5.0
   here), not all of them; without an LR swept, every run."""
-  from transformer.report.diagnostics_figures import at_best_lr  # noqa: PLC0415
+  from transformer.report.diagnostics_figures import at_best_lr
   losses = {("pre", 1e-3): (2.0, 2.2), ("pre", 1e-2): (1.8, 2.3),  # means 2.10, 2.05
             ("post", 1e-3): (2.2, 2.4), ("post", 1e-2): (1.5, None)}  # 2.30; (1.5 + 5) / 2
   runs = []
@@ -197,8 +197,8 @@ def test_unigram_entropy_is_read_from_the_runs_baselines_json(tmp_path):
 
 
 def test_the_budget_section_places_the_best_run_against_the_bigram_level(tmp_path):
-  from transformer.report import budget  # noqa: PLC0415
-  from transformer.report.runs import Run  # noqa: PLC0415
+  from transformer.report import budget
+  from transformer.report.runs import Run
   runs = []
   for name, loss, tokens in (("a", 2.0, 1000), ("b", 2.5, 1000), ("c", 2.2, 2000)):
     workdir = tmp_path / name
@@ -225,8 +225,8 @@ def test_figures_plot_nats_wrap_long_titles_and_split_many_panels():
   """The plots are in the verdicts' unit (loss, nats/token) unless --report_metric says
   otherwise; a long panel title wraps after a comma; more than MAX_PANELS curve panels become
   one figure per value of the first field (the depth study's 48 panels: one per placement)."""
-  from transformer.report import figures  # noqa: PLC0415
-  from transformer.report.runs import Run  # noqa: PLC0415
+  from transformer.report import figures
+  from transformer.report.runs import Run
   assert report.report_metric("", ["bits_per_byte", "loss"], "d") == "loss"
   assert report.report_metric("bits_per_byte", ["bits_per_byte", "loss"], "d") == "bits_per_byte"
   title = figures._title("num_steps=2000, warmup_steps=200, norm_placement=post")

@@ -88,8 +88,8 @@ def test_a_threshold_the_call_does_not_read_is_named_not_moved():
 def test_every_study_moves_or_names_the_collapse_cutoff():
   """A study's robustness either moves the collapse cutoff or says its call does not read it
   (a row for a threshold the call never reads would be a check that cannot fail)."""
-  import importlib  # noqa: PLC0415
-  import os  # noqa: PLC0415
+  import importlib
+  import os
   root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "experiments")
   checked = 0
   for name in sorted(f[:-3] for f in os.listdir(root) if f.endswith(".py")):

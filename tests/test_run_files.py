@@ -29,7 +29,7 @@ def _one_line(e):
 @pytest.fixture
 def saved_run(tmp_path):
   """A workdir with config.json and checkpoints of steps 3 and 7 (params only)."""
-  import orbax.checkpoint as ocp  # noqa: PLC0415
+  import orbax.checkpoint as ocp
   workdir = tmp_path / "run"
   manager = ocp.CheckpointManager(str(workdir / "checkpoints"), item_names=("state",))
   for step in (3, 7):
@@ -42,14 +42,14 @@ def saved_run(tmp_path):
 
 
 def test_init_from_reads_a_whole_run(saved_run):
-  from transformer.weights.init_from import load_params  # noqa: PLC0415
+  from transformer.weights.init_from import load_params
   params, config, step = load_params(saved_run)
   assert step == 7 and config["model"]["kind"] == "decoder_lm"
   np.testing.assert_array_equal(params["w"], 7.0)
 
 
 def test_init_from_a_run_whose_config_json_is_torn_is_one_line(saved_run):
-  from transformer.weights.init_from import load_params  # noqa: PLC0415
+  from transformer.weights.init_from import load_params
   path = os.path.join(saved_run, "config.json")
   with open(path, "w") as f:
     f.write('{"model": {"kind": "decod')
@@ -63,7 +63,7 @@ def test_init_from_a_run_whose_config_json_is_torn_is_one_line(saved_run):
 
 
 def test_a_checkpoint_with_corrupt_files_is_one_line_naming_the_other_steps(saved_run):
-  from transformer.weights.init_from import load_params  # noqa: PLC0415
+  from transformer.weights.init_from import load_params
   state = os.path.join(saved_run, "checkpoints", "7", "state")
   for root, _, files in os.walk(state):
     for f in files:
@@ -82,7 +82,7 @@ def test_a_checkpoint_with_corrupt_files_is_one_line_naming_the_other_steps(save
 
 
 def test_a_half_written_step_folder_is_not_a_checkpoint(saved_run):
-  from transformer.weights.init_from import load_params  # noqa: PLC0415
+  from transformer.weights.init_from import load_params
   checkpoints = os.path.join(saved_run, "checkpoints")
   os.makedirs(os.path.join(checkpoints, "9.orbax-checkpoint-tmp-123", "state"))
   _, _, step = load_params(saved_run)
@@ -151,9 +151,9 @@ def test_a_corrupt_entropy_cache_reads_as_no_value_and_is_left_alone(tmp_path, m
   """The report reads the unigram entropy (never rebuilds the data, issue 29): a torn cache,
   one that is not an object, or an entry that is not a number gives no value (collapse is not
   checked) and the file is left as it was."""
-  from configs.default import get_config  # noqa: PLC0415
-  from transformer.config import from_config_dict  # noqa: PLC0415
-  from transformer.data import pipeline  # noqa: PLC0415
+  from configs.default import get_config
+  from transformer.config import from_config_dict
+  from transformer.data import pipeline
 
   def rebuilt(*args, **kwargs):
     raise AssertionError("the report must not build the data pipeline")
@@ -183,7 +183,7 @@ def test_metrics_rows_without_a_number_step_are_skipped(tmp_path):
 
 @pytest.mark.parametrize("cache", ['{"a": 1', "[1, 2]", "\xff\xfe", None])
 def test_a_corrupt_cpu_peak_cache_is_measured_again(tmp_path, monkeypatch, cache):
-  from transformer.train import peaks  # noqa: PLC0415
+  from transformer.train import peaks
   monkeypatch.setattr(peaks, "measure_matmul_flops", lambda: 123e9)
   path = tmp_path / "cpu_peak.json"
   if cache is not None:
@@ -203,7 +203,7 @@ from tests.test_tasks import package_corpus  # noqa: E402, F401 -- lm_run's data
 
 
 def test_eval_split_the_data_lacks_is_a_command_line_error_listing_the_splits(lm_run):
-  from transformer.evaluation.evaluate import evaluate_workdir  # noqa: PLC0415
+  from transformer.evaluation.evaluate import evaluate_workdir
   _, workdir, _ = lm_run
   before = _snapshot(workdir)
   with pytest.raises(CommandLineError) as e:
@@ -215,8 +215,8 @@ def test_eval_split_the_data_lacks_is_a_command_line_error_listing_the_splits(lm
 
 
 def test_eval_of_a_corrupt_checkpoint_is_one_line_and_changes_nothing(lm_run, tmp_path):
-  import shutil  # noqa: PLC0415
-  from transformer.evaluation.evaluate import evaluate_workdir  # noqa: PLC0415
+  import shutil
+  from transformer.evaluation.evaluate import evaluate_workdir
   workdir = str(tmp_path / "copy")
   shutil.copytree(lm_run[1], workdir)
   for root, _, files in os.walk(os.path.join(workdir, "checkpoints", "4", "state")):
@@ -233,8 +233,8 @@ def test_eval_of_a_corrupt_checkpoint_is_one_line_and_changes_nothing(lm_run, tm
 
 
 def test_report_metric_through_launch_is_one_line_with_exit_status_2(tmp_path):
-  import subprocess  # noqa: PLC0415
-  import sys  # noqa: PLC0415
+  import subprocess
+  import sys
   sweep_dir = _sweep(tmp_path)
   before = _snapshot(sweep_dir)
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

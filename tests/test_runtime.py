@@ -54,7 +54,7 @@ def test_a_launch_without_a_tpu_does_not_start_libtpu():
 
 
 def test_the_tpu_setting_leaves_tpu_vms_gpu_machines_and_a_users_choice_alone(monkeypatch):
-  from jax._src import hardware_utils  # noqa: PLC0415 -- the private API the setting uses
+  from jax._src import hardware_utils  # the private API the setting uses
   assert callable(hardware_utils.num_available_tpu_chips_and_device_id)  # fails if JAX moves it
   assert not runtime.skip_absent_tpu({"JAX_PLATFORMS": "tpu,cpu"})
   monkeypatch.setattr(hardware_utils, "num_available_tpu_chips_and_device_id", lambda: (4, 5))

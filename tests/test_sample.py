@@ -52,10 +52,10 @@ def test_sample_refuses_a_workdir_without_a_run(tmp_path):
 
 def _random_lm(max_len):
   """A tiny decoder LM at initialization, with the byte tokenizer (no training needed)."""
-  import jax  # noqa: PLC0415
-  from configs.default import get_config  # noqa: PLC0415
-  from transformer import kinds  # noqa: PLC0415
-  from transformer.config import from_config_dict  # noqa: PLC0415
+  import jax
+  from configs.default import get_config
+  from transformer import kinds
+  from transformer.config import from_config_dict
   c = get_config("smoke")
   c.model.d_model, c.model.num_heads, c.model.num_layers, c.model.d_ff = 16, 2, 1, 32
   c.model.max_len = max_len
@@ -66,7 +66,7 @@ def _random_lm(max_len):
 
 
 def test_a_prompt_longer_than_the_context_keeps_its_last_tokens_and_says_so():
-  from transformer.tasks.generate import generate_texts  # noqa: PLC0415
+  from transformer.tasks.generate import generate_texts
   config, model, params, tok = _random_lm(max_len=16)
   notes = []
   long = generate_texts(config, model, params, tok, ["abcdefghijklmnopqrstuvwxyz"],
@@ -81,8 +81,8 @@ def test_a_prompt_longer_than_the_context_keeps_its_last_tokens_and_says_so():
 
 
 def test_max_new_tokens_that_fill_the_context_are_a_command_line_error():
-  from transformer.errors import CommandLineError  # noqa: PLC0415
-  from transformer.tasks.generate import generate_texts  # noqa: PLC0415
+  from transformer.errors import CommandLineError
+  from transformer.tasks.generate import generate_texts
   config, model, params, tok = _random_lm(max_len=16)
   with pytest.raises(CommandLineError, match="--max_new_tokens=16 does not fit the model's "
                      "context of max_len=16 tokens .* give at most 15"):

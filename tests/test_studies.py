@@ -61,7 +61,7 @@ def test_the_lr_table_names_a_best_lr_at_the_grid_edge():
   """Issue 29: a report shows whether each optimum lies inside the grid. A setting whose best
   LR is its smallest or largest is named; one of two LRs is not judged (an edge by
   construction)."""
-  from transformer.report import stats  # noqa: PLC0415
+  from transformer.report import stats
   loss = {"inside": {1e-3: 3.0, 1e-2: 2.0, 1e-1: 2.5}, "low": {1e-3: 2.0, 1e-2: 2.5, 1e-1: 3.0},
           "pair": {1e-3: 2.0, 1e-2: 2.5}}
   runs = [_run({"w": w, a.LR: lr, "seed": s}, final_loss=v)
@@ -486,7 +486,7 @@ def test_summary_collects_every_study(tmp_path, monkeypatch):
   assert "| one | 1 run(s) not recorded | - |" in text
   assert "different corpora" not in text and "The runs of one, two (all or some)" in text
   # Runs that recorded different corpora are flagged; a recorded corpus is described.
-  from transformer import provenance  # noqa: PLC0415
+  from transformer import provenance
   for name, digest in (("one", "aaaa"), ("two", "bbbb")):
     record = {"data": {"name": "local_text", "digest": digest,
                        "source": {"folder": "python-stdlib", "python": name, "files": 1,

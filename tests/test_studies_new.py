@@ -125,8 +125,8 @@ def test_depth_counts_collapse_as_not_trained():
 
 
 def test_protocol_names_one_lr_per_placement_not_a_grid(tmp_path):
-  import json  # noqa: PLC0415
-  from configs import default  # noqa: PLC0415
+  import json
+  from configs import default
   (tmp_path / "config.json").write_text(json.dumps(default.get_config().to_dict(), default=str))
   runs = _depth_runs()
   for r in runs:
@@ -162,7 +162,7 @@ def test_depth_counts_a_loss_gap_at_the_largest_depth():
 
 
 def test_depth_sweep_is_the_protocols_at_each_best_and_the_matched_lr():
-  from experiments import lr_sensitivity, warmup_stability  # noqa: PLC0415
+  from experiments import lr_sensitivity, warmup_stability
   points = depth.get_sweep("cpu")
   lrs = {(p[a.PLACEMENT], p[a.LR]) for p in points}
   assert lrs == set(depth.BEST_6["cpu"].items()) | {(q, depth.MATCHED["cpu"])
@@ -394,14 +394,14 @@ def test_long_training_retunes_each_placement_and_compares_at_the_matched_lr():
 def test_long_training_sweep_reuses_the_protocol_runs_and_is_4x_longer():
   """The short points are lr_sensitivity's (the same run identity, so --reuse_runs_from links
   them); the long ones are 4x the steps and warm-up, over each placement's window."""
-  from configs.default import get_config  # noqa: PLC0415
-  from experiments import lr_sensitivity  # noqa: PLC0415
-  from transformer.sweep import points as sw  # noqa: PLC0415
+  from configs.default import get_config
+  from experiments import lr_sensitivity
+  from transformer.sweep import points as sw
   points = long_training.get_sweep("cpu")
   assert {(p["train.num_steps"], p["optim.warmup_steps"]) for p in points} == {(600, 60),
                                                                                (2400, 240)}
   assert {p["model.d_model"] for p in points} == {128}
-  identity = lambda ps: [sw.run_identity(c.to_dict())  # noqa: E731
+  identity = lambda ps: [sw.run_identity(c.to_dict())
                          for c in sw.validate_points(get_config(), ps)]
   reused = set(identity(lr_sensitivity.get_sweep("cpu")))
   short = [p for p in points if p["train.num_steps"] == 600]

@@ -181,7 +181,7 @@ def test_a_whole_file_write_that_dies_leaves_the_old_file_and_no_temporary(tmp_p
   """paths.write_text (config.json, meta.json, sweep.json, baselines.json, report.md, the
   sbatch script, ...): a write killed half-way, or a full disk, leaves the previous file as it
   was and nothing beside it."""
-  from transformer import paths  # noqa: PLC0415
+  from transformer import paths
   target = tmp_path / "config.json"
   target.write_text('{"old": true}\n')
 
@@ -207,7 +207,7 @@ def test_a_whole_file_write_that_dies_leaves_the_old_file_and_no_temporary(tmp_p
 def test_whole_files_the_project_writes_go_through_the_atomic_writer():
   """No module writes a whole user-visible file with a bare open(..., "w"): each goes through
   paths.write_text, or renames a temporary file itself (the exceptions listed with why)."""
-  import re  # noqa: PLC0415
+  import re
   root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       "transformer")
   allowed = {

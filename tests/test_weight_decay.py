@@ -18,7 +18,7 @@ NOT_DECAYED = re.compile(r"(bias|scale|alpha|_omega)$")
 
 def _shapes(cfg: ModelConfig):
   """The params' shapes (`jax.ShapeDtypeStruct` tree) of `cfg`'s model, without computing."""
-  import flax.linen as nn  # noqa: PLC0415
+  import flax.linen as nn
   model = kinds.build_model(cfg)
   if cfg.kind == "vit_classifier":
     args = (np.zeros((2, 4, 4, 1), np.float32),)
@@ -107,7 +107,7 @@ def test_an_unknown_parameter_name_is_an_error():
 def test_adamw_step_decays_kernels_only_in_a_scanned_model():
   """One AdamW step with zero gradients moves only the decayed leaves, each by exactly
   -lr * weight_decay * p (NumPy); norm scales, biases and omegas keep their values."""
-  import flax.linen as nn  # noqa: PLC0415
+  import flax.linen as nn
   cfg = _cfg(norm_placement="admin", scan_layers=True, qk_norm=True)
   model = kinds.build_model(cfg)
   params = nn.meta.unbox(model.init(jax.random.PRNGKey(0), np.ones((2, 5), np.int32))["params"])

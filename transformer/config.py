@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Optional
 
 import ml_collections
 
-from transformer.errors import ConfigError  # noqa: F401 -- re-exported: `config.ConfigError`
+from transformer.errors import ConfigError  # re-exported: `config.ConfigError`
 
 
 def _choice(section: str, field: str, value: Any, allowed: tuple[str, ...]) -> None:

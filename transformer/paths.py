@@ -111,7 +111,7 @@ def check_backend(path: str, flag: str = "--workdir") -> None:
 
 def as_path(path: str):
   """`path` as an `epath.Path` (local paths made absolute, URLs kept as they are)."""
-  from etils import epath  # noqa: PLC0415 -- only where a path is used, not at import
+  from etils import epath  # only where a path is used, not at import
   return epath.Path(absolute(path))
 
 

@@ -111,7 +111,7 @@ def versions(packages: Iterable[str] = PACKAGES) -> dict[str, str]:
 def device_info() -> dict[str, Any]:
   """The backend, device kind and counts. Imports JAX and initialises its backends: call it
   only in a process that runs JAX anyway (never in the sweep runner)."""
-  import jax  # noqa: PLC0415 -- see the docstring
+  import jax  # see the docstring
   return {"platform": jax.default_backend(), "kind": jax.devices()[0].device_kind,
           "count": jax.device_count(), "local_count": jax.local_device_count(),
           "processes": jax.process_count()}

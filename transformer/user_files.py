@@ -163,7 +163,7 @@ def load_python(path: str, what: str = "", name: str = "") -> types.ModuleType:
   module.__file__ = path
   sys.modules[module.__name__] = module  # dataclasses and pickling look a module up there
   try:
-    exec(code, module.__dict__)  # noqa: S102 -- running the user's own file is the point
+    exec(code, module.__dict__)  # running the user's own file is the point
   except Exception as e:  # noqa: BLE001 -- any failure of the user's file is reported
     del sys.modules[module.__name__]
     raise exception_error(e, path, what, "while the file ran") from None

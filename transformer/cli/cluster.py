@@ -48,8 +48,8 @@ PRIVATE_NAMES = {"ClusterEnv": ("_cluster_types", "is_env_present", "get_process
 def _cluster_types() -> list:
   """JAX's ClusterEnv subclasses in its detection order (importing jax registers them).
   Raises ImportError or AttributeError if the private module has moved."""
-  import jax  # noqa: PLC0415, F401 -- registers the detectors; callers are past flag parsing
-  from jax._src import clusters  # noqa: PLC0415 -- private, but the detectors live only here
+  import jax  # noqa: F401 -- registers the detectors; callers are past flag parsing
+  from jax._src import clusters  # private, but the detectors live only here
   return [env for env in clusters.ClusterEnv._cluster_types  # noqa: SLF001
           if not getattr(env, "opt_in_only_method", False)]
 

@@ -27,12 +27,12 @@ def export_run(workdir: str, export_dir: str, step: int | None = None,
   `step` (default: the latest), and the tokenizer files of an hf:/gpt2: run; returns the paths
   written. The run's config and tokenizer are checked first, so a run GPT-2 cannot express, or
   whose tokenizer file is missing, is refused before any checkpoint is read."""
-  from flax.core import meta  # noqa: PLC0415 -- JAX, orbax: only when exporting
-  from transformer.data.run_tokenizer import run_tokenizer  # noqa: PLC0415
-  from transformer.weights import hf_tokenizer  # noqa: PLC0415
-  from transformer.weights.hf_gpt2 import check_exportable, write_hf_dir  # noqa: PLC0415
-  from transformer.weights.init_from import load_params  # noqa: PLC0415
-  from transformer.workdir import run_config  # noqa: PLC0415
+  from flax.core import meta  # JAX, orbax: only when exporting
+  from transformer.data.run_tokenizer import run_tokenizer
+  from transformer.weights import hf_tokenizer
+  from transformer.weights.hf_gpt2 import check_exportable, write_hf_dir
+  from transformer.weights.init_from import load_params
+  from transformer.workdir import run_config
   config = run_config(workdir)
   check_exportable(config.model, f"The run in {workdir}")
   tokenizer = run_tokenizer(config, workdir)  # a missing tokenizer file: one line, nothing read

@@ -209,7 +209,7 @@ def check_prepare_dir(path: Optional[str], overwrite: bool = False) -> None:
 
 def check_compile(values: Mapping[str, Any]) -> None:
   """`--topology` names a slice of `transformer.train.topologies`; sweep and eval not both."""
-  from transformer.train import topologies  # noqa: PLC0415 -- no JAX
+  from transformer.train import topologies  # no JAX
   name = values.get("topology")
   if not name:
     raise CommandLineError("--mode=compile needs --topology=NAME, the TPU slice to compile for: "
@@ -280,7 +280,7 @@ def check_report(sweep_dir: Optional[str], runs: Sequence[str] = (),
                              "the comparison is written to.")
     if os.path.exists(report_dir) and not os.path.isdir(report_dir):
       raise CommandLineError(f"--report_dir={report_dir} is a file; give a directory.")
-    from transformer.report.compare import check_runs  # noqa: PLC0415
+    from transformer.report.compare import check_runs
     check_runs(runs)
     return
   if report_dir:
@@ -290,7 +290,7 @@ def check_report(sweep_dir: Optional[str], runs: Sequence[str] = (),
     raise CommandLineError("--mode=report needs --sweep_dir=DIR (a directory made by "
                            "--mode=sweep), or --runs=W1,W2 --report_dir=DIR to compare runs "
                            "launched by hand.")
-  from transformer.sweep.points import holds_studies  # noqa: PLC0415
+  from transformer.sweep.points import holds_studies
   if holds_studies(sweep_dir):
     return  # a folder of studies (experiments/results): the report writes their summary
   _check_sweep_dir(sweep_dir, "--sweep_dir")

@@ -14,7 +14,7 @@ import traceback
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-from transformer.cli import sweep_and_report as sweep_cli  # noqa: F401 -- defines the sweep / report flags
+from transformer.cli import sweep_and_report as sweep_cli  # defines the sweep / report flags
 from transformer.cli import modes
 from transformer.cli.args import DEFAULT_CONFIG, config_arg, parse_flags
 from transformer.config import ConfigError, from_config_dict
@@ -114,10 +114,10 @@ def initialize_distributed(coordinator_address: str | None = None,
       raise ConfigError("--distributed=off runs one process: drop --coordinator_address, "
                         "--num_processes and --process_id, or use --distributed=auto.")
     return False
-  import jax  # noqa: PLC0415 -- after flag parsing, before any device is used
+  import jax  # after flag parsing, before any device is used
   cluster = None
   if not all(given):
-    from transformer.cli import cluster as cluster_lib  # noqa: PLC0415 -- imports jax
+    from transformer.cli import cluster as cluster_lib  # imports jax
     cluster = cluster_lib.detect()
     if cluster is None and distributed == "on":
       raise ConfigError("--distributed=on, but JAX's cluster detectors find no SLURM job step, "
@@ -151,7 +151,7 @@ def _initialize_by_jax_detection(distributed: str, join_timeout: int,
   """The fallback when `jax._src.clusters` has moved: `jax.distributed.initialize()` detects
   the cluster itself. Its ValueError (no coordinator found) means a plain machine: one process
   under auto, an error under on."""
-  import jax  # noqa: PLC0415
+  import jax
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
   try:
     with _join_deadline("(detected by jax.distributed.initialize)", None, "?", join_timeout):
@@ -182,7 +182,7 @@ def _join_deadline(address: str, process_id, num_processes, seconds: int):
     print(f"Error: {who} could not join the distributed run at --coordinator_address="
           f"{address} within {seconds}s (--distributed_timeout): {check}.",
           file=sys.stderr, flush=True)
-    os._exit(3)  # noqa: SLF001 -- the main thread is blocked inside JAX's C++ client
+    os._exit(3)  # the main thread is blocked inside JAX's C++ client
   timer = threading.Timer(seconds, give_up)
   timer.daemon = True
   timer.start()
@@ -211,7 +211,7 @@ def exit_at_once_on_failure():
   """
   try:
     yield
-  except BaseException as e:  # noqa: BLE001
+  except BaseException as e:
     # Only a run that joined a distributed one has peers to stop. Asking JAX otherwise would
     # import it and start a backend just to exit (libtpu, where installed, then prints its
     # search for a TPU under a flag error's one line).
@@ -228,7 +228,7 @@ def exit_at_once_on_failure():
     print(f"Process {jax.process_index()} of {jax.process_count()} failed; exiting now so "
           f"that the other processes stop too.{why}", file=sys.stderr, flush=True)
     sys.stdout.flush()
-    os._exit(1)  # noqa: SLF001
+    os._exit(1)
 
 
 def default_workdir(config_arg: str, argv: list[str]) -> str:
@@ -276,8 +276,8 @@ def _start_devices(config) -> None:
     initialize_distributed(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value,
                            distributed=_DISTRIBUTED.value, join_timeout=_JOIN_TIMEOUT.value,
                            heartbeat_timeout=_HEARTBEAT_TIMEOUT.value)
-    import jax  # noqa: PLC0415 -- after the distributed initialization
-    from transformer.train.parallel import make_mesh  # noqa: PLC0415 -- as jax
+    import jax  # after the distributed initialization
+    from transformer.train.parallel import make_mesh  # as jax
     if config.parallel.strategy == "jit":  # the mesh must fit the devices: say so before data
       make_mesh(config.parallel, jax.devices())
   except ConfigError as e:
@@ -300,7 +300,7 @@ def _writes(workdir: str) -> list[tuple[str, str, str]]:
 def _check_writes(workdir: str) -> None:
   """Every folder this mode writes into takes a write, before any data is read or anything
   compiled: a read-only place is one line, not a traceback after the work."""
-  from transformer.cli.preflight import check_writable  # noqa: PLC0415
+  from transformer.cli.preflight import check_writable
   for folder, flag, what in _writes(workdir):
     try:
       check_writable(folder, flag, _MODE.value, what)
@@ -310,7 +310,7 @@ def _check_writes(workdir: str) -> None:
 
 def _check_flags(workdir: str) -> None:
   """Every flag of this mode (transformer/cli/flag_checks.py); exit status 2 on a wrong one."""
-  from transformer.cli.flag_checks import check_flags  # noqa: PLC0415
+  from transformer.cli.flag_checks import check_flags
   names = [n for n in flags.FLAGS if n != "config" and not n.startswith("config.")]
   try:
     check_flags(_MODE.value, {n: flags.FLAGS[n].value for n in names},
@@ -336,7 +336,7 @@ def _one_line(*also: type[Exception]):
 def _check_before_run(config, workdir: str | None):
   """Files and devices (and the workdir, given one) checked before data or compiling; returns
   the workdir's lock (transformer/workdir_lock.py), None without a workdir."""
-  from transformer.cli.preflight import check_before_run  # noqa: PLC0415 -- as jax
+  from transformer.cli.preflight import check_before_run  # as jax
   with _one_line():
     return check_before_run(config, workdir)
 
@@ -350,34 +350,34 @@ def mode_train(config, workdir: str) -> None:
   """The workdir's lock held until the run ends: released on success, errors and a SIGTERM
   save."""
   with _check_before_run(config, workdir) or contextlib.nullcontext(), _one_line():
-    from transformer.train.loop import train_and_evaluate  # noqa: PLC0415
+    from transformer.train.loop import train_and_evaluate
     train_and_evaluate(config, workdir)
 
 
 def mode_bench(config, workdir: str) -> None:
   _check_before_run(config, None)  # it writes no workdir (a profile aside): no lock
   with _one_line():
-    from transformer.train.bench import run_benchmarks  # noqa: PLC0415
+    from transformer.train.bench import run_benchmarks
     run_benchmarks(config, [int(b) for b in _BENCH_BATCH_SIZES.value],
                    steps=_BENCH_STEPS.value, workdir=workdir)
 
 
 def mode_data_bench(config, workdir: str) -> None:
   with _one_line():
-    from transformer.train.data_bench import run_data_benchmark  # noqa: PLC0415
+    from transformer.train.data_bench import run_data_benchmark
     run_data_benchmark(config, _DATA_BENCH_BATCHES.value, _BENCH_STEPS.value,
                        _DATA_BENCH_SKIP_MODEL.value)
 
 
 def mode_diagnose(config, workdir: str) -> None:
   """It compares the saved config.json as train does, then diagnoses."""
-  from transformer.cli.preflight import check_saved_config  # noqa: PLC0415
+  from transformer.cli.preflight import check_saved_config
   try:
     check_saved_config(workdir)
   except RunError as e:
     _exit_with(e)
   with _one_line():
-    from transformer.train.diagnostics import run_diagnose  # noqa: PLC0415
+    from transformer.train.diagnostics import run_diagnose
     run_diagnose(config, workdir)
 
 
@@ -389,28 +389,28 @@ def mode_sweep_or_report(config, workdir: str) -> None:
 
 def mode_export(config, workdir: str) -> None:
   """One process: the run's checkpoint to Hugging Face files."""
-  from transformer.cli.export import export  # noqa: PLC0415
+  from transformer.cli.export import export
   export(workdir, _EXPORT_DIR.value)
 
 
 def mode_prepare(config, workdir: str) -> None:
   """One process, no devices: TFDS and the tokenizer only."""
-  from transformer.data.prepare import prepare  # noqa: PLC0415 -- TensorFlow
+  from transformer.data.prepare import prepare  # TensorFlow
   with _one_line():
     prepare(config.data, _PREPARE_DIR.value)
 
 
 def mode_compile(config, workdir: str) -> None:
-  import jax  # noqa: PLC0415 -- before any backend starts: the compile needs none of this host's
+  import jax  # before any backend starts: the compile needs none of this host's
   jax.config.update("jax_platforms", "cpu")
-  from transformer.train.compile_for_topology import run_compile  # noqa: PLC0415
+  from transformer.train.compile_for_topology import run_compile
   with _one_line():
     run_compile(config, _TOPOLOGY.value, _NUM_SLICES.value, eval_step=_COMPILE_EVAL.value,
                 sweep=_COMPILE_SWEEP.value)
 
 
 def mode_sample(config, workdir: str) -> None:
-  from transformer.evaluation.sample import sample_from_workdir  # noqa: PLC0415 -- JAX
+  from transformer.evaluation.sample import sample_from_workdir  # JAX
   text_in = _SOURCE.value or _PROMPT.value
   with _one_line(CommandLineError):
     texts = sample_from_workdir(
@@ -430,8 +430,8 @@ def mode_eval(config, workdir: str) -> None:
   """Scores a checkpoint of `workdir` in the layout of this command's `--config.parallel.*`
   (the run's own layout when none is given)."""
   # JAX and TensorFlow: only once the flags are parsed and the devices set up.
-  from transformer.evaluation.evaluate import evaluate_workdir  # noqa: PLC0415
-  from transformer.train.eval_loop import format_eval  # noqa: PLC0415
+  from transformer.evaluation.evaluate import evaluate_workdir
+  from transformer.train.eval_loop import format_eval
   layout_given = any(a.startswith("--config.parallel") for a in sys.argv)
   with _one_line(CommandLineError):
     metrics = evaluate_workdir(workdir, split=_EVAL_SPLIT.value, step=_STEP.value,

@@ -132,7 +132,7 @@ def runner(mode: Mode):
 def header_lines(indent: str = "  ", width: int = 96) -> str:
   """Each mode with what it does, names aligned, wrapped at `width`: the `Modes (--mode):`
   block of `--help`."""
-  import textwrap  # noqa: PLC0415
+  import textwrap
   column = len(indent) + max(map(len, NAMES)) + 2
   return "\n".join(textwrap.fill(f"{indent}{m.name:<{column - len(indent) - 2}}  {m.help}",
                                  width, subsequent_indent=" " * column) for m in MODES)

@@ -62,8 +62,8 @@ def lock_workdir(workdir: str) -> Optional[workdir_lock.WorkdirLock]:
   needed but writing nothing else; the other processes do not touch it. All processes then
   agree (a collective) on whether it was taken, so if process 0 is refused every process stops
   at once, not at the heartbeat timeout. Returns the lock on process 0, else None."""
-  import jax  # noqa: PLC0415 -- after distributed initialization
-  from transformer.train.parallel import on_any_process  # noqa: PLC0415 -- as jax
+  import jax  # after distributed initialization
+  from transformer.train.parallel import on_any_process  # as jax
   lock, error = None, None
   if jax.process_index() == 0:
     try:
@@ -113,9 +113,9 @@ def check_files(config: ExperimentConfig) -> None:
 
 def check_devices(config: ExperimentConfig) -> None:
   """The attention implementation runs here, and the batch splits over the devices."""
-  import jax  # noqa: PLC0415 -- after distributed initialization
-  from transformer.model.attention import check_implementation  # noqa: PLC0415
-  from transformer.train.parallel import check_batch_split  # noqa: PLC0415
+  import jax  # after distributed initialization
+  from transformer.model.attention import check_implementation
+  from transformer.train.parallel import check_batch_split
   try:
     check_implementation(config.model.attention_impl, config.model.dtype)
   except ValueError as e:
@@ -132,7 +132,7 @@ def check_before_run(config: ExperimentConfig, workdir: Optional[str]
   workdir, and on processes other than 0): the caller releases it when the run ends."""
   check_files(config)
   check_devices(config)
-  from transformer.train.wandb_writer import check_available  # noqa: PLC0415
+  from transformer.train.wandb_writer import check_available
   check_available(config.train.wandb_project)
   if workdir is None:
     return None

@@ -65,7 +65,7 @@ def main(mode: str, config_dict, config_arg: str, argv: Sequence[str]) -> int:
   command line, 1 for a bad sweep file or point)."""
   try:
     if mode == "report" and _RUNS.value:
-      from transformer.report.compare import write_runs_report  # noqa: PLC0415
+      from transformer.report.compare import write_runs_report
       path = write_runs_report(_RUNS.value, _REPORT_DIR.value, _REPORT_METRIC.value)
       print(f"Report: {path}")
       return 0
@@ -73,7 +73,7 @@ def main(mode: str, config_dict, config_arg: str, argv: Sequence[str]) -> int:
       if not _SWEEP_DIR.value:
         raise CommandLineError("--mode=report needs --sweep_dir=DIR (a directory made by "
                                "--mode=sweep), or --runs=W1,W2 --report_dir=DIR.")
-      from transformer.report import write as report  # noqa: PLC0415
+      from transformer.report import write as report
       from transformer.report import summary as report_summary
       from transformer.sweep import points as sweep_points
       if sweep_points.holds_studies(_SWEEP_DIR.value):
@@ -141,9 +141,9 @@ def _run_local(sweep_dir: str, names: Sequence[str], commands: Sequence[list],
                configs) -> int:
   """Runs the unfinished points as local processes, --parallel at once, then writes the
   report; 130 when interrupted, 1 when a point or the report failed, else 0."""
-  from transformer.sweep.local import Job, run_jobs, visible_gpus  # noqa: PLC0415
+  from transformer.sweep.local import Job, run_jobs, visible_gpus
   jobs = [Job(n, os.path.join(sweep_dir, n), c,
-              finished=lambda w=os.path.join(sweep_dir, n), s=cfg.train.num_steps:
+              finished=lambda w=os.path.join(sweep_dir, n), s=cfg.train.num_steps:  # noqa: B008
               sweep_lib.is_finished(w, s))
           for n, c, cfg in zip(names, commands, configs)]
   outcome = run_jobs(jobs, _PARALLEL.value, gpus=visible_gpus())
@@ -159,7 +159,7 @@ def _run_local(sweep_dir: str, names: Sequence[str], commands: Sequence[list],
     print("[sweep] Interrupted: run the same command again to resume.")
     return 130
   try:
-    from transformer.report.write import write_report  # noqa: PLC0415
+    from transformer.report.write import write_report
     print(f"[sweep] Report: {write_report(sweep_dir, _REPORT_METRIC.value)}")
   except Exception as e:  # noqa: BLE001 -- the runs are safe; say why the report is missing
     print(f"[sweep] The report failed ({type(e).__name__}: {e}); rerun it with "
@@ -169,7 +169,7 @@ def _run_local(sweep_dir: str, names: Sequence[str], commands: Sequence[list],
 
 
 def _slurm(sweep_dir, points, configs, names, commands) -> int:
-  from transformer.sweep.slurm import SlurmResources, array_script, submit, write_script  # noqa
+  from transformer.sweep.slurm import SlurmResources, array_script, submit, write_script
   todo = [i for i, (n, c) in enumerate(zip(names, configs))
           if not sweep_lib.is_finished(os.path.join(sweep_dir, n), c.train.num_steps)]
   if not todo:

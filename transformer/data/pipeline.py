@@ -97,7 +97,8 @@ class InputData:
   num_classes: Optional[int] = None
 
   def next_train_batch(self) -> dict[str, np.ndarray]:
-    return {k: v._numpy() for k, v in next(self.train_iterator).items()}
+    # EagerTensor._numpy: the array without .numpy()'s copy
+    return {k: v._numpy() for k, v in next(self.train_iterator).items()}  # noqa: SLF001
 
   def eval_batches(self, max_batches: int = 0) -> Iterator[dict[str, np.ndarray]]:
     """The eval split once, in order; the last batch is padded with zero-weight rows."""

@@ -30,7 +30,7 @@ def encode(tokenizer, raw: bytes) -> np.ndarray:
 
 
 def _texts(builder, split: str, key: str) -> Iterator[bytes]:
-  import tensorflow_datasets as tfds  # noqa: PLC0415
+  import tensorflow_datasets as tfds
   for ex in tfds.as_numpy(builder.as_dataset(split=split, shuffle_files=False)):
     yield ex[key]
 
@@ -56,7 +56,7 @@ def _spm_file(tokenizer, directory: str) -> str:
 
 def prepare(cfg: DataConfig, directory: str, log: Callable[[str], None] = print) -> dict:
   """Writes the token file of `cfg`'s dataset into `directory`; returns its sidecar."""
-  from transformer.data import catalog, pipeline  # noqa: PLC0415 -- TensorFlow
+  from transformer.data import catalog, pipeline  # TensorFlow
   if cfg.name == "token_file":
     raise ConfigError("--mode=prepare reads a dataset and writes a token file; "
                       "--config.data.name=token_file already is one. Name the dataset to "

@@ -21,7 +21,7 @@ TOKEN_FILE = "token_file"
 
 def _pipeline():
   """The tf.data pipelines, imported where a TFDS dataset is read (TensorFlow comes with them)."""
-  from transformer.data import pipeline  # noqa: PLC0415
+  from transformer.data import pipeline
   return pipeline
 
 
@@ -61,8 +61,8 @@ def images(config, workdir: str | None = None) -> tuple[pipeline.InputData, Data
 
 def token_file_lm(config) -> tuple[object, DataFacts]:
   """Next-token batches from the token file in `data.source_dir`; no TensorFlow."""
-  import jax  # noqa: PLC0415 -- the process index and count
-  from transformer.data import token_file  # noqa: PLC0415
+  import jax  # the process index and count
+  from transformer.data import token_file
   cfg = config.data
   data, _ = token_file.token_file_data(cfg.source_dir, cfg.seq_len, config.train.batch_size,
                                        config.seed, cfg.eval_split, jax.process_index(),

@@ -193,7 +193,7 @@ def eval_split_name(meta: dict, requested: str) -> str:
 
 def load_tokenizer(directory: str, meta: dict):
   """The tokenizer the sidecar names (`transformer.data.tokenizers`)."""
-  from transformer.data.tokenizers import ByteTokenizer, build_tokenizer  # noqa: PLC0415
+  from transformer.data.tokenizers import ByteTokenizer, build_tokenizer
   kind, colon, file = str(meta["tokenizer"]).partition(":")
   if meta["tokenizer"] == "bytes":
     tokenizer = ByteTokenizer()

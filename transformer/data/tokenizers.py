@@ -33,7 +33,7 @@ class ByteTokenizer:
 
   def tf_encode(self, text: tf.Tensor) -> tf.Tensor:
     """Scalar tf.string -> `[num_bytes]` int32."""
-    import tensorflow as tf  # noqa: PLC0415 -- token files train without TensorFlow
+    import tensorflow as tf  # token files train without TensorFlow
     return tf.cast(tf.io.decode_raw(text, tf.uint8), tf.int32) + self.offset
 
   @property
@@ -74,7 +74,7 @@ class SentencePieceTokenizer:
 
   def tf_encode(self, text: tf.Tensor) -> tf.Tensor:
     """Scalar tf.string -> `[num_pieces]` int32 (runs the Python tokenizer in tf.data)."""
-    import tensorflow as tf  # noqa: PLC0415 -- as in ByteTokenizer.tf_encode
+    import tensorflow as tf  # as in ByteTokenizer.tf_encode
     def encode(t):
       return np.asarray(self._sp.encode(t.decode("utf-8", errors="replace")), np.int32)
     ids = tf.numpy_function(encode, [text], tf.int32, stateful=False)
@@ -162,7 +162,7 @@ class _ShiftedTokenizer:
 
   def tf_encode(self, text: tf.Tensor) -> tf.Tensor:
     """Scalar tf.string -> `[num_tokens]` int32 (runs the Python tokenizer in tf.data)."""
-    import tensorflow as tf  # noqa: PLC0415 -- as in ByteTokenizer.tf_encode
+    import tensorflow as tf  # as in ByteTokenizer.tf_encode
     def encode(t):
       return np.asarray(self.encode(t.decode("utf-8", errors="replace")), np.int32)
     ids = tf.numpy_function(encode, [text], tf.int32, stateful=False)
@@ -208,7 +208,7 @@ class HFTokenizer(_ShiftedTokenizer):
   """A Hugging Face `tokenizer.json` (the `tokenizers` package): `data.tokenizer=hf:<path>`."""
 
   def __init__(self, path: str):
-    from tokenizers import Tokenizer as HFFile  # noqa: PLC0415 -- only when configured
+    from tokenizers import Tokenizer as HFFile  # only when configured
     self.path = path
     try:
       self._tok = HFFile.from_file(path)
@@ -251,9 +251,9 @@ class TiktokenTokenizer(_ShiftedTokenizer):
   Token `n_ranks` is `<|endoftext|>`, as in GPT-2 (50256 of 50257)."""
 
   def __init__(self, path: str):
-    import tiktoken  # noqa: PLC0415 -- only when configured
-    from tiktoken.load import load_tiktoken_bpe  # noqa: PLC0415
-    from tiktoken_ext.openai_public import r50k_pat_str  # noqa: PLC0415
+    import tiktoken  # only when configured
+    from tiktoken.load import load_tiktoken_bpe
+    from tiktoken_ext.openai_public import r50k_pat_str
     self.path = path
     try:
       ranks = load_tiktoken_bpe(path)
@@ -279,7 +279,7 @@ def train_bpe(texts, path: str, vocab_size: int) -> str:
   """Trains a byte-level BPE (GPT-2's kind) of `vocab_size` ids on `texts` (an iterable of str)
   with the `tokenizers` package, saves it as a `tokenizer.json` at `path` and returns the
   path. Its last id is `<|endoftext|>`, as in GPT-2."""
-  from tokenizers import Tokenizer as HFFile, decoders, models, pre_tokenizers, trainers  # noqa
+  from tokenizers import Tokenizer as HFFile, decoders, models, pre_tokenizers, trainers
   tok = HFFile(models.BPE())
   tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
   tok.decoder = decoders.ByteLevel()

@@ -114,7 +114,7 @@ def write_runs_report(workdirs: Sequence[str], report_dir: str, metric: str = ""
   paths.write_text(os.path.join(report_dir, sweep_lib.MANIFEST),
                    json.dumps(manifest, indent=1, default=str))
 
-  from transformer.report import write as report  # noqa: PLC0415
+  from transformer.report import write as report
   from transformer.report import runs as report_runs
   path = report.write_report(report_dir, metric,
                              title=f"Comparison of {len(workdirs)} runs launched by hand")

@@ -17,9 +17,9 @@ from transformer.report.stats import initial_loss, mean_ci
 
 
 def load_pyplot():
-  import matplotlib  # noqa: PLC0415
+  import matplotlib
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # noqa: PLC0415
+  import matplotlib.pyplot as plt
   return plt
 
 
@@ -44,7 +44,7 @@ def key_diagnostic(name: str) -> bool:
 def save_png(plt, fig, path: str, dpi: int) -> None:
   """Writes `fig` to `path` as a palette PNG and closes it. The bytes depend only on the
   figure (no date or software version in the file), so a regenerated report is identical."""
-  from PIL import Image  # noqa: PLC0415 -- loaded with matplotlib, only when drawing
+  from PIL import Image  # loaded with matplotlib, only when drawing
   buf = io.BytesIO()
   fig.savefig(buf, format="png", dpi=dpi)
   plt.close(fig)
@@ -113,7 +113,7 @@ def split_runs(runs: Sequence[Run], keys: Sequence[str]) -> dict[tuple, list[Run
 def _mark_legend(ax, handles: list, plt, final_eval: bool = False) -> None:
   """The legend outside the axes on the right, with the run marks explained (and the last
   eval's, when `final_eval`)."""
-  from matplotlib.lines import Line2D  # noqa: PLC0415
+  from matplotlib.lines import Line2D
   handles = list(handles) + [
       Line2D([], [], color="gray", ls="", **MARKS["final_eval"], label=FINAL_EVAL_LABEL)
       ] * final_eval + [
@@ -191,7 +191,7 @@ def curves_figure(runs: Sequence[Run], metric: str):
     plt.close(fig)
     return None
   _cap_train_loss(axes.ravel()[0], runs)
-  for ax, (key, members) in zip(axes.ravel(), panels.items()):
+  for ax, members in zip(axes.ravel(), panels.values()):
     for r in members:
       if r.status == "diverged":
         steps = [row["step"] for row in r.metrics.get("train", [])]
@@ -200,7 +200,7 @@ def curves_figure(runs: Sequence[Run], metric: str):
     ax.axis("off")
   for ax in axes[:, 0]:
     ax.set_ylabel("train loss (line) / eval loss (marks)")
-  from matplotlib.lines import Line2D  # noqa: PLC0415
+  from matplotlib.lines import Line2D
   handles = [Line2D([], [], color=c, lw=2, label=f"LR {v:g}") for v, c in colors.items()]
   _mark_legend(axes[0, -1] if len(panels) >= cols else axes.ravel()[len(panels) - 1],
                handles, plt, final_eval=True)
@@ -407,7 +407,7 @@ def final_vs_figure(runs: Sequence[Run], field: str, fields: Sequence[str], metr
   for ax in axes[:, 0]:
     ax.set_ylabel(f"final eval {metric}")
   if lr_colors:
-    from matplotlib.lines import Line2D  # noqa: PLC0415
+    from matplotlib.lines import Line2D
     hs = [Line2D([], [], color=c, lw=2, label=f"LR {v:g}") for v, c in sorted(lr_colors.items())]
   else:
     hs = list(handles.values())

@@ -26,7 +26,7 @@ def mean_ci(values: Sequence[float], confidence: Optional[float] = None) -> tupl
     return float("nan"), float("nan")
   if x.size < 2:
     return float(x[0]), float("nan")
-  from scipy import stats  # noqa: PLC0415
+  from scipy import stats
   half = stats.t.ppf(0.5 + confidence / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
   return float(x.mean()), float(half)
 

@@ -120,7 +120,7 @@ class Seq2SeqTask(TokenVocabulary, TaskBase):
 def corpus_bleu(hypotheses: list[str], references: list[str]) -> tuple[float, str]:
   """sacreBLEU's corpus BLEU (13a tokenization, mixed case, exp smoothing) of detokenized
   strings against one reference each, and its signature."""
-  import sacrebleu  # noqa: PLC0415
+  import sacrebleu
   bleu = sacrebleu.metrics.BLEU()
   score = bleu.corpus_score(hypotheses, [references])
   return float(score.score), str(bleu.get_signature())

@@ -252,7 +252,7 @@ def run_benchmarks(config: ExperimentConfig, batch_sizes: list[int], steps: int 
                                                                   batch_size=size))
     try:
       results.append(run_benchmark(sized, steps, warmup, workdir))
-    except Exception as e:  # noqa: BLE001 -- XLA's OOM is many lines; anything else re-raised
+    except Exception as e:  # XLA's OOM is many lines; anything else re-raised
       oom = out_of_memory(e, f"--mode=bench: batch {size} on {jax.devices()[0].device_kind}",
                           "Give smaller --bench_batch_sizes, or more --config.train."
                           "micro_batches.")

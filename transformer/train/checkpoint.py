@@ -167,7 +167,7 @@ class TfIteratorHandler(ocp.CheckpointHandler):
       (directory / f"process_{jax.process_index()}.json").write_text(
           json.dumps(args.iterator.get_state()))
       return
-    import tensorflow as tf  # noqa: PLC0415 -- the TFDS path only
+    import tensorflow as tf  # the TFDS path only
     with _local_folder(directory, upload=True) as local:
       tf.train.Checkpoint(iterator=args.iterator).write(self._prefix(local))
 
@@ -179,7 +179,7 @@ class TfIteratorHandler(ocp.CheckpointHandler):
                                 "saved by a token-file run")
       args.iterator.set_state(json.loads(path.read_text()))
       return args.iterator
-    import tensorflow as tf  # noqa: PLC0415 -- the TFDS path only
+    import tensorflow as tf  # the TFDS path only
     with _local_folder(directory, upload=False) as local:
       tf.train.Checkpoint(iterator=args.iterator).read(self._prefix(local)).assert_consumed()
     return args.iterator
@@ -202,7 +202,7 @@ def _local_folder(directory: epath.Path, upload: bool):
   if not paths.has_scheme(os.fspath(directory)):
     yield directory
     return
-  import tempfile  # noqa: PLC0415
+  import tempfile
   with tempfile.TemporaryDirectory(prefix="transformer-iterator-") as tmp:
     local = epath.Path(tmp)
     if not upload:

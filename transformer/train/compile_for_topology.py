@@ -96,7 +96,7 @@ def check_compiler() -> None:
 def topology_devices(topology: Topology, num_slices: int = 1) -> list:
   """The compile-only devices of `num_slices` slices of `topology` (no TPU needed)."""
   check_compiler()
-  from jax.experimental import topologies as jax_topologies  # noqa: PLC0415
+  from jax.experimental import topologies as jax_topologies
   with _libtpu_environment(topology):
     return list(jax_topologies.get_topology_desc(**topology.desc_kwargs(num_slices)).devices)
 
@@ -134,7 +134,7 @@ def check_config(config: ExperimentConfig, num_slices: int = 1) -> None:
 
 def _batch_shapes(task, global_batch: int) -> dict:
   """`jax.ShapeDtypeStruct`s of a global batch of the task's shapes (one row is drawn)."""
-  import jax  # noqa: PLC0415
+  import jax
   row = task.random_batch(1, np.random.default_rng(0))
   return {k: jax.ShapeDtypeStruct((global_batch,) + v.shape[1:], v.dtype) for k, v in row.items()}
 
@@ -189,8 +189,8 @@ def compile_steps(config: ExperimentConfig, devices: Sequence, *, eval_step: boo
   Returns `(config as the task completed it, the Parallel, [CompiledStep, ...])`. Raises
   `OverHbm` (one line, for launch) when a step does not fit `where`'s HBM.
   """
-  from transformer.train import bench, optim  # noqa: PLC0415 -- JAX, Flax
-  from transformer.train.parallel import build_parallel  # noqa: PLC0415
+  from transformer.train import bench, optim  # JAX, Flax
+  from transformer.train.parallel import build_parallel
   task = bench.bench_task(config)
   config = task.config
   par = build_parallel(config, task, optim.build_optimizer(config.optim, config.train.num_steps),
@@ -223,8 +223,8 @@ def lower_for_platform(config: ExperimentConfig, devices: Sequence, platform: st
   the CUDA plugin), and cuDNN attention cannot even be traced without cuDNN
   (`jax.nn.dot_product_attention` asks cuDNN its version): this checks what the lowering
   shows, e.g. a GPU config's padded vocabulary (README, "Compile for a TPU slice")."""
-  from transformer.train import bench, optim  # noqa: PLC0415
-  from transformer.train.parallel import build_parallel  # noqa: PLC0415
+  from transformer.train import bench, optim
+  from transformer.train.parallel import build_parallel
   task = bench.bench_task(config)
   config = task.config
   par = build_parallel(config, task, optim.build_optimizer(config.optim, config.train.num_steps),
@@ -247,8 +247,8 @@ def compiled_flops_note(config: ExperimentConfig) -> str:
 def report(config: ExperimentConfig, topology: Topology, num_slices: int, par,
            steps: list[CompiledStep]) -> list[str]:
   """The lines `--mode=compile` prints: mesh, memory and FLOPs per device, compile times."""
-  from transformer.train.state import count_params  # noqa: PLC0415
-  import jax  # noqa: PLC0415
+  from transformer.train.state import count_params
+  import jax
   n = par.num_devices
   hbm = topology.hbm_gib
   kind = kinds.get(config.model.kind)
@@ -346,7 +346,7 @@ def largest_batches(config: ExperimentConfig, devices: Sequence, topology: Topol
   """For each remat policy and layout, the largest batch per device whose train step fits
   `topology`'s HBM (searched up to `limit` rows per device, in multiples of
   `train.micro_batches`). Returns one dict per (remat, layout)."""
-  from transformer.train.parallel import mesh_shape  # noqa: PLC0415
+  from transformer.train.parallel import mesh_shape
   rows = []
   for remat in remats:
     for layout in layouts:
@@ -357,13 +357,13 @@ def largest_batches(config: ExperimentConfig, devices: Sequence, topology: Topol
       found, count, t0 = {}, [0], time.perf_counter()
 
       def fits(k: int) -> bool:
-        count[0] += 1
+        count[0] += 1  # noqa: B023 -- fits() runs within this iteration only
         try:
-          _, _, (step,) = compile_steps(with_layout(base, batch=k * micro * ways), devices,
+          _, _, (step,) = compile_steps(with_layout(base, batch=k * micro * ways), devices,  # noqa: B023
                                         where=topology.name)
         except OverHbm:
           return False
-        found[k] = step.total_bytes
+        found[k] = step.total_bytes  # noqa: B023
         return True
 
       k = largest_fitting(fits, max(1, limit // micro))

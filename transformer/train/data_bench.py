@@ -70,7 +70,7 @@ def time_train_step(task, batch: dict, num_steps: int, seq2seq: bool = False
 
 def run_data_benchmark(config, num_batches: int, num_steps: int, skip_model: bool) -> None:
   """Prints the pipeline's and the train step's tokens/s for `config` (an ExperimentConfig)."""
-  from transformer import kinds  # noqa: PLC0415 -- heavy imports only when this mode runs
+  from transformer import kinds  # heavy imports only when this mode runs
 
   with tempfile.TemporaryDirectory() as workdir:
     data, task = kinds.build_data_and_task(config, workdir)

@@ -219,9 +219,9 @@ def format_table(rows: list[dict]) -> str:
 
 
 def _plot(rows: list[dict], stats: dict, title: str, path: str) -> None:
-  import matplotlib  # noqa: PLC0415 -- only --mode=diagnose draws
+  import matplotlib  # only --mode=diagnose draws
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # noqa: PLC0415 -- after choosing the Agg backend
+  import matplotlib.pyplot as plt  # after choosing the Agg backend
   fig, axes = plt.subplots(2, 2, figsize=(11, 8))
   panels = [("grad_norm", "gradient norm", True), ("residual_rms", "residual RMS", False),
             (f"{SELF_ATTENTION}/attn_entropy", "attention entropy (nats)", False),

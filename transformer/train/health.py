@@ -28,7 +28,7 @@ def all_finite(*scalars: jax.Array) -> jax.Array:
 def keep_previous_if_not_finite(finite: jax.Array, new_state, old_state):
   """`new_state`, except that its params and opt_state are `old_state`'s where `finite` is
   false. The step counter is `new_state`'s either way, so data and dropout move on."""
-  keep = lambda new, old: jnp.where(finite, new, old)  # noqa: E731
+  keep = lambda new, old: jnp.where(finite, new, old)
   return new_state.replace(params=jax.tree.map(keep, new_state.params, old_state.params),
                            opt_state=jax.tree.map(keep, new_state.opt_state,
                                                   old_state.opt_state))

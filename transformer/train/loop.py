@@ -210,7 +210,7 @@ def _extra_sinks(config, workdir: str, first) -> list:
   """Metric sinks beside TensorBoard: wandb when train.wandb_project is set (process 0)."""
   if not config.train.wandb_project or jax.process_index() != 0:
     return []
-  from transformer.train.wandb_writer import WandbSink  # noqa: PLC0415 -- optional package
+  from transformer.train.wandb_writer import WandbSink  # optional package
   return [WandbSink(workdir, config.to_dict(), first)]
 
 

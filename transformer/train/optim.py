@@ -20,7 +20,7 @@ def learning_rate_schedule(cfg: OptimConfig, num_steps: int) -> optax.Schedule:
     decay = optax.linear_schedule(peak, end, decay_steps)
   elif cfg.decay == "rsqrt":
     warm = max(cfg.warmup_steps, 1)
-    decay = lambda count: peak * jax.lax.rsqrt((count + warm) / warm)  # noqa: E731
+    decay = lambda count: peak * jax.lax.rsqrt((count + warm) / warm)
   else:
     decay = optax.constant_schedule(peak)
   return optax.join_schedules([warmup, decay], [cfg.warmup_steps])

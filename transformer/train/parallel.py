@@ -110,7 +110,7 @@ def make_mesh(cfg: ParallelConfig, devices: Optional[Sequence[jax.Device]] = Non
 def hybrid_device_grid(cfg: ParallelConfig, devices: Sequence[Any]) -> np.ndarray:
   """The `(data, fsdp, tensor)` array of devices whose data axis is `dcn_data` blocks, one per
   slice (devices' `slice_index`, on multi-slice TPUs) or else one per process."""
-  from jax.experimental import mesh_utils  # noqa: PLC0415 -- only for multi-slice meshes
+  from jax.experimental import mesh_utils  # only for multi-slice meshes
   sizes = mesh_shape(cfg, len(devices))
   dcn = cfg.dcn_data
   by_slice = len({getattr(d, "slice_index", 0) for d in devices}) > 1

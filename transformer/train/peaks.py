@@ -82,7 +82,7 @@ def measure_matmul_flops(size: int = CPU_PEAK_MATMUL_SIZE, repeats: int = CPU_PE
   """FLOP/s of the fastest of `repeats` runs of a jit-compiled `[size, size] @ [size, size]`
   matmul in `dtype` (2 size^3 FLOPs) on `device` (default: the first device), after a
   warm-up."""
-  import jax.numpy as jnp  # noqa: PLC0415
+  import jax.numpy as jnp
   device = device or jax.devices()[0]
   a, b = (jax.device_put(jax.random.normal(jax.random.PRNGKey(i), (size, size),
                                            jnp.dtype(dtype)), device) for i in (0, 1))

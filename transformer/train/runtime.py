@@ -65,13 +65,13 @@ def skip_absent_tpu(environ=os.environ) -> bool:
   if any(importlib.util.find_spec(p) is not None for p in _GPU_PLUGINS):
     return False
   try:
-    from jax._src import hardware_utils  # noqa: PLC0415 -- private: guarded below
+    from jax._src import hardware_utils  # private: guarded below
     chips, _ = hardware_utils.num_available_tpu_chips_and_device_id()
   except Exception:  # noqa: BLE001 -- JAX moved it: change nothing rather than guess
     return False
   if chips:
     return False
-  import jax  # noqa: PLC0415 -- imported already by hardware_utils; no backend started yet
+  import jax  # imported already by hardware_utils; no backend started yet
   environ["JAX_PLATFORMS"] = "cpu"  # for child processes (sweep points, multihost workers)
   jax.config.update("jax_platforms", "cpu")  # JAX read the environment at its import
   return True
@@ -80,7 +80,7 @@ def skip_absent_tpu(environ=os.environ) -> bool:
 def enable_compilation_cache(directory: str) -> None:
   """Keeps compiled programs in `directory` across runs (JAX's persistent compilation cache);
   programs that compile in under a second are not worth a file and are not kept."""
-  import jax  # noqa: PLC0415
+  import jax
   directory = os.path.abspath(os.path.expanduser(directory))
   os.makedirs(directory, exist_ok=True)
   jax.config.update("jax_compilation_cache_dir", directory)

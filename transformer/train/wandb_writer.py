@@ -27,7 +27,7 @@ def check_available(project: str) -> None:
   if not project:
     return
   try:
-    import wandb  # noqa: PLC0415, F401
+    import wandb  # noqa: F401
   except ImportError:
     raise ConfigError(f"--config.train.wandb_project={project} needs the wandb package: "
                       f"{EXTRA} (or leave wandb_project empty).") from None
@@ -59,7 +59,7 @@ class WandbSink:
   """`log(step, split, metrics)` into one wandb run; `close()` finishes it."""
 
   def __init__(self, workdir: str, config: Mapping[str, Any], provenance: Optional[Mapping]):
-    import wandb  # noqa: PLC0415 -- optional
+    import wandb  # optional
     train = config["train"]
     self.run = wandb.init(
         project=train["wandb_project"], entity=train["wandb_entity"] or None,

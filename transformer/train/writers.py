@@ -30,7 +30,7 @@ class MetricWriter:
   transformer/train/wandb_writer.py), as clu's MultiWriter fans out. Only process 0 writes."""
 
   def __init__(self, workdir: str, sinks=()):
-    import jax  # noqa: PLC0415 -- as in `log`
+    import jax  # as in `log`
     self.enabled = jax.process_index() == 0
     self.sinks = list(sinks) if self.enabled else []
     self.workdir = workdir
@@ -87,11 +87,11 @@ class EventWriter:
   def __init__(self, logdir: str):
     # Imported here, once per run directory: the sweep runner uses this module and imports
     # neither tensorboard nor JAX.
-    from tensorboard.compat.proto import event_pb2  # noqa: PLC0415
-    from tensorboard.plugins.scalar import metadata as scalar_metadata  # noqa: PLC0415
-    from tensorboard.plugins.text import metadata as text_metadata  # noqa: PLC0415
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter  # noqa: PLC0415
-    from tensorboard.util import tensor_util  # noqa: PLC0415
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.plugins.scalar import metadata as scalar_metadata
+    from tensorboard.plugins.text import metadata as text_metadata
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    from tensorboard.util import tensor_util
     paths.makedirs(logdir)
     self._writer = (_BucketEventFileWriter(logdir) if paths.has_scheme(logdir)
                     else EventFileWriter(logdir))
@@ -136,16 +136,16 @@ def _hparam_value(v):
 def hparams_summary(values: dict, trial_id: str):
   """The hparams plugin's session start summary for `values` (the `tensorboard` package's
   protos; no TensorFlow)."""
-  from tensorboard.plugins.hparams import summary_v2  # noqa: PLC0415 -- as in EventWriter
+  from tensorboard.plugins.hparams import summary_v2  # as in EventWriter
   return summary_v2.hparams_pb(values, trial_id=trial_id)
 class _BucketEventFileWriter:
   """tensorboard's `EventFileWriter` for a URL folder: the same file name and records (its
   `RecordWriter`), written through epath by `paths.RewrittenFile`, synchronously."""
 
   def __init__(self, logdir: str):
-    import socket  # noqa: PLC0415
-    from tensorboard.compat.proto import event_pb2  # noqa: PLC0415
-    from tensorboard.summary.writer.record_writer import RecordWriter  # noqa: PLC0415
+    import socket
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
     name = (f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
             f"{os.getpid()}.{id(self)}")
     self._records = RecordWriter(paths.RewrittenFile(paths.join(logdir, name)))
@@ -171,6 +171,6 @@ def format_duration(seconds: float) -> str:
 
 def log(message: str) -> None:
   """Prints on process 0 only, flushed so progress shows under pipes and schedulers."""
-  import jax  # noqa: PLC0415 -- the sweep runner uses this module and must not import JAX
+  import jax  # the sweep runner uses this module and must not import JAX
   if jax.process_index() == 0:
     print(message, flush=True)

@@ -95,7 +95,7 @@ def to_gpt2(cfg: ModelConfig, params: Any, id_offset: int = 0) -> dict[str, np.n
   """Our DecoderLM `params` (unboxed; `params["embedder"]`, `params["decoder"]`) -> GPT-2
   tensors by name, float32, C-contiguous; `wte` is our embedding's rows
   `id_offset .. vocab_size - 1` (the module docstring)."""
-  f32 = lambda a: np.ascontiguousarray(np.asarray(a, dtype=np.float32))  # noqa: E731
+  f32 = lambda a: np.ascontiguousarray(np.asarray(a, dtype=np.float32))
   d = cfg.d_model
   emb, dec = params["embedder"], params["decoder"]
   out = {"wte.weight": f32(emb["token_embedding"]["embedding"])[id_offset:cfg.vocab_size],
@@ -175,9 +175,9 @@ def from_gpt2(tensors: dict[str, np.ndarray], hf: dict[str, Any],
 def read_hf_dir(directory: str, what: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
   """`(tensors, config)` of a GPT-2 folder (model.safetensors + config.json). A missing,
   torn or foreign file is a one-line ConfigError naming it; nothing is written."""
-  from safetensors import SafetensorError  # noqa: PLC0415
-  from safetensors.numpy import load_file  # noqa: PLC0415
-  from transformer import user_files  # noqa: PLC0415
+  from safetensors import SafetensorError
+  from safetensors.numpy import load_file
+  from transformer import user_files
   weights, config_path = (os.path.join(directory, f) for f in (WEIGHTS_FILE, CONFIG_FILE))
   for path in (config_path, weights):
     if not os.path.isfile(path):
@@ -202,7 +202,7 @@ def write_hf_dir(cfg: ModelConfig, params: Any, export_dir: str, id_offset: int 
   (without embedding rows 0 .. `id_offset` - 1, see the module docstring), each whole or not
   at all (`transformer.paths`' atomic writers: a crash never leaves a torn file under the final
   name, nor a temporary one); returns the paths written."""
-  from safetensors.numpy import save  # noqa: PLC0415
+  from safetensors.numpy import save
   tensors = to_gpt2(cfg, params, id_offset)
   settings = json.dumps(hf_config(cfg, id_offset, special_ids), indent=2)
   os.makedirs(export_dir, exist_ok=True)

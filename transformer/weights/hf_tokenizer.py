@@ -37,8 +37,8 @@ END_OF_TEXT = "<|endoftext|>"
 def id_offset(tokenizer) -> int:
   """3 for a tokenizer whose ids are another library's shifted up (hf:, gpt2:, a foreign
   token file's `ids`), 0 for one whose ids are this project's own (bytes, sentencepiece)."""
-  from transformer.data.foreign_tokens import IdsTokenizer  # noqa: PLC0415
-  from transformer.data.tokenizers import HFTokenizer, TiktokenTokenizer  # noqa: PLC0415
+  from transformer.data.foreign_tokens import IdsTokenizer
+  from transformer.data.tokenizers import HFTokenizer, TiktokenTokenizer
   if isinstance(tokenizer, (HFTokenizer, TiktokenTokenizer, IdsTokenizer)):
     return int(tokenizer.offset)
   return 0
@@ -46,7 +46,7 @@ def id_offset(tokenizer) -> int:
 
 def ids_meaning(tokenizer) -> str:
   """One sentence: what the exported ids mean, for a run whose tokenizer is not written."""
-  from transformer.data.tokenizers import ByteTokenizer  # noqa: PLC0415
+  from transformer.data.tokenizers import ByteTokenizer
   if isinstance(tokenizer, ByteTokenizer):
     return ("no Hugging Face tokenizer for data.tokenizer=bytes: id = UTF-8 byte + 3, "
             "0 = pad, 1 = BOS, 2 = EOS")
@@ -59,7 +59,7 @@ def ids_meaning(tokenizer) -> str:
 
 def byte_to_unicode() -> dict[int, str]:
   """GPT-2's byte-level alphabet: the printable character that stands for each byte."""
-  from transformer.data.tokenizers import byte_level_alphabet  # noqa: PLC0415
+  from transformer.data.tokenizers import byte_level_alphabet
   return {b: c for c, b in byte_level_alphabet().items()}
 
 
@@ -74,7 +74,7 @@ def ranks_to_bpe(ranks: dict[bytes, int]) -> tuple[dict[str, int], list[tuple[st
   token not reachable as two lower-ranked tokens) raises ValueError.
   """
   alphabet = byte_to_unicode()
-  spell = lambda b: "".join(alphabet[x] for x in b)  # noqa: E731
+  spell = lambda b: "".join(alphabet[x] for x in b)
   merges = []
   for token, rank in sorted(ranks.items(), key=lambda kv: kv[1]):
     if len(token) == 1:
@@ -101,8 +101,8 @@ def _bpe(ranks: dict[bytes, int], token: bytes, below: int) -> list[bytes]:
 def bpe_tokenizer_json(vocab: dict[str, int], merges: list[tuple[str, str]],
                        end_of_text: int | None) -> str:
   """The `tokenizer.json` of a GPT-2 style byte-level BPE (`tokenizers` builds it)."""
-  from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # noqa: PLC0415
-  from tokenizers import AddedToken  # noqa: PLC0415
+  from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+  from tokenizers import AddedToken
   vocab = dict(vocab)
   if end_of_text is not None:
     vocab[END_OF_TEXT] = end_of_text
@@ -119,7 +119,7 @@ def write_tokenizer(tokenizer, export_dir: str, max_len: int) -> tuple[list[str]
   others); returns `(paths written, {"bos_token_id": i, "eos_token_id": i})`, the ids being
   `<|endoftext|>`'s when the tokenizer has it (GPT-2: 50256), else empty. Each file is written
   whole or not at all (`transformer.paths`' atomic writers)."""
-  from transformer.data.tokenizers import HFTokenizer, TiktokenTokenizer  # noqa: PLC0415
+  from transformer.data.tokenizers import HFTokenizer, TiktokenTokenizer
   files: dict[str, Callable[[], bytes]] = {}  # name -> its contents
   if isinstance(tokenizer, HFTokenizer):
     end = tokenizer._tok.token_to_id(END_OF_TEXT)  # noqa: SLF001

@@ -37,7 +37,7 @@ def load_params(workdir: str, step: Optional[int] = None,
   `<workdir>/checkpoints`, the run's config (dict, `{}` without config.json) and the step.
   Raises ConfigError if there is no such checkpoint, a one-line UserFileError for a bad
   config.json and RunError for a checkpoint that cannot be read; nothing is written."""
-  import orbax.checkpoint as ocp  # noqa: PLC0415 -- only when a run starts from another
+  import orbax.checkpoint as ocp  # only when a run starts from another
   root = paths.absolute(workdir)
   directory = paths.join(root, "checkpoints")
   if not paths.isdir(directory):
@@ -96,7 +96,7 @@ def matching_params(spec: str, abstract_params: Any, log: Callable[[str], None] 
   mean); without `vocab_size` its rows are taken as ours, zero-padded."""
   want = _flat(abstract_params)
   if spec.startswith(HF_PREFIX):  # Hugging Face GPT-2 weights (transformer/weights/hf_gpt2.py)
-    from transformer.weights import hf_gpt2  # noqa: PLC0415
+    from transformer.weights import hf_gpt2
     workdir, step = spec[len(HF_PREFIX):], "hf"
     tensors, hf = hf_gpt2.read_hf_dir(workdir, f"--config.model.init_from={spec}")
     rows = want.get("embedder/token_embedding/embedding")
