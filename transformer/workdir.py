@@ -7,6 +7,8 @@ committed study keeps its runs' metrics gzipped (`metrics.jsonl.gz`, see
 experiments/compress_results.py); `read_metrics` reads that when there is no plain file. The
 training loop, eval, sample, diagnose, the sweep runner and its report all read it through
 here. This module imports no JAX and no TensorFlow, so the sweep runner and report stay light.
+Every file a run keeps is written through `transformer.paths` (`write_text` / `write_bytes`,
+atomic; `append_text` for metrics.jsonl): make a new file crash-safe there.
 """
 
 from __future__ import annotations

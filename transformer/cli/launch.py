@@ -1,4 +1,5 @@
-"""Command-line entry point behind `launch.py`: parse flags, validate the config, run a mode."""
+"""Command-line entry point behind `launch.py`: parse flags, validate the config, run a mode.
+A mode is an entry of `modes.py`'s table (what it reads, writes, runs); its runner is here."""
 
 from __future__ import annotations
 

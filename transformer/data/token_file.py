@@ -1,5 +1,8 @@
 """Token files: a language model's data as flat arrays of token ids, read by memory map.
 
+Other projects' files without our sidecar (nanoGPT's raw `.bin`, llm.c's headered ones) are
+read by `foreign_tokens.py` and described by `foreign_meta.py`: a new layout goes there.
+
 The layout nanoGPT and llm.c use: `<dir>/<split>.bin` holds every document's token ids, each
 document followed by the EOS id, as raw little-endian `uint16` (vocabularies below 65,536 ids)
 or `uint32`. `<dir>/meta.json` (the sidecar) says how to read them:

@@ -3,7 +3,8 @@
 `train_and_evaluate(config, workdir)` is the whole run. Running it again on the same workdir
 resumes from the latest checkpoint (train state, input position and all) and, if the run had
 finished, only reports its final figures. `TrainSteps` is the loop itself, one named part per
-thing a step may do.
+thing a step may do. A train metric is added in the step (`steps.make_train_step`'s dict), not
+here; where rows go (JSON lines, TensorBoard, wandb) is `writers.py`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """Pure step functions: `train_step(state, batch, rng) -> (state, metrics)` and
-`eval_step(params, batch) -> sums`. The same functions serve jit, pmap, tests and benchmarks."""
+`eval_step(params, batch) -> sums`. The same functions serve jit, pmap, tests and benchmarks.
+The train step's metrics dict is the train row: a key added there is logged by the loop
+(`loop.train_means`). Eval metrics are the task's (`eval_sums` / `summarize` in `tasks/`)."""
 
 from __future__ import annotations
 
