@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from transformer.config import ATTENTION_IMPLS
-from transformer.model.common import fan_in_init, zeros_init
+from transformer.model.common import fan_in_init, sow_scalar, zeros_init
 from transformer.model.positions import apply_rope
 
 
@@ -228,11 +228,9 @@ class MultiHeadAttention(nn.Module):
     log_p = jax.nn.log_softmax(jnp.where(visible, logits, jnp.finfo(jnp.float32).min), -1)
     entropy = -jnp.sum(jnp.where(visible, jnp.exp(log_p) * log_p, 0.0), -1)  # [b, n, t]
     rows = jnp.any(visible, -1).astype(jnp.float32)
-    keep = lambda _, new: new
-    zero = lambda: jnp.zeros([], jnp.float32)
-    self.sow("diagnostics", "attn_entropy", jnp.sum(entropy * rows) / jnp.maximum(rows.sum(), 1),
-             reduce_fn=keep, init_fn=zero)
-    self.sow("diagnostics", "attn_max_logit", jnp.max(masked), reduce_fn=keep, init_fn=zero)
+    sow_scalar(self, "diagnostics", "attn_entropy",
+               jnp.sum(entropy * rows) / jnp.maximum(rows.sum(), 1))
+    sow_scalar(self, "diagnostics", "attn_max_logit", jnp.max(masked))
 
   def _update_cache(self, key: jax.Array, value: jax.Array, mask: Optional[jax.Array]):
     """Writes this call's keys/values at `cache_index`; returns the whole cache and the mask

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 
 from transformer.config import ModelConfig
 from transformer.model.attention import MultiHeadAttention
-from transformer.model.common import dtype_of
+from transformer.model.common import dtype_of, sow_scalar
 from transformer.model.feedforward import FeedForward
 from transformer.model.norms import make_norm
 
@@ -98,14 +98,6 @@ def _rms(x: jax.Array) -> jax.Array:
   return jnp.sqrt(jnp.mean(jnp.square(x.astype(jnp.float32))))
 
 
-def _keep_last(_, new):
-  return new
-
-
-def _zero():
-  return jnp.zeros([], jnp.float32)
-
-
 class Block(nn.Module):
   """Self-attention, optional cross-attention, and feed-forward sublayers.
 
@@ -163,10 +155,9 @@ class Block(nn.Module):
     """f(h) with dropout, sowing its RMS (diagnostics) and variance (Admin profiling)."""
     y = nn.Dropout(self.cfg.dropout_rate, deterministic=deterministic)(f(h))
     if self.is_mutable_collection("diagnostics"):
-      self.sow("diagnostics", f"{name}_out_rms", _rms(y), reduce_fn=_keep_last, init_fn=_zero)
+      sow_scalar(self, "diagnostics", f"{name}_out_rms", _rms(y))
     if self.is_mutable_collection("admin_profile"):
-      self.sow("admin_profile", f"{name}_branch_var", jnp.var(y.astype(jnp.float32)),
-               reduce_fn=_keep_last, init_fn=_zero)
+      sow_scalar(self, "admin_profile", f"{name}_branch_var", jnp.var(y.astype(jnp.float32)))
     return y
 
   def _residual(self, x: jax.Array, f: Callable[[jax.Array], jax.Array], name: str,
@@ -218,5 +209,5 @@ class Block(nn.Module):
                       init_gain=self._init_gain(), name=FEED_FORWARD)
     x = self._residual(x, ffn, FEED_FORWARD, deterministic)
     if self.is_mutable_collection("diagnostics"):
-      self.sow("diagnostics", "residual_rms", _rms(x), reduce_fn=_keep_last, init_fn=_zero)
+      sow_scalar(self, "diagnostics", "residual_rms", _rms(x))
     return x

@@ -36,6 +36,13 @@ def ones_init(logical: Sequence[str]):
   return nn.with_logical_partitioning(nn.initializers.ones_init(), tuple(logical))
 
 
+def sow_scalar(module: nn.Module, collection: str, name: str, value: jax.Array) -> None:
+  """Sows the float32 scalar `value` as `collection/name`, replacing what an earlier call
+  sowed there (a plain value, not flax's default tuple of every call's value)."""
+  module.sow(collection, name, value, reduce_fn=lambda _, new: new,
+             init_fn=lambda: jnp.zeros([], jnp.float32))
+
+
 # The residual stream `[batch, length, d_model]` keeps its batch dimension split over the
 # mesh axes the batch arrives on. Without this, a mesh with fsdp > 1 lets XLA's sharding
 # propagation follow the parameters (d_model split over fsdp) into the activations: measured

@@ -20,9 +20,9 @@ import jax.numpy as jnp
 from transformer.config import ModelConfig
 from transformer.model import admin
 from transformer.model.attention import padding_mask, segment_mask
+from transformer.model.block import norm_for
 from transformer.model.common import dtype_of, fan_in_init
 from transformer.model.positions import LearnedPositions, sinusoidal_encoding
-from transformer.model.norms import make_norm
 from transformer.model.stacks import TransformerStack
 
 
@@ -306,9 +306,7 @@ class MaskedLM(AdminInit, nn.Module):
     embedder, x = _embed_and_encode(cfg, tokens, positions, segment_ids, deterministic)
     h = nn.Dense(cfg.d_model, dtype=dtype_of(cfg.dtype), param_dtype=dtype_of(cfg.param_dtype),
                  kernel_init=fan_in_init(("embed", "mlp")), name="mlm_transform")(x)
-    h = make_norm(cfg.norm, epsilon=cfg.norm_epsilon, use_bias=cfg.norm_bias,
-                  dtype=dtype_of(cfg.dtype), param_dtype=dtype_of(cfg.param_dtype),
-                  name="mlm_norm", dyt_alpha_init=cfg.dyt_alpha_init)(jax.nn.gelu(h))
+    h = norm_for(cfg, "mlm_norm")(jax.nn.gelu(h))
     bias = self.param("mlm_output_bias", nn.with_logical_partitioning(
         nn.initializers.zeros_init(), ("vocab",)), (cfg.vocab_size,), dtype_of(cfg.param_dtype))
     return output_logits(cfg, embedder, h) + bias.astype(jnp.float32)

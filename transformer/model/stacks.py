@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from transformer.config import ModelConfig
 from transformer.model.block import Block, layer_placement, mix_post_layers, needs_final_norm, norm_for
-from transformer.model.common import constrain_residual
+from transformer.model.common import constrain_residual, sow_scalar
 
 
 # Names of the scanned layer modules: all layers, or Mix-LN's post-norm part and pre-norm part.
@@ -69,8 +69,7 @@ class TransformerStack(nn.Module):
       # across iterations cannot undo the remat.
       block = nn.remat(block, policy=JAX_REMAT_POLICIES[cfg.remat], prevent_cse=not cfg.scan_layers)
     if self.is_mutable_collection("admin_profile"):  # the variance of the stack's input
-      self.sow("admin_profile", "input_var", jnp.var(x.astype(jnp.float32)),
-               reduce_fn=lambda _, new: new, init_fn=lambda: jnp.zeros([], jnp.float32))
+      sow_scalar(self, "admin_profile", "input_var", jnp.var(x.astype(jnp.float32)))
     common = dict(cross_attention=self.cross_attention, decode=self.decode, role=self.role,
                   num_layers=num_layers, causal=self.causal, deterministic=deterministic)
     if cfg.scan_layers:
