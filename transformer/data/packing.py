@@ -56,46 +56,60 @@ def pack_dataset(ds: tf.data.Dataset, max_lengths: dict[str, int], window: int =
     return out
 
   def pack_window(batch):
-    lengths = batch["_lengths"]  # [n, F]
-    n = tf.shape(lengths)[0]
-
-    def place(i, row_fill, row_segments, rows, offsets, segments):
-      fits = tf.reduce_all(row_fill + lengths[i] <= limits, axis=1)  # [n]
-      r = tf.argmax(tf.cast(fits, tf.int32), output_type=tf.int32)  # first row that fits
-      offsets = offsets.write(i, row_fill[r])
-      segments = segments.write(i, row_segments[r] + 1)
-      rows = rows.write(i, r)
-      row_fill = tf.tensor_scatter_nd_add(row_fill, [[r]], lengths[i][None])
-      row_segments = tf.tensor_scatter_nd_add(row_segments, [[r]], [1])
-      return i + 1, row_fill, row_segments, rows, offsets, segments
-
-    _, _, row_segments, rows, offsets, segments = tf.while_loop(
-        lambda i, *_: i < n, place,
-        (0, tf.zeros_like(lengths), tf.zeros([n], tf.int32),
-         tf.TensorArray(tf.int32, size=n), tf.TensorArray(tf.int32, size=n),
-         tf.TensorArray(tf.int32, size=n)))
-    rows, offsets, segments = rows.stack(), offsets.stack(), segments.stack()
-    num_rows = tf.reduce_sum(tf.cast(row_segments > 0, tf.int32))
-
-    out = {}
-    for f, k in enumerate(keys):
-      tokens = batch[k]  # [n, max_in_window], 0-padded by padded_batch
-      pos = tf.broadcast_to(tf.range(tf.shape(tokens)[1])[None], tf.shape(tokens))
-      real = pos < lengths[:, f:f + 1]
-      row_of = tf.broadcast_to(rows[:, None], tf.shape(tokens))
-      col = offsets[:, f:f + 1] + pos
-      index = tf.stack([tf.boolean_mask(row_of, real), tf.boolean_mask(col, real)], axis=1)
-      shape = tf.stack([num_rows, max_lengths[k]])
-      seg = tf.broadcast_to(segments[:, None], tf.shape(tokens))
-      out[k] = tf.scatter_nd(index, tf.boolean_mask(tokens, real), shape)
-      out[f"{k}_segment_ids"] = tf.scatter_nd(index, tf.boolean_mask(seg, real), shape)
-      out[f"{k}_positions"] = tf.scatter_nd(index, tf.boolean_mask(pos, real), shape)
-    return out  # [num_rows, ...] for this window
+    return _pack_window(batch, keys, max_lengths, limits)
 
   return (ds.map(with_lengths)
           .padded_batch(window, padded_shapes={**{k: [None] for k in keys}, "_lengths": [None]})
           .map(pack_window, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
           .unbatch())
+
+
+def _first_fit(lengths: tf.Tensor, limits: tf.Tensor):
+  """First fit of a window's examples: `lengths` `[n, F]` (each example's length per feature)
+  into rows of `limits` `[F]`. Returns `(rows, offsets, segments, num_rows)`: each example's
+  row `[n]`, its start in that row per feature `[n, F]`, its segment id there `[n]`, and how
+  many rows were opened."""
+  n = tf.shape(lengths)[0]
+
+  def place(i, row_fill, row_segments, rows, offsets, segments):
+    fits = tf.reduce_all(row_fill + lengths[i] <= limits, axis=1)  # [n]
+    r = tf.argmax(tf.cast(fits, tf.int32), output_type=tf.int32)  # first row that fits
+    offsets = offsets.write(i, row_fill[r])
+    segments = segments.write(i, row_segments[r] + 1)
+    rows = rows.write(i, r)
+    row_fill = tf.tensor_scatter_nd_add(row_fill, [[r]], lengths[i][None])
+    row_segments = tf.tensor_scatter_nd_add(row_segments, [[r]], [1])
+    return i + 1, row_fill, row_segments, rows, offsets, segments
+
+  _, _, row_segments, rows, offsets, segments = tf.while_loop(
+      lambda i, *_: i < n, place,
+      (0, tf.zeros_like(lengths), tf.zeros([n], tf.int32),
+       tf.TensorArray(tf.int32, size=n), tf.TensorArray(tf.int32, size=n),
+       tf.TensorArray(tf.int32, size=n)))
+  num_rows = tf.reduce_sum(tf.cast(row_segments > 0, tf.int32))
+  return rows.stack(), offsets.stack(), segments.stack(), num_rows
+
+
+def _pack_window(batch: dict, keys: list[str], max_lengths: dict[str, int],
+                 limits: tf.Tensor) -> dict:
+  """One window of examples (`batch`: each feature `[n, max_in_window]`, 0-padded by
+  `padded_batch`, and `_lengths` `[n, F]`) packed into `[num_rows, ...]` rows."""
+  lengths = batch["_lengths"]  # [n, F]
+  rows, offsets, segments, num_rows = _first_fit(lengths, limits)
+  out = {}
+  for f, k in enumerate(keys):
+    tokens = batch[k]  # [n, max_in_window], 0-padded by padded_batch
+    pos = tf.broadcast_to(tf.range(tf.shape(tokens)[1])[None], tf.shape(tokens))
+    real = pos < lengths[:, f:f + 1]
+    row_of = tf.broadcast_to(rows[:, None], tf.shape(tokens))
+    col = offsets[:, f:f + 1] + pos
+    index = tf.stack([tf.boolean_mask(row_of, real), tf.boolean_mask(col, real)], axis=1)
+    shape = tf.stack([num_rows, max_lengths[k]])
+    seg = tf.broadcast_to(segments[:, None], tf.shape(tokens))
+    out[k] = tf.scatter_nd(index, tf.boolean_mask(tokens, real), shape)
+    out[f"{k}_segment_ids"] = tf.scatter_nd(index, tf.boolean_mask(seg, real), shape)
+    out[f"{k}_positions"] = tf.scatter_nd(index, tf.boolean_mask(pos, real), shape)
+  return out  # [num_rows, ...] for this window
 
 
 def truncate(ds: tf.data.Dataset, max_lengths: dict[str, int]) -> tf.data.Dataset:

@@ -27,7 +27,7 @@ def digits_splits(seed: int = 0) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 def _load_digits():
   try:
-    from sklearn.datasets import load_digits  # noqa: PLC0415 -- an optional extra, only here
+    from sklearn.datasets import load_digits  # an optional extra, only here
   except ImportError:
     raise ConfigError("data.name=sklearn_digits needs scikit-learn, which is not installed: "
                       'pip install -e ".[digits]"') from None

@@ -16,7 +16,7 @@ import sys
 import tensorflow_datasets as tfds
 
 # Listed without TensorFlow (provenance fingerprints the same files); re-exported here.
-from transformer.data.local_files import is_validation, list_source_files, stdlib_dir  # noqa: F401
+from transformer.data.local_files import is_validation, list_source_files, stdlib_dir
 
 
 class LocalTextConfig(tfds.core.BuilderConfig):
@@ -48,6 +48,22 @@ def make_config(source_dir: str = "", suffixes: tuple[str, ...] = (".py",),
       description=f"{'/'.join(suffixes)} files of {where}, {validation_percent}% held out.")
 
 
+def source_text_info(builder: tfds.core.GeneratorBasedBuilder, *,
+                     label_names: tuple[str, ...] = (), homepage: str = ""
+                     ) -> tfds.core.DatasetInfo:
+  """The DatasetInfo of a builder of local source files: `text` and `path` features, with a
+  `label` (ClassLabel of `label_names`, then supervised as (text, label)) between them when
+  given; `homepage` when given."""
+  features = {"text": tfds.features.Text()}
+  if label_names:
+    features["label"] = tfds.features.ClassLabel(names=list(label_names))
+  features["path"] = tfds.features.Text()
+  return builder.dataset_info_from_configs(
+      features=tfds.features.FeaturesDict(features),
+      supervised_keys=("text", "label") if label_names else None,
+      **({"homepage": homepage} if homepage else {}))
+
+
 class LocalText(tfds.core.GeneratorBasedBuilder):
   """Text files of a local folder (default: the Python standard library's source)."""
 
@@ -56,14 +72,7 @@ class LocalText(tfds.core.GeneratorBasedBuilder):
   BUILDER_CONFIGS = [make_config()]
 
   def _info(self) -> tfds.core.DatasetInfo:
-    return self.dataset_info_from_configs(
-        features=tfds.features.FeaturesDict({
-            "text": tfds.features.Text(),
-            "path": tfds.features.Text(),
-        }),
-        supervised_keys=None,
-        homepage="https://docs.python.org/3/library/",
-    )
+    return source_text_info(self, homepage="https://docs.python.org/3/library/")
 
   def _split_generators(self, dl_manager):
     del dl_manager  # nothing to download: the source is local

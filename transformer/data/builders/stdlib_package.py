@@ -20,6 +20,7 @@ import sys
 
 import tensorflow_datasets as tfds
 
+from transformer.data.builders.local_text import source_text_info
 from transformer.data.local_files import is_validation, list_source_files, stdlib_dir
 
 STDLIB_CLASSES = ("asyncio", "email", "idlelib", "importlib", "multiprocessing", "tkinter",
@@ -81,14 +82,7 @@ class StdlibPackage(tfds.core.GeneratorBasedBuilder):
   BUILDER_CONFIGS = [make_config()]
 
   def _info(self) -> tfds.core.DatasetInfo:
-    return self.dataset_info_from_configs(
-        features=tfds.features.FeaturesDict({
-            "text": tfds.features.Text(),
-            "label": tfds.features.ClassLabel(names=list(self.builder_config.classes)),
-            "path": tfds.features.Text(),
-        }),
-        supervised_keys=("text", "label"),
-    )
+    return source_text_info(self, label_names=tuple(self.builder_config.classes))
 
   def _split_generators(self, dl_manager):
     del dl_manager  # local source

@@ -117,7 +117,7 @@ def synthetic_builder(task: str, data_dir: str | None = None, **sizes) -> Synthe
 
 def from_config(cfg) -> SyntheticSeq2seq:
   """The builder `data.name=synthetic_seq2seq/<task>` reads (`transformer.datasets`)."""
-  from transformer.errors import ConfigError  # noqa: PLC0415
+  from transformer.errors import ConfigError
   task = cfg.name.partition("/")[2]
   if task not in TASKS:
     raise ConfigError(f"--config.data.name={cfg.name!r}: choose synthetic_seq2seq/<task> with "
