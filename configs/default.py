@@ -68,7 +68,8 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.model.embed_scale = True  # multiply token embeddings by sqrt(d_model) (Vaswani et al.)
   c.model.dropout_rate = 0.0  # dropout on embeddings and on each residual branch
   c.model.attention_dropout_rate = 0.0  # dropout on attention weights (reference impl only)
-  c.model.attention_impl = "xla"  # reference: einsum softmax; xla | cudnn: jax.nn.dot_product_attention
+  # reference: einsum softmax; xla | cudnn: jax.nn.dot_product_attention
+  c.model.attention_impl = "xla"
   c.model.dtype = "float32"  # compute dtype: float32 | bfloat16
   c.model.param_dtype = "float32"  # parameter storage dtype
   c.model.scan_layers = False  # one lax.scan over stacked layer params instead of a loop

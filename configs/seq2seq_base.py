@@ -7,9 +7,9 @@ with a 37k vocabulary.
 Training (section 5): WMT 2014 English-German (here `wmt14_translate/de-en`, German -> English
 as TFDS's supervised keys give it; swap data.inputs_key / targets_key for En -> De) with one
 shared 37k-piece vocabulary (SentencePiece in place of the paper's BPE); batches of ~25k source
-+ ~25k target tokens (896 pairs of ~28 pieces on average, padded to 128); Adam beta1 0.9, beta2 0.98,
-eps 1e-9; lr = d_model^-0.5 * min(step^-0.5, step * 4000^-1.5) (`optim.decay=rsqrt`, peak
-(512 * 4000)^-0.5 = 6.99e-4 at step 4000); residual dropout 0.1; label smoothing 0.1; 100k
++ ~25k target tokens (896 pairs of ~28 pieces on average, padded to 128); Adam beta1 0.9, beta2
+0.98, eps 1e-9; lr = d_model^-0.5 * min(step^-0.5, step * 4000^-1.5) (`optim.decay=rsqrt`,
+peak (512 * 4000)^-0.5 = 6.99e-4 at step 4000); residual dropout 0.1; label smoothing 0.1; 100k
 steps. Decoding: beam 4, length penalty 0.6. Tokenized BLEU on newstest2014 is what the paper
 reports; the eval here reports sacreBLEU on detokenized output (its signature beside it).
 

@@ -18,8 +18,8 @@ pre-norm); the statistic is the difference of the two LR sensitivities over this
 margin is MARGIN nats. One seed gives no interval: the call says so, and a reviewer reads it
 as a replication of direction, not of size. Added after the first GPU run (where post-norm
 trained at none of its LRs, all ending near the unigram level): a placement whose best run ends
-above the bigram level is not compared, since a sensitivity over failures is flat. `tiny`: the same study on shapes a CPU runs in
-seconds (CI), at two LRs.
+above the bigram level is not compared, since a sensitivity over failures is flat. `tiny`: the
+same study on shapes a CPU runs in seconds (CI), at two LRs.
 """
 
 from experiments import analysis as a

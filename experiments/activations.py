@@ -172,7 +172,8 @@ def summarize(runs):
   return {"verdict": word,
           "numbers": [said.split(". Whether")[0].rstrip(".") + "."],
           "figure": FIGURE,
-          "placements": {p: {f"last-block residual RMS @ LR {top:g}": _g(cells[(p, top)]["last_rms"]),
+          "placements": {p: {f"last-block residual RMS @ LR {top:g}":
+                                 _g(cells[(p, top)]["last_rms"]),
                              f"max attention logit @ LR {top:g}": _g(cells[(p, top)]["logit"]),
                              f"layer-0 attention entropy @ LR {top:g}":
                                  a.ci(cells[(p, top)]["entropy0"])}

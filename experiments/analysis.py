@@ -303,9 +303,9 @@ def saved(run: Run) -> dict:
 
 # What each `optim.decay_mask` decays (transformer/train/optim.py), as the protocol says it.
 DECAYED = {"role": "kernels and embeddings (mask by role)",
-           "ndim": "every parameter of 2+ dims (the `ndim` mask of runs made before the mask by "
-                   "role: kernels, embeddings, the [heads, head_dim] q/k/v biases and, in a scanned "
-                   "stack, every stacked leaf)"}
+           "ndim": "every parameter of 2+ dims (the `ndim` mask of runs made before the mask "
+                   "by role: kernels, embeddings, the [heads, head_dim] q/k/v biases and, in a "
+                   "scanned stack, every stacked leaf)"}
 
 
 def protocol(runs: Sequence[Run]) -> str:

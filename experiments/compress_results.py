@@ -5,8 +5,9 @@
 
 For the points of the sweep dir (its `sweep.json`):
 - with `--link_to=OTHER[,OTHER2...]` (the sweep dirs whose runs it reused with
-  `--reuse_runs_from`, packed or not): a run that is a copy of one of OTHER's (the same `run_identity` and the same metrics)
-  becomes a link to it, as `--reuse_runs_from` links it in a fresh sweep;
+  `--reuse_runs_from`, packed or not): a run that is a copy of one of OTHER's (the same
+  `run_identity` and the same metrics) becomes a link to it, as `--reuse_runs_from` links it in
+  a fresh sweep;
 - every run folder (and link) becomes one line of `runs.jsonl.xz` (`transformer.packed_runs`):
   its config, metrics (ungzipped), provenance and baselines record; `log.txt` (the point's
   console output), checkpoints and TensorBoard files are dropped (no report reads them). The

@@ -219,7 +219,8 @@ def matched_call(runs, lrs: dict) -> str:
     return ("Matched LR: none; no one LR was run for every placement (each ran at "
             "its own best only), so the call is made at each placement's best LR alone.")
   if all(v == lr for v in lrs.values()):
-    return f"Matched LR: {a.fmt_lr(lr)} is every placement's best, so the call above is also the matched one."
+    return (f"Matched LR: {a.fmt_lr(lr)} is every placement's best, so the call above is also "
+            "the matched one.")
   mine = at_lrs(runs, {p: lr for p in lrs})
   m = measure(mine)
   if ("post", m["warm"]) not in m["sets"]:
@@ -358,7 +359,8 @@ def figures(runs, sweep_dir):
   runs = at_best(runs)
   m = measure(runs)
   plt = report_figures.load_pyplot()
-  report_figures.save_png(plt, _loss_figure(plt, report_figures.MARKS, m), os.path.join(sweep_dir, FIGURE), dpi=90)
+  report_figures.save_png(plt, _loss_figure(plt, report_figures.MARKS, m),
+                          os.path.join(sweep_dir, FIGURE), dpi=90)
   curves = [(w, style, colour, "no warm-up" if w == 0 else f"warm-up {w}") for w, style, colour
             in ((m["none"], "--", "tab:red"), (m["warm"], "-", "tab:blue"))]
   fig = a.tolerance_steps_figure(

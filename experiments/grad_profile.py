@@ -74,7 +74,8 @@ def _judge(trend, activation):
 def analyze(runs):
   """Per placement and activation: the per-layer profile of ||dL/dW_2|| at init (mean over
   seeds), the last-to-first-layer ratio per seed, and the trend fitted to every layer of
-  seed, with its interval over seeds (`_trend`). The verdict is on the paper's ReLU runs; GELU's is stated too."""
+  seed, with its interval over seeds (`_trend`). The verdict is on the paper's ReLU runs; GELU's
+  is stated too."""
   groups = list(dict.fromkeys((r.overrides[a.PLACEMENT], a.activation(r)) for r in runs))
   rows, trend = [], {}
   for p, f in groups:
@@ -90,7 +91,8 @@ def analyze(runs):
     rows.append([p, f] + [f"{mean[l]:.3g}" for l in shown] + [a.ci(ratios)]
                 + [f"{mid:.3g} [{lo:.3g}, {hi:.3g}]", len(profs)])
   paper_ok, paper_why = _judge(trend, a.PAPER_ACTIVATION)
-  lines = [a.protocol(runs), "", f"Gradient norm of each layer's second feed-forward matrix (`{METRIC}`) at "
+  lines = [a.protocol(runs), "",
+           f"Gradient norm of each layer's second feed-forward matrix (`{METRIC}`) at "
            "initialization: mean over seeds at the first, middle and last layer; the last/first "
            "ratio per seed (mean ± 95% CI); and the log-linear trend in the layer index fitted to "
            "each seed's profile, as the fitted last/first ratio (geometric mean over seeds, 95% "

@@ -85,7 +85,8 @@ def analyze(runs):
   per_act = {f: _fit([r for r in runs if a.activation(r) == f], metric) for f in activations}
   cols = [(p, f) for f in activations for p in ("post", "pre")]
   rows = [[L] + [a.ci(per_act[f][0].get((p, L), [])) for p, f in cols] for L in depths]
-  lines = [a.protocol(runs), "", f"Gradient norm of the last layer's second feed-forward matrix (`{metric}`) at "
+  lines = [a.protocol(runs), "",
+           f"Gradient norm of the last layer's second feed-forward matrix (`{metric}`) at "
            "initialization, mean ± 95% CI over seeds:", "",
            *a.table(["layers", *(f"{p}, {f}" for p, f in cols)], rows), "",
            "Fitted exponent b in ||dL/dW_2|| ∝ L^b (least squares on log-log over every seed "

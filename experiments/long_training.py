@@ -1,4 +1,5 @@
-"""Study 10: does the ordering of post, pre and peri at the protocol's length hold over 4x the steps?
+"""Study 10: does the ordering of post, pre and peri at the protocol's length hold over 4x the
+steps?
 
   python launch.py --mode=sweep --sweep=experiments/long_training.py:cpu \
       --sweep_dir=runs/studies/long_training --parallel=2 \

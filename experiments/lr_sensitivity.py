@@ -89,7 +89,8 @@ def analyze(runs):
           for p in m["placements"]]
   lines = [a.protocol(runs), "",
            "LR sensitivity per placement, computed on each seed's grid, mean ± 95% CI over "
-           f"seeds: over the whole grid (Wortsman et al.'s measure), over {', '.join(f'{lr:g}' for lr in high)} "
+           "seeds: over the whole grid (Wortsman et al.'s measure), over "
+           f"{', '.join(f'{lr:g}' for lr in high)} "
            f"only (the {LOW} lowest LRs left out: at {runs[0].num_steps} steps they are "
            "under-trained, not unstable; the best LR still taken over the whole grid), and the "
            f"share of the whole-grid value that the {LOW} lowest LRs contribute; then the "

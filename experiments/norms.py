@@ -88,7 +88,8 @@ def _table_lines(runs, names, by, best, diff) -> list[str]:
                  "-" if n == "layernorm" else a.fmt(*diff[n]),
                  a.ci(a.per_seed(by[n], a.lr_sensitivity)),
                  "none" if largest is None else f"{largest:g}", a.status_counts(by[n])])
-  lines = [a.protocol(runs), "", "Pre-norm with each norm: the best LR of the grid, the clipped final eval loss "
+  lines = [a.protocol(runs), "",
+           "Pre-norm with each norm: the best LR of the grid, the clipped final eval loss "
            "there (nats/token, mean ± 95% CI over seeds), minus LayerNorm's at its own best LR "
            "(paired by seed), the LR sensitivity (Wortsman et al., per seed) and the largest "
            "stable LR:", "",

@@ -101,12 +101,14 @@ def _entropy_lines(runs, lrs) -> list[str]:
          for qk in (False, True)}
   diverged = sum(r.status == "diverged" for r in runs)
   return ["", f"Attention entropy of layer 0 at the last diagnostics step, LR {lrs[-1]:g} "
-          f"(nats; uniform over the visible keys is up to ln {runs[0].overrides.get('data.seq_len', 64)}): without "
+          "(nats; uniform over the visible keys is up to ln "
+          f"{runs[0].overrides.get('data.seq_len', 64)}): without "
           f"qk-norm {a.ci(ent[False])}, with {a.ci(ent[True])}"
           + (": the near-one-hot attention Dehghani et al. describe" if ent[False] and ent[True]
              and max(ent[False]) < 0.25 < min(ent[True]) else "")
           + f". The entropy is read at the grid's largest LR ({lrs[-1]:g}), where pre-norm "
-          "still trains: the grid does not reach where it fails. Runs that diverged (non-finite loss): "
+          "still trains: the grid does not reach where it fails. Runs that diverged "
+          "(non-finite loss): "
           f"{diverged} of {len(runs)}: at this scale and length the logit growth did not make "
           "training diverge, so that part of the papers' account is not tested here."]
 
@@ -132,7 +134,8 @@ def analyze(runs):
   over the diagnostics steps of training), the final loss, the LR sensitivity per seed."""
   lrs = sorted({r.overrides[a.LR] for r in runs})
   peak, paired, rows = _logit_table(runs, lrs)
-  lines = [a.protocol(runs), "", "Largest attention logit during training (max over layers and diagnostics steps) / "
+  lines = [a.protocol(runs), "",
+           "Largest attention logit during training (max over layers and diagnostics steps) / "
            "final eval loss clipped at ln V, mean ± 95% CI over seeds, at each LR; and the LR "
            "sensitivity per seed:", "",
            *a.table(["qk_norm", *(f"LR {lr:g}" for lr in lrs), "LR sensitivity", "runs"], rows),

@@ -110,8 +110,8 @@ def _verdict_lines(m) -> list[str]:
            "block (uniform attention, Xavier init); the mean slope here is "
            f"{'inside' if inside else 'outside'} that range. The verdict checks what does not "
            "depend on those simplifications: pre-norm linear (R^2 >= 0.95 for every seed, slope "
-           "> 0 with 95% confidence); post-norm's sum before the norm constant (the 95% interval of "
-           f"its slope inside ±{CONSTANT} per layer and below pre-norm's). Not a check (it "
+           "> 0 with 95% confidence); post-norm's sum before the norm constant (the 95% interval "
+           f"of its slope inside ±{CONSTANT} per layer and below pre-norm's). Not a check (it "
            "could not fail): post-norm's residual after each block is a LayerNorm output, "
            "||x_l||^2/d = 1 by construction; the table shows it only as a test of the "
            "implementation, and the verdict does not use it.", ""]
@@ -144,15 +144,14 @@ def analyze(runs):
 def summarize(runs):
   m = measure(runs)
   word, _ = a.verdict_of(analyze(runs))
+  growth = "residual growth at init (slope of squared residual RMS per layer)"
   return {"verdict": word,
           "numbers": [f"pre: slope of ||x_l||^2/d {a.ci(m['pre_slopes'])} per layer",
                       f"post: slope of the estimated ||x^5_l||^2/d {a.ci(m['post_slopes'])} per "
                       f"layer, level {a.ci(m['post_level'])}"],
           "figure": "diagnostics.png",
-          "placements": {"pre": {"residual growth at init (slope of squared residual RMS per layer)":
-                                 a.ci(m["pre_slopes"])},
-                         "post": {"residual growth at init (slope of squared residual RMS per layer)":
-                                  a.ci(m["post_slopes"]) + " (sum before the norm)"}}}
+          "placements": {"pre": {growth: a.ci(m["pre_slopes"])},
+                         "post": {growth: a.ci(m["post_slopes"]) + " (sum before the norm)"}}}
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).

@@ -85,7 +85,8 @@ def _judge(m):
   if "pre" in idx:
     said += f"; pre-norm's {path('pre')}"
   if post_grows and pre_flat in (True, None):
-    return True, said + ": a longer warm-up lets post-norm train at larger LRs, pre-norm hardly depends on it"
+    return True, (said + ": a longer warm-up lets post-norm train at larger LRs, pre-norm hardly "
+                  "depends on it")
   if post_grows or pre_flat:
     return "partly", said
   return False, said + ": post-norm gains no trainable LR from a longer warm-up here"

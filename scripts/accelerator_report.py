@@ -32,9 +32,9 @@ A part that runs out of time keeps what it measured and says so; elapsed time is
 part. Measured on one H200 (2026-11-26): probe 5 s, a bench row 67-72 s (compile 17-25 s), a
 study point about 45 s: the whole plan needs about 15 minutes, so a 480 s call measures the
 rows and points in priority order and `--parts` / `--bench_rows` plus `merge --combine` finish
-the rest in a second call. `merge DIR` (on any machine with the project installed) copies the files into
-`experiments/results/accelerator/`, regenerates the README table between its markers from every
-JSON there, and writes the replication's report into
+the rest in a second call. `merge DIR` (on any machine with the project installed) copies the
+files into `experiments/results/accelerator/`, regenerates the README table between its markers
+from every JSON there, and writes the replication's report into
 `experiments/results/accelerator_replication/`.
 """
 

@@ -1,7 +1,7 @@
 """Regenerates the README's "what fits where" table with `--mode=compile`'s code
-(`transformer.train.compile_for_topology`): each GPT-2 preset's train step compiled for v5e-8, v5p-8 and v6e-8
-(no TPU needed, the `[tpu]` extra is), data vs fsdp layout, remat none vs full; each cell the
-GiB per device XLA's memory analysis gives, or OOM with the GiB XLA said it needed.
+(`transformer.train.compile_for_topology`): each GPT-2 preset's train step compiled for v5e-8,
+v5p-8 and v6e-8 (no TPU needed, the `[tpu]` extra is), data vs fsdp layout, remat none vs full;
+each cell the GiB per device XLA's memory analysis gives, or OOM with the GiB XLA said it needed.
 
   python scripts/fits_table.py                   # prints the table (and a line per compile)
   python scripts/fits_table.py --write_readme    # also replaces it in README.md

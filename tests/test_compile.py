@@ -1,6 +1,6 @@
 """--mode=compile: the train step compiled ahead of time for TPU slices that are not here
-(transformer/train/compile_for_topology.py, transformer/train/topologies.py), and the FLOPs formula checked
-against compiled programs on CPU and on a TPU topology."""
+(transformer/train/compile_for_topology.py, transformer/train/topologies.py), and the FLOPs
+formula checked against compiled programs on CPU and on a TPU topology."""
 
 import importlib.util
 import math

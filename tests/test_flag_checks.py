@@ -13,8 +13,8 @@ DEFAULTS = dict(prompt="", source="", max_new_tokens=200, temperature=0.8, top_k
                 num_samples=1, sample_seed=0, beam_size=1, step=None, eval_split="",
                 bench_steps=10, data_bench_batches=200, data_bench_skip_model=False,
                 coordinator_address=None, num_processes=None, process_id=None,
-                distributed="auto", distributed_timeout=120, heartbeat_timeout=45, sweep=None, sweep_dir=None,
-                parallel=1, launcher="local", dry_run=False, report_metric="",
+                distributed="auto", distributed_timeout=120, heartbeat_timeout=45, sweep=None,
+                sweep_dir=None, parallel=1, launcher="local", dry_run=False, report_metric="",
                 reuse_runs_from=[], slurm_gpus_per_task=1, slurm_cpus_per_task=0, slurm_mem="",
                 slurm_time="", slurm_partition="", slurm_account="", slurm_extra=[])
 

@@ -27,7 +27,8 @@ from transformer.weights import init_from
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # float32 model vs float64 reference, logits of magnitude ~1-10 after the random perturbation
-# below (max |logit| 4.8): measured max |difference| 4.0e-6; the bound leaves room for other CPUs' reductions.
+# below (max |logit| 4.8): measured max |difference| 4.0e-6; the bound leaves room for other
+# CPUs' reductions.
 ATOL = 2e-5
 TINY = dict(d_model=32, num_heads=4, num_layers=2, d_ff=64, vocab_size=50, max_len=16)
 

@@ -38,8 +38,9 @@ def test_every_kind_names_a_model_and_a_task():
                                           d_ff=32))
     assert type(model).__name__ == kind.model.split(":")[1]
     task_cls = kinds._resolve(kind.task)
-    for method in ("example_inputs", "model_inputs", "loss_sums", "eval_sums", "summarize", "init_params",
-                   "random_batch", "facts_from_config", "model_fields", "train_forward"):
+    for method in ("example_inputs", "model_inputs", "loss_sums", "eval_sums", "summarize",
+                   "init_params", "random_batch", "facts_from_config", "model_fields",
+                   "train_forward"):
       assert callable(getattr(task_cls, method)), (name, method)
     assert callable(kinds._resolve(kind.data))
     assert kind.generative in ("", "lm", "seq2seq")

@@ -38,7 +38,8 @@ def _assert_clean_failure(rc, stdout, stderr, *phrases, alone=True):
 
 
 @pytest.mark.parametrize("flags, phrases", [
-    (["--workdir=/proc/forbidden"], ["--workdir='/proc/forbidden' (its parent /proc) cannot be written"]),
+    (["--workdir=/proc/forbidden"],
+     ["--workdir='/proc/forbidden' (its parent /proc) cannot be written"]),
     (["--config.data.tokenizer=sentencepiece", "--config.data.spm_model=/nowhere/x.model"],
      ["--config.data.spm_model='/nowhere/x.model': no such file"]),
     (["--config.data.tokenizer=hf:/nowhere/tokenizer.json"],
@@ -49,8 +50,8 @@ def _assert_clean_failure(rc, stdout, stderr, *phrases, alone=True):
     (["--config.data.source_dir=/nowhere"], ["--config.data.source_dir='/nowhere' is not a"]),
     (["--config.model.d_model=15", "--config.model.num_heads=5"],
      ["sinusoidal needs an even d_model"]),
-], ids=["unwritable_workdir", "missing_spm_model", "missing_hf_tokenizer", "cudnn_on_cpu", "batch_over_devices",
-        "missing_source_dir", "odd_sinusoidal_width"])
+], ids=["unwritable_workdir", "missing_spm_model", "missing_hf_tokenizer", "cudnn_on_cpu",
+        "batch_over_devices", "missing_source_dir", "odd_sinusoidal_width"])
 def test_bad_input_is_one_paragraph_before_anything_is_written(tmp_path, flags, phrases):
   workdir = str(tmp_path / "w")
   if not any(f.startswith("--workdir") for f in flags):

@@ -2,7 +2,8 @@
 
 import tensorflow_datasets as tfds
 
-from transformer.data.builders.local_text import is_validation, local_text_builder, list_source_files
+from transformer.data.builders.local_text import (is_validation, local_text_builder,
+                                                  list_source_files)
 
 
 def test_builds_train_and_validation_split_by_file(tiny_corpus):

@@ -1,8 +1,8 @@
 """Preemption, for real: `python launch.py` in a subprocess, stopped by SIGTERM and by kill -9.
 
 SIGTERM must finish the step, save, release the workdir's lock and exit 0; kill -9 at a random
-step loses at most the steps since the last checkpoint (its lock is taken over on resume); the run that resumes after both ends with parameters bitwise
-equal to an uninterrupted run's.
+step loses at most the steps since the last checkpoint (its lock is taken over on resume); the
+run that resumes after both ends with parameters bitwise equal to an uninterrupted run's.
 """
 
 import os

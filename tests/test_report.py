@@ -273,10 +273,10 @@ def test_a_field_another_determines_gets_no_figure_of_its_own():
   crossed = runs_of([(600, 0, 1e-3), (600, 60, 1e-3), (2400, 0, 1e-3), (2400, 240, 1e-3),
                      (600, 0, 3e-3), (600, 60, 3e-3), (2400, 0, 3e-3), (2400, 240, 3e-3)])
   assert sweep_runs.tied_fields(crossed, sweep_runs.swept_fields(crossed)) == {}
-  depth = [report_runs.Run(f"p{layers}_{lr}", {**({"model.scan_layers": True} if layers > 6 else {}),
-                                          "model.num_layers": layers,
-                                          "optim.learning_rate": lr, "seed": 0},
-                      600, "/nowhere", {}) for layers in (6, 12, 24) for lr in (1e-3, 3e-3)]
+  depth = [report_runs.Run(f"p{layers}_{lr}",
+                           {**({"model.scan_layers": True} if layers > 6 else {}),
+                            "model.num_layers": layers, "optim.learning_rate": lr, "seed": 0},
+                           600, "/nowhere", {}) for layers in (6, 12, 24) for lr in (1e-3, 3e-3)]
   for order in (depth, depth[::-1]):  # whichever of the two is listed first
     fields = sweep_runs.swept_fields(order)
     assert sweep_runs.tied_fields(order, fields) == {"model.scan_layers": "model.num_layers"}

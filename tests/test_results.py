@@ -86,7 +86,8 @@ def test_in_progress_runs_are_finished_points_of_their_study(monkeypatch):
   experiments/in_progress/<study>/ (its README says how a sweep resumes from them): each is a
   finished run of a point of `experiments/<study>.py:cpu`, trained with that point's
   overrides, so a sweep resumed on that folder skips exactly the runs that are done."""
-  studies = sorted(s for s in os.listdir(IN_PROGRESS) if os.path.isdir(os.path.join(IN_PROGRESS, s)))
+  studies = sorted(s for s in os.listdir(IN_PROGRESS)
+                   if os.path.isdir(os.path.join(IN_PROGRESS, s)))
   if not studies:
     pytest.skip("no study is in progress")
   monkeypatch.chdir(REPO)

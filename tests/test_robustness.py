@@ -1,4 +1,5 @@
-"""A study's verdict recomputed at its neighbouring thresholds (transformer/report/robustness.py)."""
+"""A study's verdict recomputed at its neighbouring thresholds
+(transformer/report/robustness.py)."""
 
 import types
 

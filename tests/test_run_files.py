@@ -139,7 +139,8 @@ def test_a_points_torn_config_json_leaves_the_report_without_collapse_marks(tmp_
     f.write('{"model": ')
   report.write_report(sweep_dir)
   out = capsys.readouterr().out
-  assert f"not computed ({config}, line 1, column 11 (the run's saved config): not valid JSON" in out
+  assert (f"not computed ({config}, line 1, column 11 (the run's saved config): "
+          "not valid JSON") in out
   with open(config, "w") as f:
     f.write('["a list"]')
   run = report_runs.load_runs(sweep_dir, entropy=False)[0]

@@ -475,7 +475,8 @@ def test_summary_collects_every_study(tmp_path, monkeypatch):
       json.dump({"sweep_file": str(tmp_path / f"{name}.py"), "config": "c.py", "claim": "C",
                  "overrides": [], "points": [{"name": "seed=0", "overrides": {"seed": 0},
                                               "num_steps": 5}]}, f)
-  assert sweep_points.holds_studies(str(results)) and not sweep_points.holds_studies(str(results / "one"))
+  assert (sweep_points.holds_studies(str(results))
+          and not sweep_points.holds_studies(str(results / "one")))
   path, verdicts = report_summary.write_summary(str(results))
   text = open(path).read()
   assert verdicts == ["one: agrees", "two: disagrees"]

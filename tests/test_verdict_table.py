@@ -16,7 +16,9 @@ pre-norm does not.
 
 **Verdict:** the data partly agrees ([report](alpha/report.md)).
 
-**Robustness:** the call does not hold under every neighbouring threshold (2 of 8 settings change it): X (nats/token) 0.5 gives "agrees"; confidence 0.99 gives "disagrees" (reported: "partly agrees").
+**Robustness:** the call does not hold under every neighbouring threshold (2 of 8 settings \
+change it): X (nats/token) 0.5 gives "agrees"; confidence 0.99 gives "disagrees" (reported: \
+"partly agrees").
 
 - a finding
 
@@ -26,7 +28,8 @@ pre-norm does not.
 
 **Verdict:** the data agrees ([report](beta/report.md)).
 
-**Robustness:** the call ("agrees") holds under every neighbouring threshold (4 settings, one moved at a time).
+**Robustness:** the call ("agrees") holds under every neighbouring threshold (4 settings, one \
+moved at a time).
 
 ## Per placement, across the studies
 

@@ -37,7 +37,8 @@ def test_run_id_is_kept_in_the_workdir(tmp_path):
 
 def test_missing_wandb_is_one_line_naming_the_extra(monkeypatch):
   monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb -> ImportError
-  with pytest.raises(ConfigError, match=r"needs the wandb package: pip install 'transformer\[wandb\]'"):
+  with pytest.raises(ConfigError,
+                     match=r"needs the wandb package: pip install 'transformer\[wandb\]'"):
     wandb_writer.check_available("proj")
   wandb_writer.check_available("")  # off: wandb is not needed
 

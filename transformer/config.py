@@ -144,7 +144,8 @@ class ModelConfig:
     _choice(s, "attention_impl", self.attention_impl, ATTENTION_IMPLS)
     _choice(s, "dtype", self.dtype, DTYPES)
     _choice(s, "param_dtype", self.param_dtype, DTYPES)
-    for f in ("vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "max_len", "norm_epsilon"):
+    for f in ("vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "max_len",
+              "norm_epsilon"):
       _positive(s, f, getattr(self, f))
     for f in ("dropout_rate", "attention_dropout_rate"):
       v = getattr(self, f)

@@ -36,7 +36,8 @@ SAVED_CONFIG_FIX = ("--mode=train writes this file: restore it from a copy of th
 def location(path: str, line: Optional[int] = None, column: Optional[int] = None,
              what: str = "") -> str:
   """`path, line 3, column 5 (the --sweep file)`; the parts that are known."""
-  out = path + (f", line {line}" if line else "") + (f", column {column}" if line and column else "")
+  out = (path + (f", line {line}" if line else "")
+         + (f", column {column}" if line and column else ""))
   return out + (f" ({what})" if what else "")
 
 

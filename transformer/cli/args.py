@@ -48,7 +48,8 @@ def load_config(arg: str):
   path, _, variant = arg.partition(":")
   if not os.path.isfile(path):
     folder = os.path.dirname(path) or "."
-    known = sorted(f for f in os.listdir(folder) if f.endswith(".py")) if os.path.isdir(folder) else []
+    known = (sorted(f for f in os.listdir(folder) if f.endswith(".py"))
+             if os.path.isdir(folder) else [])
     hint = f" Config files in {folder}/: {', '.join(known)}." if known else ""
     if os.path.isdir(path):
       known = sorted(f for f in os.listdir(path) if f.endswith(".py"))
@@ -69,8 +70,9 @@ def load_config(arg: str):
         e, path, what, "in get_config()",
         default_line=user_files.def_line(get_config)) from None
   if not hasattr(config, "items"):
-    raise user_files.file_error(path, f"get_config() returned a value of type {type(config).__name__}",
-                                CONFIG_FIX, line=user_files.def_line(get_config), what=what)
+    raise user_files.file_error(
+        path, f"get_config() returned a value of type {type(config).__name__}", CONFIG_FIX,
+        line=user_files.def_line(get_config), what=what)
   return config
 
 

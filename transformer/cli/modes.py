@@ -102,8 +102,8 @@ MODES = (  # the default first
          writes=(("prepare_dir", "the token files and meta.json"),)),
     # No device of this machine: it compiles for compile-only TPU devices on the CPU backend.
     Mode("compile", "compile the train step for --topology, a TPU slice that is not here, and "
-         "print its memory and FLOPs per device (transformer/train/compile_for_topology.py; needs the [tpu] "
-         "extra)",
+         "print its memory and FLOPs per device (transformer/train/compile_for_topology.py; "
+         "needs the [tpu] extra)",
          runs="transformer.cli.launch:mode_compile",
          reads=("topology", "num_slices", "compile_sweep", "compile_eval")),
     Mode("export", "--workdir's latest checkpoint (or --step) as Hugging Face GPT-2 weights in "

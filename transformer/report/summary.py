@@ -176,7 +176,8 @@ def recipe_changes_since(runs: Sequence[Run]) -> list[str]:
       f"mask by parameter role ({' and '.join(how)}): they decayed every parameter with "
       "ndim >= 2 (in these unrolled models that adds only the [heads, head_dim] "
       "query/key/value biases; reruns use `optim.decay_mask=role`)."]
-  admin = [r for r in legacy if config_section(saved[r.name], "model").get("norm_placement") == "admin"]
+  admin = [r for r in legacy
+           if config_section(saved[r.name], "model").get("norm_placement") == "admin"]
   if admin:
     notes.append(f"Its {len(admin)} Admin runs profiled the omegas on an all-zero (padding) "
                  "batch, not on a training batch as Liu et al. 2020 do (fixed since); Admin's "

@@ -41,7 +41,8 @@ def _gist(claim: str) -> tuple[str, str]:
 def verdicts(summary: str) -> list[dict]:
   """Each study section of the summary: `{"study", "report", "source", "claim", "verdict",
   "holds"}` (holds: whether the call survives its neighbouring thresholds, from the study's
-  robustness line), in its order. A section without a claim and a verdict (the cross-study tables) is skipped."""
+  robustness line), in its order. A section without a claim and a verdict (the cross-study
+  tables) is skipped."""
   rows = []
   for section in re.split(r"^## ", summary, flags=re.M)[1:]:
     study = section.splitlines()[0].strip()

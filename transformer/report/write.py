@@ -38,8 +38,8 @@ from transformer.sweep import points as sweep_lib
 from transformer.report import budget
 from transformer.report import provenance_report
 from transformer.report import robustness
-from transformer.report.runs import (PENDING, Run,
-                                    classify_run, eval_metric_names, groups, load_runs, study_claim, swept_fields, tied_fields)
+from transformer.report.runs import (PENDING, Run, classify_run, eval_metric_names, groups,
+                                     load_runs, study_claim, swept_fields, tied_fields)
 from transformer.report.stats import (format_interval, lr_sensitivity_table, mean_ci)
 from transformer.report.figures import curve_figures, lr_field, plot_curves, plot_final_vs
 from transformer.report.diagnostics_figures import (at_best_lr, plot_diagnostics,

@@ -144,8 +144,9 @@ def load_sweep(spec_arg: str) -> list[Point]:
   _check_preset_arg(get_sweep, spec_arg, arg)
   returned = user_files.call(get_sweep, *([] if arg is None else [arg]), path=path, what=what)
   if isinstance(returned, (Mapping, str, bytes)) or not isinstance(returned, Iterable):
-    raise user_files.file_error(path, f"get_sweep() returned a value of type {type(returned).__name__}",
-                                SWEEP_FIX, line=user_files.def_line(get_sweep), what=what)
+    raise user_files.file_error(
+        path, f"get_sweep() returned a value of type {type(returned).__name__}", SWEEP_FIX,
+        line=user_files.def_line(get_sweep), what=what)
   points = list(returned)
   if not points:
     raise user_files.file_error(path, "get_sweep() returned no points", SWEEP_FIX,

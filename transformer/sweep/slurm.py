@@ -44,8 +44,8 @@ class SlurmResources:
 # After the case statement has put the point's command in `point`: run it as a child of this
 # shell (so the shell can still hear SIGUSR1), wait for it however many signals arrive, and
 # requeue the task when the time limit was near.
-_RUN_POINT = """echo "[sweep] $(date -u +%FT%TZ) array task $SLURM_ARRAY_TASK_ID, job ${SLURM_JOB_ID:-?}, \
-start $((${SLURM_RESTART_COUNT:-0} + 1)) on $(hostname -s): ${point[*]}"
+_RUN_POINT = """echo "[sweep] $(date -u +%FT%TZ) array task $SLURM_ARRAY_TASK_ID, \
+job ${SLURM_JOB_ID:-?}, start $((${SLURM_RESTART_COUNT:-0} + 1)) on $(hostname -s): ${point[*]}"
 near_limit=0
 # SLURM signals every process of the task, the run too: it saves and exits 0. Nothing to pass on.
 trap 'echo "[sweep] SIGTERM: the run saves a checkpoint and exits"' TERM

@@ -3,16 +3,18 @@
 Two strategies, one step function (`transformer.train.steps.make_train_step`), one interface
 (`Parallel`; `Parallel(cfg, ...)` builds the class `cfg.strategy` names):
 
-- `jit` (default, `JitParallel`): a `Mesh` with axes `(data, fsdp, tensor)`. Parameters carry logical axis
-  names (`nn.with_logical_partitioning` in `transformer/model`); `ParallelConfig.rules` maps
-  them onto mesh axes, which gives every parameter and optimizer-state leaf a `NamedSharding`.
+- `jit` (default, `JitParallel`): a `Mesh` with axes `(data, fsdp, tensor)`. Parameters carry
+  logical axis names (`nn.with_logical_partitioning` in `transformer/model`);
+  `ParallelConfig.rules` maps them onto mesh axes, which gives every parameter and
+  optimizer-state leaf a `NamedSharding`.
   Batches are sharded on their leading (batch) dimension over `(data, fsdp)`. The step is
   `jax.jit` with these explicit in/out shardings and the state donated; XLA inserts the
   collectives. Each process feeds only its own rows
   (`jax.make_array_from_process_local_data`).
-- `pmap` (`PmapParallel`): classic data parallelism. The state is replicated on every local device, each
-  device takes `batch / devices` rows, and the step sums losses, weights and gradients over
-  the device axis (`lax.psum`) before normalizing, which is the exact single-device mean.
+- `pmap` (`PmapParallel`): classic data parallelism. The state is replicated on every local
+  device, each device takes `batch / devices` rows, and the step sums losses, weights and
+  gradients over the device axis (`lax.psum`) before normalizing, which is the exact
+  single-device mean.
 
 A dimension that a mesh axis does not divide is left replicated (e.g. a 259-token vocabulary
 with `tensor=2`): sharding it would need padding, and replicating a small table is cheap.
@@ -339,9 +341,10 @@ class JitParallel(Parallel):
   def lower_train_step(self, batch_shapes: dict,
                        platforms: Optional[Sequence[str]] = None) -> jax.stages.Lowered:
     """The train step lowered on abstract inputs, for ahead-of-time compilation on devices
-    that need not exist (`transformer.train.compile_for_topology`): `batch_shapes` maps each batch key to a
-    `jax.ShapeDtypeStruct` of the global batch `[batch, ...]`. `platforms` (e.g. `("cuda",)`)
-    lowers for another platform than the devices' (StableHLO only: not compilable here)."""
+    that need not exist (`transformer.train.compile_for_topology`): `batch_shapes` maps each
+    batch key to a `jax.ShapeDtypeStruct` of the global batch `[batch, ...]`. `platforms` (e.g.
+    `("cuda",)`) lowers for another platform than the devices' (StableHLO only: not compilable
+    here)."""
     rng = jax.eval_shape(lambda: jax.random.PRNGKey(0))
     traced = self._train.trace(self.abstract_state, self._abstract_batch(batch_shapes),
                                jax.ShapeDtypeStruct(rng.shape, rng.dtype,
