@@ -140,8 +140,9 @@ class MultiHeadAttention(nn.Module):
   Call with `x_q: [batch, q_len, d_model]`, `x_kv: [batch, kv_len, d_model]` and a boolean
   `mask`; returns `[batch, q_len, d_model]`. `causal=True` (self-attention) also lets query i
   see only keys j <= i, as `mask & causal_mask(q_len)` would (passed to the fused kernels as
-  `is_causal`; a KV-cache step uses the cache's own mask instead). With `implementation="reference"` the attention
-  weights `[batch, heads, q_len, kv_len]` are recorded in the "intermediates" collection.
+  `is_causal`; a KV-cache step uses the cache's own mask instead). With
+  `implementation="reference"` the attention weights `[batch, heads, q_len, kv_len]` are
+  recorded in the "intermediates" collection.
   With `rope=True` (self-attention only), `positions: [batch, q_len]` rotate queries and keys.
 
   `qk_norm(name)`, when given, builds the norm applied to queries and keys over head_dim

@@ -34,8 +34,8 @@ def block_flops(cfg: ModelConfig, batch: int, length: int, *, causal: bool,
   stacks) are in the registry, `transformer.kinds`.
 
   `masked_too` counts causal attention whole, as XLA computes it (the masked half included):
-  what a compiled program's `cost_analysis()` sees (`transformer.train.compile_for_topology`), not MFU's
-  convention."""
+  what a compiled program's `cost_analysis()` sees (`transformer.train.compile_for_topology`),
+  not MFU's convention."""
   tokens = batch * length
   inner = cfg.num_heads * cfg.head_dim
   kv_inner = (cfg.num_kv_heads or cfg.num_heads) * cfg.head_dim
@@ -72,7 +72,8 @@ def masked_lm_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
                      masked_too: bool = False) -> float:
   del src_len, masked_too  # not causal; plus the head's d_model x d_model transform
   return (block_flops(cfg, b, length, causal=False) * cfg.num_layers
-          + 2 * b * length * cfg.d_model * cfg.padded_vocab_size + 2 * b * length * cfg.d_model ** 2)
+          + 2 * b * length * cfg.d_model * cfg.padded_vocab_size
+          + 2 * b * length * cfg.d_model ** 2)
 
 
 def classifier_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,

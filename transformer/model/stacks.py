@@ -4,8 +4,8 @@ The layer loop is either unrolled (params `layer_0`, `layer_1`, ...) or one `nn.
 stacked params (`layers`, each leaf with a leading `[num_layers]` axis named "layers"), which
 compiles one block instead of `num_layers`. With `norm_placement="mix"` a scanned stack is two
 scans, `post_layers` (the first floor(mix_post_fraction * L) blocks) and `pre_layers` (the
-rest); unrolled, the blocks are `layer_0`, ... as always. `cfg.remat` rematerializes each block in the
-backward pass: "full" saves only the block inputs, "minimal" also keeps the outputs of
+rest); unrolled, the blocks are `layer_0`, ... as always. `cfg.remat` rematerializes each block
+in the backward pass: "full" saves only the block inputs, "minimal" also keeps the outputs of
 matmuls with weights (`dots_with_no_batch_dims_saveable`) and recomputes the rest.
 """
 
@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 
 from transformer.config import ModelConfig
-from transformer.model.block import Block, layer_placement, mix_post_layers, needs_final_norm, norm_for
+from transformer.model.block import (Block, layer_placement, mix_post_layers, needs_final_norm,
+                                     norm_for)
 from transformer.model.common import constrain_residual, sow_scalar
 
 
@@ -44,7 +45,8 @@ class TransformerStack(nn.Module):
   """`num_layers` blocks, then a final norm if the placement leaves the output un-normalized.
 
   Encoder: bidirectional mask, no cross-attention. Decoder: `causal=True` (self-attention
-  sees earlier positions only, on top of `mask`), optionally cross-attention to `encoded`. `[batch, length, d_model] -> [batch, length, d_model]`.
+  sees earlier positions only, on top of `mask`), optionally cross-attention to `encoded`.
+  `[batch, length, d_model] -> [batch, length, d_model]`.
   `positions: [batch, length]` reach rotary self-attention; `decode=True` runs self-attention
   over a KV cache; `num_layers` (0 = `cfg.num_layers`) sets the depth. `role` (decoder_only,
   encoder_only, encoder or decoder: see `transformer.model.block.ROLES`) and the depth reach

@@ -33,7 +33,8 @@ class LocalTextConfig(tfds.core.BuilderConfig):
 def _config_name(source_dir: str, suffixes: tuple[str, ...], validation_percent: int) -> str:
   if not source_dir:
     v = sys.version_info
-    return f"stdlib_py{v.major}{v.minor}_{'_'.join(s.strip('.') for s in suffixes)}_val{validation_percent}"
+    kinds = "_".join(s.strip(".") for s in suffixes)
+    return f"stdlib_py{v.major}{v.minor}_{kinds}_val{validation_percent}"
   key = f"{os.path.abspath(source_dir)}|{','.join(suffixes)}|{validation_percent}"
   return "dir_" + hashlib.sha1(key.encode()).hexdigest()[:12]
 
