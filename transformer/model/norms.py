@@ -22,17 +22,23 @@ class LayerNorm(nn.Module):
 
   @nn.compact
   def __call__(self, x: jax.Array) -> jax.Array:
-    features = x.shape[-1]
     z = x.astype(jnp.float32)
     mean = jnp.mean(z, axis=-1, keepdims=True)
     var = jnp.mean(jnp.square(z - mean), axis=-1, keepdims=True)
-    y = (z - mean) * jax.lax.rsqrt(var + self.epsilon)
-    scale = self.param("scale", ones_init(("norm",)), (features,), self.param_dtype)
-    y = y * scale.astype(jnp.float32)
-    if self.use_bias:
-      bias = self.param("bias", zeros_init(("norm",)), (features,), self.param_dtype)
-      y = y + bias.astype(jnp.float32)
-    return y.astype(self.dtype)
+    return _scale_and_shift(self, (z - mean) * jax.lax.rsqrt(var + self.epsilon), self.use_bias)
+
+
+def _scale_and_shift(norm: nn.Module, y: jax.Array, use_bias: bool) -> jax.Array:
+  """`gamma * y (+ beta)` in float32, cast to `norm.dtype`: the per-feature gain `scale` (init 1)
+  and, with `use_bias`, shift `bias` (init 0) of `norm`, each `[features]` in its
+  `param_dtype`. Called inside `norm`'s compact `__call__`, so the parameters are `norm`'s."""
+  features = y.shape[-1]
+  y = y * norm.param("scale", ones_init(("norm",)), (features,), norm.param_dtype
+                     ).astype(jnp.float32)
+  if use_bias:
+    y = y + norm.param("bias", zeros_init(("norm",)), (features,), norm.param_dtype
+                       ).astype(jnp.float32)
+  return y.astype(norm.dtype)
 
 
 class RMSNorm(nn.Module):
@@ -46,11 +52,9 @@ class RMSNorm(nn.Module):
 
   @nn.compact
   def __call__(self, x: jax.Array) -> jax.Array:
-    features = x.shape[-1]
     z = x.astype(jnp.float32)
     y = z * jax.lax.rsqrt(jnp.mean(jnp.square(z), axis=-1, keepdims=True) + self.epsilon)
-    scale = self.param("scale", ones_init(("norm",)), (features,), self.param_dtype)
-    return (y * scale.astype(jnp.float32)).astype(self.dtype)
+    return _scale_and_shift(self, y, use_bias=False)
 
 
 class DynamicTanh(nn.Module):
@@ -64,16 +68,10 @@ class DynamicTanh(nn.Module):
 
   @nn.compact
   def __call__(self, x: jax.Array) -> jax.Array:
-    features = x.shape[-1]
     alpha = self.param("alpha", nn.with_logical_partitioning(
         nn.initializers.constant(self.alpha_init), ()), (), self.param_dtype)
     y = jnp.tanh(alpha.astype(jnp.float32) * x.astype(jnp.float32))
-    y = y * self.param("scale", ones_init(("norm",)), (features,), self.param_dtype
-                       ).astype(jnp.float32)
-    if self.use_bias:
-      y = y + self.param("bias", zeros_init(("norm",)), (features,), self.param_dtype
-                         ).astype(jnp.float32)
-    return y.astype(self.dtype)
+    return _scale_and_shift(self, y, self.use_bias)
 
 
 class Identity(nn.Module):
