@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from configs.default import get_config
+from transformer import config as config_lib
 from transformer import kinds
 from transformer.config import ConfigError, from_config_dict
 from transformer.data.facts import DataFacts
@@ -96,6 +97,7 @@ def test_bench_needs_the_image_shape_a_dataset_would_give():
 def test_bench_times_a_kind_known_only_to_the_registry(monkeypatch):
   toy = dataclasses.replace(kinds.KINDS["encoder_decoder"], name="toy_seq2seq")
   monkeypatch.setitem(kinds.KINDS, "toy_seq2seq", toy)
+  monkeypatch.setattr(config_lib, "MODEL_KINDS", config_lib.MODEL_KINDS + ("toy_seq2seq",))
   result = run_benchmark(_config("toy_seq2seq"), steps=1, warmup=0)
   assert result["kind"] == "toy_seq2seq"
   assert result["tokens_per_s"] == pytest.approx(8 * (12 + 10) / result["step_s"])

@@ -120,15 +120,15 @@ def test_a_run_stops_at_the_first_nonfinite_step_and_keeps_its_good_checkpoints(
   assert "step 7" in message and "checkpoints/6" in message and "nonfinite=skip" in message
   # The metrics end with the divergence: a report marks the run diverged, a sweep is done.
   from transformer.sweep import points as sweep
-  from transformer.report import write as report
   from transformer.report import runs as report_runs
-  last = report.read_metrics(workdir)["train"][-1]
+  from transformer.workdir import read_metrics
+  last = read_metrics(workdir)["train"][-1]
   assert last["step"] == 7 and last["diverged"] == 1 and not np.isfinite(last["loss"])
   with open(os.path.join(workdir, "metrics.jsonl")) as f:
     written = json.loads(f.read().splitlines()[-1])
   assert list(written) == ["step", "split", "time", "loss", "grad_norm", "diverged"]
   assert sweep.is_finished(workdir, 16)
-  run = report_runs.Run("w", {}, 16, workdir, report.read_metrics(workdir))
+  run = report_runs.Run("w", {}, 16, workdir, read_metrics(workdir))
   report_runs.classify(run, None)
   assert run.status == "diverged" and "step 7" in run.detail
 
