@@ -13,6 +13,7 @@ import pytest
 
 from experiments import compress_results
 from transformer import packed_runs, provenance
+from transformer.config import flat_config
 from transformer.errors import UserFileError
 from transformer.sweep import points as sweep_points
 from transformer.report import write as report
@@ -102,7 +103,7 @@ def test_in_progress_runs_are_finished_points_of_their_study(monkeypatch):
         wrong.append(f"{study}/{name}: not a point of experiments/{study}.py:cpu")
         continue
       checked += 1
-      flat = sweep_points.flat_config(saved_config(workdir))
+      flat = flat_config(saved_config(workdir))
       wrong += [f"{study}/{name}: {k}={flat.get(k)!r}, its point says {v!r}"
                 for k, v in point.items() if flat.get(k) != v]
       if not sweep_points.is_finished(workdir, point["train.num_steps"]):
@@ -136,7 +137,7 @@ def test_every_committed_run_is_its_point():
       saved = saved_config(workdir)
       if saved is None:
         continue  # a point that never ran (a study may record fewer runs than points)
-      flat = sweep_points.flat_config(saved)
+      flat = flat_config(saved)
       checked += 1
       wrong += [f"{study}/{point['name']}: {k}={flat.get(k)!r}, its point says {v!r}"
                 for k, v in point["overrides"].items() if flat.get(k) != v]

@@ -1,4 +1,4 @@
-"""FLOPs of a training step and the devices' peak, for MFU (model FLOPs utilization).
+"""FLOPs of a training step, for MFU (model FLOPs utilization).
 
 Convention (MaxText's `calculate_tflops_training_per_device`): count the matmuls only, 2 FLOPs
 per multiply-add, and multiply by 3 for training (forward 1x, backward 2x). Remat recompute is
@@ -30,8 +30,8 @@ TRAINING_FACTOR = 3.0
 def block_flops(cfg: ModelConfig, batch: int, length: int, *, causal: bool,
                 cross_len: int = 0, masked_too: bool = False) -> float:
   """Forward matmul FLOPs of one block on `batch` rows of `length` tokens; `cross_len` > 0
-  adds cross-attention to that many encoder tokens. The per-kind totals (embeddings, heads,
-  stacks) are in the registry, `transformer.kinds`.
+  adds cross-attention to that many encoder tokens. Each kind's forward total (embeddings,
+  heads, stacks) is below (`decoder_lm_flops`, ...).
 
   `masked_too` counts causal attention whole, as XLA computes it (the masked half included):
   what a compiled program's `cost_analysis()` sees (`transformer.train.compile_for_topology`),
@@ -54,22 +54,22 @@ def block_flops(cfg: ModelConfig, batch: int, length: int, *, causal: bool,
 # FLOPs`; `masked_too` counts causal attention whole (`block_flops`).
 
 def decoder_lm_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
-                      masked_too: bool = False) -> float:
+                     masked_too: bool = False) -> float:
   del src_len
   return (block_flops(cfg, b, length, causal=True, masked_too=masked_too)
           * cfg.num_layers + 2 * b * length * cfg.d_model * cfg.padded_vocab_size)
 
 
 def encoder_decoder_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
-                           masked_too: bool = False) -> float:
+                          masked_too: bool = False) -> float:
   encoder = block_flops(cfg, b, src_len, causal=False) * cfg.num_layers
   decoder = block_flops(cfg, b, length, causal=True, cross_len=src_len,
-                              masked_too=masked_too) * cfg.decoder_layers
+                        masked_too=masked_too) * cfg.decoder_layers
   return encoder + decoder + 2 * b * length * cfg.d_model * cfg.padded_vocab_size
 
 
 def masked_lm_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
-                     masked_too: bool = False) -> float:
+                    masked_too: bool = False) -> float:
   del src_len, masked_too  # not causal; plus the head's d_model x d_model transform
   return (block_flops(cfg, b, length, causal=False) * cfg.num_layers
           + 2 * b * length * cfg.d_model * cfg.padded_vocab_size
@@ -77,14 +77,14 @@ def masked_lm_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
 
 
 def classifier_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
-                      masked_too: bool = False) -> float:
+                     masked_too: bool = False) -> float:
   del src_len, masked_too  # not causal; pooled features through one linear layer
   return (block_flops(cfg, b, length, causal=False) * cfg.num_layers
           + 2 * b * cfg.d_model * cfg.num_classes)
 
 
 def vit_flops(cfg: ModelConfig, b: int, length: int, src_len: int = 0,
-               masked_too: bool = False) -> float:
+              masked_too: bool = False) -> float:
   """`length` = tokens per image (patches, plus [CLS]); `src_len` = pixels x channels of one
   patch, which the patch embedding maps to d_model. Not causal: `masked_too` changes nothing."""
   del masked_too

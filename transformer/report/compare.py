@@ -19,6 +19,7 @@ from typing import Sequence
 
 from transformer import kinds, paths, user_files
 from transformer.errors import CommandLineError
+from transformer.config import flat_config
 from transformer.sweep import points as sweep_lib
 from transformer.workdir import CONFIG_FILE, PROVENANCE
 
@@ -53,7 +54,7 @@ def config_differences(configs: Sequence[dict]) -> list[str]:
   """The flattened config fields (`section.field`, `seed`) whose values are not the same in
   every config (a field a config lacks counts as `None`), data-derived fields and the runs'
   provenance (where and when each started: not config) left out, in the first config's order."""
-  flats = [sweep_lib.flat_config({k: v for k, v in c.items() if k != PROVENANCE})
+  flats = [flat_config({k: v for k, v in c.items() if k != PROVENANCE})
            for c in configs]
   keys = []
   for f in flats:
@@ -102,7 +103,7 @@ def write_runs_report(workdirs: Sequence[str], report_dir: str, metric: str = ""
   points = []
   for name, workdir, config in zip(names, workdirs, configs):
     _link(report_dir, name, workdir)
-    flat = sweep_lib.flat_config(config)
+    flat = flat_config(config)
     steps = flat.get("train.num_steps")
     points.append({"name": name, "overrides": {k: flat.get(k) for k in fields},
                    "num_steps": steps if isinstance(steps, int) else 0})

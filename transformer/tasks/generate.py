@@ -14,7 +14,6 @@ from transformer.config import ConfigError, ExperimentConfig
 from transformer.errors import CommandLineError
 from transformer.model.models import DecoderLM, EncoderDecoder
 from transformer.tasks import decode
-from transformer.tasks.decode import until_eos
 
 
 def _pad_rows(rows: list[list[int]], length: int) -> np.ndarray:
@@ -89,4 +88,4 @@ def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: lis
   else:
     raise ConfigError(f"--mode=sample needs a generative run (decoder_lm or encoder_decoder); "
                       f"this is a {config.model.kind!r} run.")
-  return [tok.decode(until_eos(o, tok.eos_id)) for o in outs]
+  return [tok.decode(decode.until_eos(o, tok.eos_id)) for o in outs]

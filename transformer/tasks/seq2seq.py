@@ -9,7 +9,6 @@ import numpy as np
 from transformer.model.models import shift_right
 from transformer.tasks import decode
 from transformer.tasks.base import TaskBase, TokenVocabulary, random_tokens
-from transformer.tasks.decode import until_eos
 from transformer.tasks.losses import cross_entropy_sums
 
 
@@ -97,13 +96,14 @@ class Seq2SeqTask(TokenVocabulary, TaskBase):
     real = np.any(cat["weights"] > 0, axis=1)
     cat = {k: v[real] for k, v in cat.items()}
     tok = self.facts.tokenizer
-    references = [tok.decode(until_eos(row, self.eos_id, drop_id=0)) for row in cat["targets"]]
+    references = [tok.decode(decode.until_eos(row, self.eos_id, drop_id=0))
+                  for row in cat["targets"]]
     out = {"examples": float(real.sum())}
     for name in ("greedy", "beam"):
       matches = self.exact_matches(jnp.asarray(cat[name]), jnp.asarray(cat["targets"]),
                                    jnp.asarray(cat["weights"]))
       out[f"{name}_exact_match"] = float(np.mean(np.asarray(matches))) if len(matches) else 0.0
-      hypotheses = [tok.decode(until_eos(row, self.eos_id, drop_id=0)) for row in cat[name]]
+      hypotheses = [tok.decode(decode.until_eos(row, self.eos_id, drop_id=0)) for row in cat[name]]
       score, signature = corpus_bleu(hypotheses, references)
       out[f"{name}_bleu"] = score
     out["bleu_signature"] = signature
