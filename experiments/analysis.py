@@ -162,9 +162,9 @@ def verdict(agrees, why: str) -> str:
 # --- Stability as a curve over the tolerance, significance, protocol -------------------------
 
 # "Collapsed" and "trained", defined once for every study.
-# - *Collapsed* (`transformer.report.runs.classify`): the final eval loss is within
-#   COLLAPSE_TOLERANCE (relative) of the unigram entropy of the eval split and the train loss
-#   no longer falls over the second half. *Diverged*: a non-finite loss or gradient norm.
+# - *Collapsed* (`transformer.report.runs.collapsed`): the final eval loss is at least
+#   (1 - COLLAPSE_TOLERANCE) x the unigram entropy of the eval split, from eval loss alone.
+#   *Diverged*: a non-finite loss or gradient norm.
 # - *Trained at X* (rule WITHIN_X): the run did not diverge and its final eval loss (clipped at
 #   ln V) is within X nats/token of the best final loss its seed reached at any LR in the same
 #   setting. The verdicts are given at CALL_TOLERANCE and shown over TOLERANCES.

@@ -9,11 +9,13 @@ its study's `study_baselines.json` for runs from before that file); never from t
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Optional, Sequence
 
-from transformer.report.runs import Run, recorded_baselines
+from transformer.report.runs import Run, linked_from, recorded_baselines, wall_seconds
 
 BUDGET_LINE = "**Budget:**"  # the summary (results/README.md) quotes this line
+COST_LINE = "**Cost:**"  # so does it this one
 WANTED_MARGIN = 0.3  # nats/token below the bigram level the protocol asks of a study's best run
 
 
@@ -31,12 +33,13 @@ def best_run(runs: Sequence[Run]) -> Optional[Run]:
 
 
 def section(runs: Sequence[Run]) -> list[str]:
-  """The section's lines; [] when no run has a baselines record (not a decoder LM study)."""
+  """The section's lines; only the cost line when no run has a baselines record (not a
+  decoder LM study), [] without runs."""
   records = {r.name: rec for r in runs if (rec := recorded_baselines(r.workdir))
              and all(isinstance(rec.get(k), (int, float)) for k in
                      ("unigram_nats", "bigram_nats", "train_tokens", "params"))}
-  if not records:
-    return []
+  if not records:  # not a decoder LM study: what its runs cost, still
+    return [cost_line(runs), ""] if runs else []
   unigrams = sorted({round(rec["unigram_nats"], 4) for rec in records.values()})
   bigrams = sorted({round(rec["bigram_nats"], 4) for rec in records.values()})
   tokens = [rec["train_tokens"] for rec in records.values()]
@@ -57,7 +60,7 @@ def section(runs: Sequence[Run]) -> list[str]:
             f"({_span(tokens, ',')} tokens per run)")
   if best is None:
     lines += ["", budget + "; no run trained past its first step."]
-    return lines + [""]
+    return lines + ["", cost_line(runs), ""]
   gap = records[best.name]["bigram_nats"] - best.final["loss"]
   below = [r for r in runs if r.name in records and r.healthy and r.num_steps > 1
            and r.final.get("loss", math.inf) < records[r.name]["bigram_nats"]]
@@ -68,4 +71,22 @@ def section(runs: Sequence[Run]) -> list[str]:
   lines += ["", budget + f"; best run `{best.name}` ends at {best.final['loss']:.4f} "
             f"nats/token, {where}; {len(below)} of {len(trained)} finished "
             "runs end below it."]
-  return lines + [""]
+  return lines + ["", cost_line(runs), ""]
+
+
+def cost_line(runs: Sequence[Run]) -> str:
+  """What the study's own runs cost, from their metrics' timestamps: how many it trained and
+  how many it linked from other studies, their median and total wall time, and the total two
+  at a time (the studies' `--parallel=2` on 2 cores)."""
+  linked = sum(linked_from(r.workdir) is not None for r in runs)
+  walls = [w for r in runs
+           if linked_from(r.workdir) is None and (w := wall_seconds(r)) is not None]
+  line = f"{COST_LINE} {len(walls)} runs trained for this study"
+  if linked:
+    line += f", {linked} linked from other studies"
+  if not walls:
+    return line + "."
+  median = statistics.median(walls)
+  return line + (f"; wall time per run (first to last metrics row) median {median:.0f} s, "
+                 f"{sum(walls) / 3600:.2f} h in all ({sum(walls) / 7200:.2f} h elapsed if run "
+                 "two at a time).")

@@ -12,7 +12,6 @@ import os
 import re
 from typing import Any, Optional, Sequence
 
-import numpy as np
 
 from transformer import packed_runs, paths, provenance, user_files
 from transformer.sweep import points as sweep_lib
@@ -71,29 +70,30 @@ def classify(run: Run, unigram_entropy: Optional[float]) -> None:
     last = max(r["step"] for r in rows)
     run.status, run.detail = "incomplete", f"at step {last} of {run.num_steps}"
     return
-  if unigram_entropy and _stuck_at(run, unigram_entropy):
+  # A run of one step measures the model at init (grad_profile and the other at-init studies):
+  # it never trained, so it cannot have collapsed.
+  if unigram_entropy and run.num_steps > 1 and collapsed(final["loss"], unigram_entropy):
     run.status = "collapsed"
-    run.detail = (f"final eval loss {final['loss']:.4f} vs unigram entropy "
-                  f"{unigram_entropy:.4f} nats/token, train loss flat over the second half")
+    run.detail = (f"final eval loss {final['loss']:.4f} >= {1 - COLLAPSE_TOLERANCE:g} x the "
+                  f"unigram entropy {unigram_entropy:.4f} nats/token")
     return
   run.status, run.detail = "finished", ""
 
 
-def _stuck_at(run: Run, entropy: float) -> bool:
-  """The final eval loss is at (or above) `entropy` and the train loss no longer falls: the
-  least-squares line through the train losses of the second half of training drops by less
-  than COLLAPSE_TOLERANCE * entropy over that half. (A line, not the half's first and last
-  rows: one logged batch's loss is noisy, by more than the tolerance on 1k-token batches. A
-  short run still on its way down is not collapsed, only unfinished in spirit.)"""
-  if run.final["loss"] < (1 - COLLAPSE_TOLERANCE) * entropy:
-    return False
-  half = [(r["step"], r["loss"]) for r in run.metrics.get("train", [])
-          if r["step"] >= run.final["step"] / 2]
-  if len(half) < 2:  # read_metrics keeps one row per step: two rows span two steps
-    return False
-  steps, losses = np.array(half, dtype=np.float64).T
-  slope = np.polyfit(steps, losses, 1)[0]
-  return -slope * (steps[-1] - steps[0]) < COLLAPSE_TOLERANCE * entropy
+def collapsed(final_eval_loss: float, entropy: float) -> bool:
+  """The one collapse rule of every study: the final eval loss is at least
+  `1 - COLLAPSE_TOLERANCE` times the unigram entropy of the eval data (the model predicts no
+  better than token frequencies). Eval loss alone: the train loss's trend depends on the
+  seed's data order (a collapsed model's train loss drifts down with some orders), so a rule
+  that reads it labels the same failure differently per seed (issue 46)."""
+  return final_eval_loss >= (1 - COLLAPSE_TOLERANCE) * entropy
+
+
+def wall_seconds(run: Run) -> Optional[float]:
+  """The run's wall time, seconds from its first to its last metrics row (start-up and the
+  first compilation before the first row are not in it); None without timed rows."""
+  times = [row["time"] for rows in run.metrics.values() for row in rows if "time" in row]
+  return max(times) - min(times) if times else None
 
 
 def entropy_key(data: Any, identity: Optional[str]) -> str:
@@ -132,7 +132,7 @@ def recorded_baselines(workdir: str) -> dict:
     return value
   if paths.has_scheme(workdir):
     return {}
-  home = _linked_from(workdir) or workdir.rstrip("/")
+  home = linked_from(workdir) or workdir.rstrip("/")
   study = read_cache(os.path.join(os.path.dirname(home), STUDY_BASELINES))
   name = os.path.basename(home)
   for record in study.get("records", []) if isinstance(study.get("records"), list) else []:
@@ -141,7 +141,7 @@ def recorded_baselines(workdir: str) -> dict:
   return {}
 
 
-def _linked_from(workdir: str) -> Optional[str]:
+def linked_from(workdir: str) -> Optional[str]:
   """The run a reused run links to (a symlinked folder, or a packed link), followed to the
   study that ran it (warmup_length links to warmup_stability's links to lr_sensitivity's
   runs); None for a run of its own."""
@@ -176,7 +176,7 @@ def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
   value = read_cache(paths.join(cache_dir, "unigram_entropy.json")).get(key)
   if isinstance(value, (int, float)):
     return value
-  linked = None if paths.has_scheme(workdir) else _linked_from(workdir)
+  linked = None if paths.has_scheme(workdir) else linked_from(workdir)
   if linked:
     # A run linked from another sweep (--reuse_runs_from): that sweep's cache holds the value
     # measured for it, which matters for a run that recorded no data identity (its key alone

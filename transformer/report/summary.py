@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 from transformer import paths, provenance
 from transformer.config import LEGACY_DEFAULTS
 from transformer.sweep import points as sweep_lib
-from transformer.report.budget import BUDGET_LINE
+from transformer.report.budget import BUDGET_LINE, COST_LINE
 from transformer.report.robustness import ROBUSTNESS_LINE
 from transformer.report.runs import (PENDING, Run, read_cache, config_section, load_runs,
                                    saved_config, study_claim)
@@ -187,15 +187,16 @@ def recipe_changes_since(runs: Sequence[Run]) -> list[str]:
 
 def _quoted(report_path: str) -> list[str]:
   """The study report's robustness line (`robustness.ROBUSTNESS_LINE`: whether its call holds
-  under every neighbouring threshold) and budget line (`budget.BUDGET_LINE`: tokens per
-  parameter, the best run against the bigram level), as the report states them."""
+  under every neighbouring threshold), budget line (`budget.BUDGET_LINE`: tokens per
+  parameter, the best run against the bigram level) and cost line (`budget.COST_LINE`: the
+  runs it trained and their wall time), as the report states them."""
   try:
     with open(report_path, encoding="utf-8") as f:
       text = f.read().splitlines()
   except (OSError, UnicodeDecodeError):
     return []
   out = []
-  for start in (ROBUSTNESS_LINE, BUDGET_LINE):
+  for start in (ROBUSTNESS_LINE, BUDGET_LINE, COST_LINE):
     found = [l for l in text if l.startswith(start)]
     out += [found[0], ""] if found else []
   return out

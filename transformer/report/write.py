@@ -20,9 +20,9 @@
   other fields at its best LR (`diagnostics_figures.at_best_lr`).
 
 A run is marked, and left out of the means, when it *diverged* (a non-finite loss or gradient
-norm) or *collapsed* (its final eval loss is within `COLLAPSE_TOLERANCE` of the unigram
-entropy of the eval data, or above it, and its train loss has stopped falling: it learned no
-more than token frequencies, the way post-norm fails without warm-up).
+norm) or *collapsed* (its final eval loss is at least `1 - COLLAPSE_TOLERANCE` times the
+unigram entropy of the eval data: it learned no more than token frequencies, the way post-norm
+fails without warm-up; `runs.collapsed`, from the eval loss alone).
 """
 
 
@@ -39,7 +39,8 @@ from transformer.report import budget
 from transformer.report import provenance_report
 from transformer.report import robustness
 from transformer.report.runs import (PENDING, Run, classify_run, eval_metric_names, groups,
-                                     load_runs, study_claim, swept_fields, tied_fields)
+                                     load_runs, study_claim, swept_fields, tied_fields,
+                                     wall_seconds)
 from transformer.report.stats import (format_interval, lr_sensitivity_table, mean_ci)
 from transformer.report.figures import curve_figures, lr_field, plot_curves, plot_final_vs
 from transformer.report.diagnostics_figures import (at_best_lr, plot_diagnostics,
@@ -244,8 +245,8 @@ def _write_csv(runs: Sequence[Run], names: Sequence[str], path: str) -> None:
     w = csv.writer(f)
     w.writerow(["point", *keys, "status", "detail", "step", *names, "wall_s", "workdir"])
     for r in runs:
-      times = [row["time"] for rows in r.metrics.values() for row in rows if "time" in row]
-      wall = f"{max(times) - min(times):.1f}" if times else ""
+      seconds = wall_seconds(r)
+      wall = "" if seconds is None else f"{seconds:.1f}"
       w.writerow([r.name, *[r.overrides.get(k, "") for k in keys], r.status, r.detail,
                   r.final.get("step", ""), *[r.final.get(m, "") for m in names], wall,
                   r.workdir])
