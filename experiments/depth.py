@@ -28,8 +28,8 @@ loss-against-depth figure (`loss_vs_depth.png`) is the raw evidence.
 import numpy as np
 
 from experiments import analysis as a
-from experiments.presets import (LAYERS, PROTOCOL_SEEDS, PROTOCOL_SIZES, PROTOCOL_WARMUP,
-                                 protocol)
+from experiments.presets import (LAYERS, PROTOCOL_MATCHED_LR, PROTOCOL_SEEDS, PROTOCOL_SIZES,
+                                 PROTOCOL_WARMUP, protocol)
 from transformer.sweep import preset, product
 from transformer.report.robustness import Threshold
 from transformer.report.runs import PENDING
@@ -46,7 +46,7 @@ PLACEMENTS = ["post", "pre", "deepnorm", "admin"]
 # The gpu preset has not been run: its lr_sensitivity's best LRs replace these when it is.
 BEST_6 = {"cpu": {"post": 1e-3, "pre": 3e-3, "deepnorm": 3e-3, "admin": 3e-3},
           "gpu": {"post": 3e-4, "pre": 1e-3, "deepnorm": 1e-3, "admin": 1e-3}}
-MATCHED = {"cpu": 3e-3, "gpu": 1e-3}  # the one LR every placement is also run at
+MATCHED = PROTOCOL_MATCHED_LR  # the one LR every placement is also run at
 DEPTHS = {"cpu": [6, 12, 24], "gpu": [12, 24, 48]}
 SHOWN = ["post", "pre", "peri", "deepnorm", "admin", "mix"]  # table order (older runs had all six)
 STABLE = ["pre", "deepnorm", "admin"]  # what the papers say trains at every depth

@@ -21,7 +21,8 @@ says when it is at the edge of what was run) and, beside it, at one LR every win
 """
 
 from experiments import analysis as a
-from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
+from experiments.presets import (PROTOCOL_LRS, PROTOCOL_MATCHED_LR, PROTOCOL_SEEDS,
+                                 PROTOCOL_SIZES, protocol)
 from transformer.sweep import preset, product
 from transformer.report.robustness import Threshold
 
@@ -38,7 +39,7 @@ FACTOR = 4
 WINDOW = {"cpu": {"post": [3e-4, 1e-3, 3e-3, 1e-2], "pre": [1e-3, 3e-3, 1e-2],
                   "peri": [1e-3, 3e-3, 1e-2]},
           "gpu": {p: list(PROTOCOL_LRS["gpu"]) for p in PLACEMENTS}}
-MATCHED = {"cpu": 3e-3, "gpu": 1e-3}  # in every placement's window: the matched-LR comparison
+MATCHED = PROTOCOL_MATCHED_LR  # in every placement's window: the matched-LR comparison
 LOSS_MARGIN = 0.02  # nats/token: a gap smaller than this (95% CI) is no ordering
 
 

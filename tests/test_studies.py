@@ -205,25 +205,39 @@ def test_stability_is_a_curve_over_the_tolerance_and_flips_at_a_known_x():
   lines = warmup_stability.analyze(runs)
   text = "\n".join(lines)
   assert "X in [0.1, 0.4)" in text
-  # 3/3 against 0/3 seeds: Fisher p = 0.1, not significant: the verdict does not say Agrees.
+  # 3/3 against 0/3 seeds: Fisher p = 0.1, described only (a count test is never the call).
   assert "0/3 seeds trained without warm-up vs 3/3 with, Fisher p = 0.10" in text
-  assert _verdict(lines).startswith("**Inconclusive.**")
-  # The runs to add: seeds 3..4 over the whole grid of post and pre (2 LRs x 2 warm-ups).
-  assert "Runs to add: seeds 3..4 of post, pre at every grid LR" in text
-  assert "(16 runs;" in text
-  # Five seeds: 5/5 against 0/5, p = 0.008: the call stands.
-  lines = warmup_stability.analyze(_warmup_runs({("post", 0): 0.4, ("post", 24): 0.1},
-                                                seeds=5))
-  assert _verdict(lines).startswith("**Agrees.**")
-  # At a tolerance above the gap both settings train: the call flips to "does not need".
+  # The call reads each setting at its best LR (1e-3 here), where dropping warm-up costs 0 for
+  # every placement: the difference's interval [0, 0] lies below the margin.
+  assert _verdict(lines).startswith("**Disagrees.**")
+  assert "post-norm's cost minus pre-norm's: +0.000 ± 0.000 nats/token (3 seeds)" in text
+  # At a tolerance above the gap both settings train: the description flips to "does not need".
   m5 = warmup_stability.measure(_warmup_runs({("post", 0): 0.4, ("post", 24): 0.1}))
   assert not warmup_stability._needs(m5["sets"], "post", 0, 24, 0.45)
 
 
-def test_warmup_verdict_disagrees_when_pre_needs_it_and_post_does_not():
-  lines = warmup_stability.analyze(_warmup_runs({("pre", 0): 0.6}, seeds=5))
+def _costly_runs(cost, lrs=(1e-3, 3e-3, 1e-2)):
+  """Every setting's loss is 2.0 + 0.1 per LR step + 0.01 per seed; without warm-up a
+  placement pays `cost[p](seed)` more at every LR."""
+  return [_run({a.PLACEMENT: p, "optim.warmup_steps": w, a.LR: lr, "seed": s},
+               final_loss=2.0 + 0.1 * i + 0.01 * s + (cost.get(p, lambda s: 0.0)(s) if w == 0
+                                                      else 0.0))
+          for p in warmup_stability.PLACEMENTS for w in (0, 24)
+          for i, lr in enumerate(lrs) for s in range(3)]
+
+
+def test_warmup_call_is_the_paired_cost_difference_against_the_margin():
+  """Post pays 0.3 (+0.01 per seed), pre 0.02: post's cost minus pre's is 0.29 ± 0.025, above
+  the margin 0.05: agrees. Reversed: below it: disagrees. Post 0.05 ± a spread: across it."""
+  lines = warmup_stability.analyze(_costly_runs({"post": lambda s: 0.3 + 0.01 * s,
+                                                 "pre": lambda s: 0.02}))
+  half = 4.302652729911275 * 0.01 / 3 ** 0.5
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert f"post-norm's cost minus pre-norm's: +0.290 ± {half:.3f} nats/token" in _verdict(lines)
+  lines = warmup_stability.analyze(_costly_runs({"pre": lambda s: 0.3 + 0.01 * s}))
   assert _verdict(lines).startswith("**Disagrees.**")
-  assert "Protocol:" not in _verdict(lines)
+  lines = warmup_stability.analyze(_costly_runs({"post": lambda s: (0.0, 0.05, 0.1)[s]}))
+  assert _verdict(lines).startswith("**Inconclusive.**")
 
 
 def test_fisher_and_tiers():

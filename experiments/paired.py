@@ -1,0 +1,114 @@
+"""The paired statistic a study's call rests on (issue 46), defined once for every study.
+
+A call compares settings by a per-seed difference of the final eval loss (clipped at ln V,
+`stats.clipped_final_loss`, so a diverged run counts as its initial loss and a collapsed one as
+its loss), paired by seed: seed s of every setting shares its data order, so the difference
+removes most of what the seed alone does. Each setting is read at its own best LR (the grid LR
+with the lowest mean over seeds among those where every seed ended; one LR for all seeds, so
+no seed's luck picks it), or, in the robustness section, at the study's matched LR.
+
+The study's file states the difference and the margin M (nats/token) before the call is read:
+- **agrees**: the 95% interval of the mean difference lies above M (the effect the claim names
+  is larger than M);
+- **disagrees**: the interval lies below M (any such effect is smaller than M);
+- **inconclusive**: the interval contains M.
+Counts of trained seeds and Fisher tests stay in the reports as description, never as the call:
+with 3 seeds the smallest possible two-sided Fisher p is 0.10, so a count test cannot conclude.
+
+The robustness section moves M to its neighbours, leaves each seed out in turn
+(`LEFT_OUT_SEED`), reads every setting at the matched LR (`AT_MATCHED_LR`) and moves the
+confidence level (`analysis.CONFIDENCE`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Optional, Sequence
+
+from transformer.report.robustness import Threshold
+from transformer.report.runs import Run
+from transformer.report import stats
+from transformer.report.stats import clipped_final_loss, mean_ci
+
+LR = "optim.learning_rate"
+LEFT_OUT_SEED: Optional[int] = None  # the robustness section's "seed left out"
+AT_MATCHED_LR = False  # the robustness section's "every setting at the matched LR"
+
+LEAVE_ONE_OUT = Threshold("seed left out", "experiments.paired", "LEFT_OUT_SEED", (0, 1, 2),
+                          shown=("0", "1", "2", "none"))
+MATCHED_LR = Threshold("LR each setting is read at", "experiments.paired", "AT_MATCHED_LR",
+                       (True,), shown=("the matched LR", "its own best LR"))
+
+
+def seed_losses(runs: Sequence[Run]) -> dict:
+  """`{seed: clipped final loss}` of one setting's runs at one LR (seeds that ended; the seed
+  left out, when one is, dropped)."""
+  out = {}
+  for r in runs:
+    loss = clipped_final_loss(r)
+    if loss is not None and r.seed != LEFT_OUT_SEED:
+      out[r.seed] = loss
+  return out
+
+
+def best_lr(runs: Sequence[Run]) -> Optional[float]:
+  """The setting's best LR: the lowest mean clipped final loss over seeds, among the LRs at
+  which every seed of the setting ended; None when there is none."""
+  seeds = {r.seed for r in runs} - {LEFT_OUT_SEED}
+  means = {}
+  for lr in sorted({r.overrides[LR] for r in runs}):
+    losses = seed_losses([r for r in runs if r.overrides[LR] == lr])
+    if losses and set(losses) == seeds:
+      means[lr] = sum(losses.values()) / len(losses)
+  return min(means, key=lambda lr: (means[lr], lr)) if means else None
+
+
+def read(runs: Sequence[Run], matched_lr: Optional[float]) -> tuple[Optional[float], dict]:
+  """(the LR read, `{seed: loss}` there): the setting's best LR, or `matched_lr` while
+  AT_MATCHED_LR is set (a study without one reads its best LR either way)."""
+  lr = matched_lr if AT_MATCHED_LR and matched_lr is not None else best_lr(runs)
+  if lr is None:
+    return None, {}
+  return lr, seed_losses([r for r in runs if r.overrides[LR] == lr])
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference:
+  """A per-seed difference and its mean with the `stats.CONFIDENCE` (95%) t-interval."""
+  label: str
+  per_seed: dict
+
+  @property
+  def interval(self) -> tuple[float, float]:
+    return mean_ci(list(self.per_seed.values()))
+
+  def text(self) -> str:
+    mean, half = self.interval
+    spread = "" if math.isnan(half) else f" ± {half:.3f}"
+    return f"{self.label}: {mean:+.3f}{spread} nats/token ({len(self.per_seed)} seeds)"
+
+
+def difference(label: str, a: dict, b: dict) -> Difference:
+  """`a - b` on the seeds both have (`{seed: value}` each)."""
+  return Difference(label, {s: a[s] - b[s] for s in sorted(set(a) & set(b))})
+
+
+def judge(d: Difference, margin: float) -> Optional[bool]:
+  """True when the interval lies above `margin`, False when below it, None when it contains
+  it or there are fewer than 2 seeds."""
+  mean, half = d.interval
+  if len(d.per_seed) < 2 or math.isnan(half):
+    return None
+  if mean - half > margin:
+    return True
+  if mean + half < margin:
+    return False
+  return None
+
+
+def call_text(d: Difference, margin: float) -> str:
+  """`d` and where its interval lies against `margin`, as one sentence."""
+  word = {True: "above", False: "below", None: "across"}[judge(d, margin)]
+  return (f"{d.text()}; its {stats.CONFIDENCE:.0%} interval lies {word} the margin "
+          f"{margin:g}")
