@@ -1,0 +1,107 @@
+"""The clipping check (issue 46): does gradient clipping change the warm-up verdict?
+
+  python launch.py --mode=sweep --sweep=experiments/clipping.py:cpu \
+      --sweep_dir=runs/studies/clipping --parallel=2 \
+      --reuse_runs_from=experiments/results/warmup_stability
+
+Every protocol run clips the global gradient norm at 1.0; the papers' post-norm failures
+without warm-up (Xiong et al. 2020) are reported without clipping. Post and pre, warm-up 0 and
+the protocol's, LR 1e-3, 3e-3 and 1e-2 (around both placements' best LRs), 3 seeds, with the
+protocol's clipping (warmup_stability's runs, linked) and without it (`optim.clip_norm=0`).
+
+The call (`experiments/paired.py`), fixed before the runs: warmup_stability's statistic,
+post-norm's cost of dropping warm-up minus pre-norm's (each setting at its own best LR of the
+three, paired by seed), made without clipping against the same margin, 0.05 nats. It *agrees*
+(the warm-up claim holds without clipping too) when the interval lies above the margin.
+Described beside it: the same statistic with clipping, and per placement and warm-up what
+dropping clipping costs at the best LR.
+"""
+
+from experiments import analysis as a
+from experiments import paired
+from experiments.presets import PROTOCOL_MATCHED_LR, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
+from transformer.report.robustness import Threshold
+from transformer.sweep import preset, product
+
+CLAIM = ("Xiong et al. 2020: Post-LN needs learning-rate warm-up while Pre-LN can be trained "
+         "without it, reported without gradient clipping; the protocol clips at 1.0. Checked "
+         "here: does the warm-up call hold without clipping?")
+PLACEMENTS = ["post", "pre"]
+LRS = {"cpu": [1e-3, 3e-3, 1e-2], "gpu": [3e-4, 1e-3, 3e-3]}
+CLIPS = [1.0, 0.0]  # the protocol's, and none
+LOSS_MARGIN = 0.05  # nats/token: warmup_stability's margin, the same call
+
+
+def get_sweep(size: str = "cpu"):
+  """Post then pre; without clipping first (the new runs), then the protocol's (linked)."""
+  base = preset(PROTOCOL_SIZES, size)
+  warmups = [0, protocol(size)["optim.warmup_steps"]]
+  return product(base, [protocol(size, varied=("optim.warmup_steps",))],
+                 {"optim.clip_norm": CLIPS[::-1]}, {"model.norm_placement": PLACEMENTS},
+                 {"optim.warmup_steps": warmups}, {"optim.learning_rate": LRS[size]},
+                 {"seed": PROTOCOL_SEEDS})
+
+
+def _setting(runs, clip, placement, warmup):
+  return [r for r in runs if r.overrides.get("optim.clip_norm", 1.0) == clip
+          and r.overrides[a.PLACEMENT] == placement
+          and r.overrides["optim.warmup_steps"] == warmup]
+
+
+def measure(runs) -> dict:
+  """Per clip: per placement the cost of dropping warm-up (Difference, LRs read), and the call's
+  difference, post's cost minus pre's."""
+  warmups = sorted({r.overrides["optim.warmup_steps"] for r in runs})
+  lrs = {r.overrides[a.LR] for r in runs}
+  matched = next((lr for lr in PROTOCOL_MATCHED_LR.values() if lr in lrs), None)
+  out = {}
+  for clip in CLIPS:
+    costs = {}
+    for p in PLACEMENTS:
+      lr0, without = paired.read(_setting(runs, clip, p, warmups[0]), matched)
+      lr1, with_ = paired.read(_setting(runs, clip, p, warmups[-1]), matched)
+      costs[p] = (paired.difference(f"{p}'s cost of dropping warm-up", without, with_), lr0, lr1)
+    call = paired.difference("post-norm's cost minus pre-norm's", costs["post"][0].per_seed,
+                             costs["pre"][0].per_seed)
+    out[clip] = {"costs": costs, "call": call}
+  return {"clips": out, "warmups": warmups}
+
+
+def _clip_name(clip: float) -> str:
+  return f"clipping at {clip:g}" if clip else "no clipping"
+
+
+def analyze(runs):
+  m = measure(runs)
+  lines = [a.protocol(runs), "", "Cost of dropping warm-up (clipped final eval loss without "
+           f"warm-up minus with {m['warmups'][-1]} steps), each setting at its own best LR of "
+           "the three, paired by seed, mean ± 95% CI over seeds:", ""]
+  for clip in CLIPS:
+    for p in PLACEMENTS:
+      d, lr0, lr1 = m["clips"][clip]["costs"][p]
+      lines.append(f"- {_clip_name(clip)}, {d.text()} (best LR {a.fmt_lr(lr0)} without warm-up, "
+                   f"{a.fmt_lr(lr1)} with it)")
+    lines.append(f"- {_clip_name(clip)}, {m['clips'][clip]['call'].text()}")
+  lines += ["", a.status_counts(runs), ""]
+  call = m["clips"][0.0]["call"]
+  agrees = paired.judge(call, LOSS_MARGIN)
+  with_clip = paired.judge(m["clips"][1.0]["call"], LOSS_MARGIN)
+  same = "the same call" if agrees == with_clip else "a different call"
+  return lines + [a.verdict(agrees, f"Without clipping (the papers' recipe): "
+                            f"{paired.call_text(call, LOSS_MARGIN)}. With the protocol's "
+                            f"clipping the same statistic gives {same} "
+                            f"({a.verdict_word(with_clip)}).")]
+
+
+def summarize(runs):
+  lines = analyze(runs)
+  word, _ = a.verdict_of(lines)
+  return {"verdict": word, "numbers": [l[2:] for l in lines if l.startswith("- ")],
+          "figure": "final_vs_optim_learning_rate.png", "placements": {}}
+
+
+THRESHOLDS = (a.CONFIDENCE,
+              Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.03, 0.1)),
+              paired.LEAVE_ONE_OUT,
+              paired.MATCHED_LR)
+THRESHOLDS_NOT_READ = {a.COLLAPSE.label: a.COLLAPSE_NOT_READ, a.RULE.label: a.RULE_NOT_READ}
