@@ -8,10 +8,18 @@ Pre-norm x norm kind x the LR grid x 3 seeds, on the training studies' recipe. D
 (`model.norm=dyt`, gamma * tanh(alpha x) + beta) is run at four initial alphas
 (`model.dyt_alpha_init`; Zhu et al.'s default for non-LLM models is 0.5). The LayerNorm points
 are lr_sensitivity's pre-norm runs (linked when that study was run with this code).
+
+The call (`experiments/paired.py`): per norm, the clipped final eval loss minus LayerNorm's,
+each at its own best LR, paired by seed; a norm *matches* LayerNorm when the 95% interval lies
+within ± LOSS_MARGIN (0.05 nats/token, in this file before the runs) and is *worse* when it
+lies above + LOSS_MARGIN. The matched-LR section reads every norm at 3e-3, and the robustness
+section makes the call there, with each seed left out and at the neighbouring margins.
 """
 
 from experiments import analysis as a
-from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
+from experiments import paired
+from experiments.presets import (PROTOCOL_LRS, PROTOCOL_MATCHED_LR, PROTOCOL_SEEDS,
+                                 PROTOCOL_SIZES, protocol)
 from transformer.sweep import preset, product
 from transformer.report.robustness import Threshold
 
@@ -44,13 +52,10 @@ def label(run) -> str:
 
 
 def best_lr_losses(runs):
-  """(best LR by mean clipped loss, that LR's clipped final losses by seed)."""
-  per_lr = a.mean_clipped_loss_per_lr(runs, a.LR)
-  if not per_lr:
-    return None, {}
-  best = min(per_lr, key=per_lr.get)
-  return best, {r.overrides.get("seed"): a.clipped_final_loss(r) for r in runs
-                if r.overrides[a.LR] == best and a.clipped_final_loss(r) is not None}
+  """(the LR read, its clipped final losses by seed): the best LR (`paired.read`), or the
+  matched LR while the robustness section asks for it."""
+  lrs = {r.overrides[a.LR] for r in runs}
+  return paired.read(runs, next((lr for lr in PROTOCOL_MATCHED_LR.values() if lr in lrs), None))
 
 
 def _first_loss(runs, lr) -> float:
@@ -73,9 +78,24 @@ def _minus_layernorm(best: dict) -> dict:
   ref = best.get("layernorm", (None, {}))[1]
   out = {}
   for n, (_, losses) in best.items():
-    d = [losses[s] - ref[s] for s in losses if s in ref]
-    out[n] = a.mean_ci(d) if len(d) > 1 else (float("nan"), float("nan"))
+    d = paired.difference(f"{n} minus LayerNorm", losses, ref)
+    out[n] = d.interval if len(d.per_seed) > 1 else (float("nan"), float("nan"))
   return out
+
+
+def _matched_lines(runs, names, by) -> list[str]:
+  """The matched-LR section: each norm at the matched LR, and minus LayerNorm there (paired)."""
+  lrs = {r.overrides[a.LR] for r in runs}
+  lr = next((lr for lr in PROTOCOL_MATCHED_LR.values() if lr in lrs), None)
+  if lr is None:
+    return []
+  at = {n: paired.seed_losses(a.select(by[n], optim__learning_rate=lr)) for n in names}
+  ref = at.get("layernorm", {})
+  rows = [[n, a.ci(at[n].values()), "-" if n == "layernorm" else
+           a.fmt(*paired.difference(n, at[n], ref).interval)] for n in names]
+  return [f"At the matched LR {lr:g} (every norm at one LR): clipped final eval loss, and minus "
+          "LayerNorm's there, paired by seed (mean ± 95% CI over seeds):", "",
+          *a.table(["norm", f"loss @ {lr:g}", "minus LayerNorm"], rows), ""]
 
 
 def _table_lines(runs, names, by, best, diff) -> list[str]:
@@ -170,7 +190,7 @@ def analyze(runs):
   names, by = _by_norm(runs)
   best = {n: best_lr_losses(by[n]) for n in names}
   diff = _minus_layernorm(best)
-  lines = _table_lines(runs, names, by, best, diff)
+  lines = _table_lines(runs, names, by, best, diff) + _matched_lines(runs, names, by)
   # A norm is judged only once some seed has a loss at its best LR and at LayerNorm's (a
   # study cut off midway lists norms whose runs have not run yet).
   judged = [n for n in names if n != "layernorm" and diff[n][0] == diff[n][0]]
@@ -198,7 +218,9 @@ def summarize(runs):
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (a.CONFIDENCE,
-              Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.03, 0.1)))
+              Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.03, 0.1)),
+              paired.LEAVE_ONE_OUT,
+              paired.MATCHED_LR)
 THRESHOLDS_NOT_READ = {a.COLLAPSE.label: a.COLLAPSE_NOT_READ,
                        a.RULE.label: a.RULE_NOT_READ + " (the largest stable "
                        "LR is shown, not judged)"}
