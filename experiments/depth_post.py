@@ -16,6 +16,7 @@ margin. The call is also made at the neighbouring margins (`MARGINS`).
 """
 
 from experiments import analysis as a
+from experiments import paired
 from experiments.presets import PROTOCOL_SIZES, PROTOCOL_STEPS, protocol
 from transformer.sweep import preset, product
 from transformer.report.robustness import Threshold
@@ -69,6 +70,22 @@ def trains(table: dict, depth: int, reference: float, bigram: float, margin: flo
           and all(v <= bigram - margin and v <= reference + margin for v in by_seed.values())]
 
 
+def equal_settings_lines(table: dict, ref_depth: int) -> list[str]:
+  """Depth at equal settings (issue 46): at each LR and warm-up, each deeper stack's clipped
+  final loss minus the reference depth's at the same LR and warm-up, paired by seed."""
+  rows = []
+  for (d, lr, w), by_seed in sorted(table.items()):
+    ref = table.get((ref_depth, lr, w))
+    if d != ref_depth and ref:
+      rows.append([d, a.fmt_lr(lr), w, paired.difference("", by_seed, ref).text()[2:]])
+  if not rows:
+    return []
+  return [f"Depth at equal settings: final loss minus the {ref_depth}-layer run's at the same "
+          "LR and warm-up, paired by seed (mean ± 95% CI over the seeds, described, not "
+          "called):", "", *a.table(["layers", "LR", "warm-up", f"minus {ref_depth} layers"], rows),
+          ""]
+
+
 def analyze(runs):
   """Final loss per depth, LR and warm-up (mean ± 95% CI over seeds) against the bigram level;
   which depths train, at the margin and its neighbours."""
@@ -87,6 +104,7 @@ def analyze(runs):
            f"Bigram level of the eval split: {bigram:.3f} nats/token; {ref_depth}-layer "
            f"reference (best setting, mean over seeds): {reference:.3f}.", ""]
   lines += a.table(["layers", "LR", "warm-up", "final loss (95% CI)", "seeds"], rows) + [""]
+  lines += equal_settings_lines(table, ref_depth)
   calls = {}
   for margin in MARGINS:
     calls[margin] = {d: trains(table, d, reference, bigram, margin, len(SEEDS))
