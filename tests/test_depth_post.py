@@ -74,3 +74,13 @@ def test_depth_post_says_when_a_neighbouring_margin_flips_the_call(tmp_path):
   lines = depth_post.analyze(_runs(tmp_path, lambda d, lr, w, s: {6: 1.9, 12: 2.0}.get(d, 2.05)))
   assert _verdict(lines).startswith("**Disagrees.**")
   assert any("does not hold at margins 0.2, 0.3, 0.4" in line for line in lines)
+
+
+def test_depth_post_gives_depth_at_equal_settings_paired_by_seed(tmp_path):
+  """12 layers ends 0.1 + 0.02 per seed above the 6-layer run at every setting: the paired
+  differences are 0.10 and 0.12, so 0.11 ± t(0.975, 1) x sd / sqrt(2)."""
+  lines = depth_post.analyze(_runs(tmp_path, lambda d, lr, w, s: 1.9 + s * 0.05 + (
+      {6: 0.0, 12: 0.1 + 0.02 * s}.get(d, 0.6))))
+  half = 12.706204736174698 * math.sqrt(2 * 0.01 ** 2) / math.sqrt(2)
+  assert f"| 12 | 0.0003 | 300 | +0.110 ± {half:.3f} nats/token (2 seeds) |" in lines
+  assert "| 24 | 0.0001 | 20 | +0.600 ± 0.000 nats/token (2 seeds) |" in lines
