@@ -114,8 +114,8 @@ def test_weight_matrix_grad_norm_is_that_kernels_gradient():
 
 
 def test_sown_statistics_match_numpy():
-  """residual_rms, out_rms, attention entropy and max logit of a pre-norm model against a
-  float64 NumPy forward pass."""
+  """residual_rms, the residual's largest and median magnitude, out_rms, attention entropy and
+  max logit of a pre-norm model against a float64 NumPy forward pass."""
   cfg, task, params, batch = _setup()
   stats = _stats(task, params, batch)
   p64 = jax.tree.map(lambda a: np.asarray(a, np.float64), params)
@@ -142,6 +142,9 @@ def test_sown_statistics_match_numpy():
     np.testing.assert_allclose(stats[f"{name}/self_attention/attn_entropy"], entropy.mean(),
                                rtol=1e-4)
     np.testing.assert_allclose(stats[f"{name}/residual_rms"], np.sqrt(np.mean(x ** 2)),
+                               rtol=1e-4)
+    np.testing.assert_allclose(stats[f"{name}/residual_max_abs"], np.max(np.abs(x)), rtol=1e-4)
+    np.testing.assert_allclose(stats[f"{name}/residual_median_abs"], np.median(np.abs(x)),
                                rtol=1e-4)
     for j, s in enumerate(("self_attention", "feed_forward")):
       y = np.stack([o[1][j] for o in outs])

@@ -21,7 +21,9 @@ Dropout, when enabled, is applied to f's output before it joins the residual str
 A block knows its stack's role ("decoder_only", "encoder_only", "encoder", "decoder") and
 depth, given explicitly by `TransformerStack`, because DeepNorm's constants depend on them.
 When the "diagnostics" collection is mutable a block sows scalars: the RMS of each sublayer's
-output (`<sublayer>_out_rms`) and of the residual stream after the block (`residual_rms`);
+output (`<sublayer>_out_rms`) and of the residual stream after the block (`residual_rms`), and
+that stream's largest and median magnitude over every element (`residual_max_abs`,
+`residual_median_abs`: Sun et al. 2024's massive activations, the largest against the median);
 with "admin_profile" mutable, the variance of each branch output (`<sublayer>_branch_var`).
 """
 
@@ -210,4 +212,7 @@ class Block(nn.Module):
     x = self._residual(x, ffn, FEED_FORWARD, deterministic)
     if self.is_mutable_collection("diagnostics"):
       sow_scalar(self, "diagnostics", "residual_rms", _rms(x))
+      magnitude = jnp.abs(x.astype(jnp.float32))  # massive activations: the largest vs the median
+      sow_scalar(self, "diagnostics", "residual_max_abs", jnp.max(magnitude))
+      sow_scalar(self, "diagnostics", "residual_median_abs", jnp.median(magnitude))
     return x

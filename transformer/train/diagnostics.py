@@ -12,6 +12,8 @@ feed_forward; a sublayer's norms and Admin omega count with it):
                                               sublayer (e.g. `feed_forward/wo`, the second
                                               feed-forward matrix of Xiong et al.'s Theorem 1)
   <stack>/layer_<i>/residual_rms              sqrt(mean ||x_l||^2 / d) after the block
+  <stack>/layer_<i>/residual_max_abs          max |x_l| over batch, positions and features
+  <stack>/layer_<i>/residual_median_abs       median |x_l| (massive activations: the ratio)
   <stack>/layer_<i>/<sublayer>/out_rms        RMS of the sublayer's (branch) output
   <stack>/layer_<i>/<sublayer>/attn_entropy   mean attention entropy (nats) over the visible keys
   <stack>/layer_<i>/<sublayer>/attn_max_logit largest attention logit Q K^T / sqrt(d_k)
