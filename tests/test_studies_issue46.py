@@ -1,0 +1,81 @@
+"""The studies issue 46 added: clipping (warmup_stability's paired call without gradient
+clipping) and massive_activations (the peak max|h| / median|h| over training), on hand-made
+runs whose answers are known."""
+
+import math
+
+from experiments import analysis as a
+from experiments import clipping, massive_activations
+from transformer.report import runs as report_runs
+
+T_975_2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom
+
+
+def _run(overrides, final_loss=2.0, diagnostics=()):
+  metrics = {"train": [{"step": 1, "split": "train", "loss": 5.5}],
+             "eval": [{"step": 600, "split": "eval", "loss": final_loss}],
+             "diagnostics": list(diagnostics)}
+  return report_runs.Run(",".join(f"{k}={v}" for k, v in overrides.items()), dict(overrides),
+                         600, "/nonexistent", metrics, "finished")
+
+
+def _verdict(lines):
+  return next(line for line in lines if line.startswith("**"))
+
+
+def _clipping_runs(cost):
+  """Loss 2.0 + 0.1 per LR step + 0.01 per seed; without warm-up a placement pays
+  `cost(clip, placement, seed)` more at every LR."""
+  return [_run({"optim.clip_norm": clip, a.PLACEMENT: p, "optim.warmup_steps": w, a.LR: lr,
+                "seed": s},
+               2.0 + 0.1 * i + 0.01 * s + (cost(clip, p, s) if w == 0 else 0.0))
+          for clip in clipping.CLIPS for p in clipping.PLACEMENTS for w in (0, 60)
+          for i, lr in enumerate(clipping.LRS["cpu"]) for s in range(3)]
+
+
+def test_clipping_agrees_when_post_still_pays_more_for_no_warmup_without_clipping():
+  lines = clipping.analyze(_clipping_runs(
+      lambda clip, p, s: (0.3 + 0.01 * s) if p == "post" else 0.02))
+  half = T_975_2 * 0.01 / math.sqrt(3)
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert (f"Without clipping (the papers' recipe): post-norm's cost minus pre-norm's: +0.290 ± "
+          f"{half:.3f} nats/token (3 seeds); its 95% interval lies above the margin 0.05. With "
+          "the protocol's clipping the same statistic gives the same call (agrees).") in (
+              _verdict(lines))
+
+
+def test_clipping_says_when_clipping_changes_the_call():
+  """With clipping post pays 0.3 more than pre; without it both pay 0.3: the call without
+  clipping disagrees, and the report says clipping gives a different call."""
+  lines = clipping.analyze(_clipping_runs(
+      lambda clip, p, s: 0.3 + 0.01 * s if (p == "post" or not clip) else 0.0))
+  assert _verdict(lines).startswith("**Disagrees.**")
+  assert "gives a different call (agrees)" in _verdict(lines)
+
+
+def _activation_runs(pre_ratio, peri_ratio=10.0):
+  """Every run logs 3 diagnostics steps over 2 layers; its peak max/median is the placement's
+  ratio (x 1.1 per seed) at the middle step of layer 1, everything else at ratio 2."""
+  runs = []
+  for p, lrs in massive_activations.LRS.items():
+    for lr in lrs:
+      for s in range(3):
+        peak = (pre_ratio if p == "pre" else peri_ratio) * 1.1 ** s
+        rows = [{"step": step, "split": "diagnostics",
+                 "decoder/layer_0/residual_max_abs": 2.0,
+                 "decoder/layer_1/residual_max_abs": peak if step == 100 else 2.0,
+                 "decoder/layer_0/residual_median_abs": 1.0,
+                 "decoder/layer_1/residual_median_abs": 1.0} for step in (50, 100, 150)]
+        runs.append(_run({a.PLACEMENT: p, a.LR: lr, "seed": s}, diagnostics=rows))
+  return runs
+
+
+def test_massive_activations_reads_the_peak_ratio_over_training_and_layers():
+  run = _activation_runs(80.0)[0]
+  assert massive_activations.ratios(run) == [(50, 2.0), (100, 80.0), (150, 2.0)]
+  lines = massive_activations.analyze(_activation_runs(80.0))
+  # ln(80 / 10) = 2.079 at every seed (the seeds' factor cancels): far above ln 2.
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert f"ln(pre / peri peak ratio) at LR 0.003: +{math.log(8):.3f} ± 0.000" in _verdict(lines)
+  assert _verdict(massive_activations.analyze(_activation_runs(12.0))).startswith(
+      "**Disagrees.**")  # ln 1.2 < ln 2 at every LR
