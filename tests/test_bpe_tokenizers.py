@@ -134,3 +134,58 @@ def test_sampling_reads_the_runs_tokenizer_file(bpe_path, tmp_path):
     c.data.tokenizer = f"hf:{bpe_path}"
   tok = run_tokenizer(from_config_dict(c), str(tmp_path))
   assert isinstance(tok, HFTokenizer) and tok.decode(tok.encode(_UNSEEN)) == _UNSEEN
+
+
+def _ranks_by_id(path, tok: HFTokenizer) -> str:
+  """The trained BPE as a tiktoken ranks file ranked by its ids (the trainer numbers the
+  byte alphabet, then each merge's token in the order learned), so tiktoken encodes as
+  `tokenizers` does and its `<|endoftext|>` (rank n) is the BPE's last id too."""
+  with open(path, "w") as f:
+    for i in range(tok._raw_vocab - 1):
+      f.write(f"{base64.b64encode(tok._token_bytes(i)).decode()} {i}\n")
+  return str(path)
+
+
+def test_a_rewritten_ranks_file_is_read_again_not_served_from_a_cache(bpe_path, tmp_path):
+  """tiktoken's own loader caches by path: a rewritten file kept its old ranks."""
+  path = _ranks_by_id(tmp_path / "ranks.tiktoken", build_tokenizer(f"hf:{bpe_path}"))
+  before = build_tokenizer(f"gpt2:{path}")
+  a, b = before.encode("a"), before.encode("b")
+  lines = open(path).read().splitlines()
+  swapped = {base64.b64encode(c).decode(): base64.b64encode(d).decode()
+             for c, d in ((b"a", b"b"), (b"b", b"a"))}
+  with open(path, "w") as f:  # the same path, the ranks of "a" and "b" exchanged
+    for line in lines:
+      token, rank = line.split()
+      f.write(f"{swapped.get(token, token)} {rank}\n")
+  after = build_tokenizer(f"gpt2:{path}")
+  assert (after.encode("a"), after.encode("b")) == (b, a) and a != b
+  assert before.encode("a") == a  # the object built earlier keeps what it read
+
+
+def test_a_literal_end_of_text_is_ordinary_text_for_hf_and_gpt2(bpe_path, tmp_path):
+  """One rule for both: `<|endoftext|>` spelled in the data is its characters, never the
+  special id (tiktoken's encode_ordinary; `tokenizers` matched it as the special token)."""
+  hf = build_tokenizer(f"hf:{bpe_path}")
+  gpt2 = build_tokenizer(f"gpt2:{_ranks_by_id(tmp_path / 'ranks.tiktoken', hf)}")
+  special = hf._tok.token_to_id("<|endoftext|>") + 3
+  assert special == gpt2.vocab_size - 1 == hf.vocab_size - 1
+  text = "x = 1<|endoftext|>def f():\n  return '<|endoftext|>'\n"
+  ids = hf.encode(text)
+  assert ids == gpt2.encode(text) and special not in ids and len(ids) > 8
+  assert hf.decode(ids) == gpt2.decode(ids) == text
+  assert int(hf.byte_lengths[ids].sum()) == len(text.encode())
+
+
+def test_an_unreadable_tokenizer_file_is_one_line(tmp_path):
+  path = tmp_path / "locked.tiktoken"
+  path.write_text("YQ== 0\n")
+  path.chmod(0)
+  try:
+    if os.access(path, os.R_OK):
+      pytest.skip("root reads any file")
+    for kind in ("hf", "gpt2"):
+      with pytest.raises(ConfigError, match="cannot be read"):
+        build_tokenizer(f"{kind}:{path}")
+  finally:
+    path.chmod(0o644)

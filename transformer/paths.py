@@ -13,6 +13,9 @@ Which schemes work. A training workdir holds orbax checkpoints, whose arrays orb
   TensorFlow is installed (it is a dependency here) and `gcsfs` (fsspec) when it is not or
   when `EPATH_USE_TF=false`. Credentials are the usual Google ones.
 - `s3://`, `az://`, `hf://` (the other schemes epath knows): refused, naming why.
+- `file://`: a local path written as a URL. `--workdir=file:///abs/path` is read as
+  `/abs/path` (`local_path`, at the command line); elsewhere a file URL is refused, naming the
+  path to give instead.
 - any other `xx://`: refused, naming the schemes that work.
 
 `check_backend` decides this from the path and the installed packages alone: it imports
@@ -81,10 +84,27 @@ def _epath_uses_tf() -> bool:
   return not off and _installed("tensorflow")
 
 
+def local_path(path: str) -> str:
+  """The local path a file URL names (`file:///abs/path` and `file://localhost/abs/path` ->
+  `/abs/path`, percent-escapes decoded); any other path or URL unchanged."""
+  if scheme(path) != "file":
+    return path
+  from urllib.parse import unquote, urlsplit
+  parts = urlsplit(os.fspath(path))
+  if parts.netloc not in ("", "localhost"):
+    return path  # another host's file: backend_problem refuses it
+  return unquote(parts.path)
+
+
 def backend_problem(path: str) -> Optional[str]:
   """Why `path` cannot hold a run here, in words; None when it can. Looks at the path and the
   installed packages only (no import of them, no network)."""
   name = scheme(path)
+  if name == "file":
+    local = local_path(path)
+    return (f"a file URL names a local folder: give its path ({local}) instead" if
+            local != path else "a file URL names a folder of this machine, not of another host "
+            "(file:///abs/path); give a local or mounted folder")
   if name is not None and not bucket(path):
     return (f"{name}:// is followed by no bucket (a third '/' ends the empty bucket name); "
             f"write {name}://BUCKET/FOLDER")

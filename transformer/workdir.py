@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 from transformer import kinds, packed_runs, paths, provenance, user_files
 from transformer.config import (LEGACY_DEFAULTS, ConfigError, ExperimentConfig, flat_config,
                                 from_config_dict)
+from transformer.data.run_tokenizer import kept_tokenizer
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
@@ -90,7 +91,8 @@ def run_config(workdir: str) -> ExperimentConfig:
 
 
 def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
-  """Refuses to resume a workdir whose saved config differs in a field that matters. A
+  """Refuses to resume a workdir whose saved config differs in a field that matters, or whose
+  tokenizer file differs from the copy the run kept (`transformer.data.run_tokenizer`). A
   workdir without a checkpoint holds no run yet: its config.json is simply replaced."""
   path = paths.join(workdir, CONFIG_FILE)
   if not paths.exists(path) or not checkpoint_steps(paths.join(workdir, CHECKPOINTS)):
@@ -107,6 +109,7 @@ def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
     raise ConfigError(
         f"The workdir {workdir} holds a run with a different config:\n{lines}\n"
         "Resuming would mix two experiments. Pass another --workdir (or remove this one).")
+  kept_tokenizer(config, workdir)  # its tokenizer file unchanged since it trained
 
 
 # --- checkpoints/ -----------------------------------------------------------------------------

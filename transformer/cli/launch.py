@@ -16,6 +16,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from transformer.cli import sweep_and_report as sweep_cli  # defines the sweep / report flags
+from transformer import paths
 from transformer.cli import modes
 from transformer.cli.args import DEFAULT_CONFIG, config_arg, parse_flags
 from transformer.config import ConfigError, from_config_dict
@@ -249,8 +250,9 @@ def main(argv: list[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   logging.set_verbosity(logging.WARNING)  # orbax and TFDS log every file they touch at INFO
-  workdir = _WORKDIR.value or default_workdir(config_arg(sys.argv[1:], "configs/default.py"),
-                                              sys.argv)
+  workdir = paths.local_path(_WORKDIR.value or  # file:///abs/path is /abs/path
+                             default_workdir(config_arg(sys.argv[1:], "configs/default.py"),
+                                             sys.argv))
   _check_flags(workdir)
   _check_writes(workdir)
   try:
@@ -395,9 +397,12 @@ def mode_export(config, workdir: str) -> None:
 
 
 def mode_prepare(config, workdir: str) -> None:
-  """One process, no devices: TFDS and the tokenizer only."""
-  from transformer.data.prepare import prepare  # TensorFlow
+  """One process, no devices: TFDS and the tokenizer only. The files the config names are
+  checked first, so a missing tokenizer file is not found after the dataset is prepared."""
+  from transformer.cli.preflight import check_files
   with _one_line():
+    check_files(config)
+    from transformer.data.prepare import prepare  # TensorFlow
     prepare(config.data, _PREPARE_DIR.value)
 
 

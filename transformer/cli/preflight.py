@@ -105,9 +105,10 @@ def check_files(config: ExperimentConfig) -> None:
     raise ConfigError(f"--config.data.spm_model={spm!r}: no such file. Point it at a "
                       "SentencePiece .model file, or set it to '' to train one into the workdir.")
   kind, colon, file = config.data.tokenizer.partition(":")
-  if colon and not os.path.isfile(file):  # hf:<tokenizer.json>, gpt2:<ranks file>
-    raise ConfigError(f"--config.data.tokenizer={config.data.tokenizer!r}: {file!r} is not a "
-                      f"file; give the path of a "
+  if colon and (not os.path.isfile(file) or not os.access(file, os.R_OK)):  # hf:, gpt2:
+    what = "is not a file" if not os.path.isfile(file) else "cannot be read"
+    raise ConfigError(f"--config.data.tokenizer={config.data.tokenizer!r}: {file!r} {what}; "
+                      f"give the path of a "
                       f"{'tokenizer.json' if kind == 'hf' else 'tiktoken ranks file'}.")
 
 

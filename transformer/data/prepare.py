@@ -20,6 +20,7 @@ import numpy as np
 from transformer.config import ConfigError, DataConfig
 from transformer.data import token_file
 from transformer.data.tokenizers import ByteTokenizer
+from transformer.errors import RunError
 
 
 def encode(tokenizer, raw: bytes) -> np.ndarray:
@@ -56,7 +57,13 @@ def _spm_file(tokenizer, directory: str) -> str:
 
 def prepare(cfg: DataConfig, directory: str, log: Callable[[str], None] = print) -> dict:
   """Writes the token file of `cfg`'s dataset into `directory`; returns its sidecar."""
-  from transformer.data import catalog, pipeline  # TensorFlow
+  try:  # TensorFlow first: TFDS logs a traceback of its own when it finds none
+    import tensorflow  # noqa: F401
+    from transformer.data import catalog, pipeline  # TensorFlow Datasets
+  except ImportError as e:  # one line, not the import's traceback
+    raise RunError(f"--mode=prepare reads datasets with TensorFlow and TensorFlow Datasets, "
+                   f"which cannot be imported here ({e}); install them with `pip install -e .` "
+                   "(the tensorflow-cpu and tensorflow-datasets packages).") from None
   if cfg.name == "token_file":
     raise ConfigError("--mode=prepare reads a dataset and writes a token file; "
                       "--config.data.name=token_file already is one. Name the dataset to "

@@ -5,6 +5,7 @@ be reported in bits per byte."""
 
 from __future__ import annotations
 
+import base64
 import os
 from typing import TYPE_CHECKING, Optional, Union
 
@@ -142,6 +143,9 @@ class _ShiftedTokenizer:
   0 = pad, 1 = bos, 2 = eos (as for `ByteTokenizer`); `vocab_size` is its vocabulary + 3.
 
   Its own special tokens (GPT-2's `<|endoftext|>`) stay ordinary ids; documents end with id 2.
+  One rule for both kinds: text that spells a special token (a literal `<|endoftext|>` in the
+  data) is ordinary text, encoded as its characters, never as the special id (as GPT-2 data is
+  encoded with tiktoken's `encode_ordinary`), so no text can forge a document boundary.
   `byte_lengths` are the bytes each token decodes to on its own, so for byte-level BPE (GPT-2,
   `train_bpe`) they add up to the UTF-8 size of the decoded text and bits per byte are exact.
   Subclasses give `path`, `_raw_vocab`, `_encode_raw`, `_decode_raw` and `_token_bytes`.
@@ -210,13 +214,15 @@ class HFTokenizer(_ShiftedTokenizer):
   def __init__(self, path: str):
     from tokenizers import Tokenizer as HFFile  # only when configured
     self.path = path
+    contents = read_file(path, f"--config.data.tokenizer=hf:{path}")
     try:
-      self._tok = HFFile.from_file(path)
+      self._tok = HFFile.from_buffer(contents)
     except Exception as e:  # noqa: BLE001 -- the library raises plain Exceptions
       raise ConfigError(f"--config.data.tokenizer=hf:{path}: not a readable tokenizer.json "
                         f"({str(e).splitlines()[0][:200]}).") from None
     self._tok.no_padding()
     self._tok.no_truncation()
+    self._tok.encode_special_tokens = True  # special tokens spelled in text are text
     self._raw_vocab = self._tok.get_vocab_size(with_added_tokens=True)
     self._byte_level = type(self._tok.decoder).__name__ == "ByteLevel"
 
@@ -248,16 +254,18 @@ _BYTE_LEVEL = byte_level_alphabet()
 class TiktokenTokenizer(_ShiftedTokenizer):
   """GPT-2's BPE through `tiktoken`, with its ranks read from a local file in tiktoken's
   format (`r50k_base.tiktoken`: base64 token, rank per line): `data.tokenizer=gpt2:<path>`.
-  Token `n_ranks` is `<|endoftext|>`, as in GPT-2 (50256 of 50257)."""
+  Token `n_ranks` is `<|endoftext|>`, as in GPT-2 (50256 of 50257). The ranks are parsed here
+  from the file's bytes at each construction, never taken from tiktoken's cache."""
 
   def __init__(self, path: str):
     import tiktoken  # only when configured
-    from tiktoken.load import load_tiktoken_bpe
     from tiktoken_ext.openai_public import r50k_pat_str
     self.path = path
+    # Not tiktoken's loader: its cache, keyed by path, serves a rewritten file's old ranks.
+    contents = read_file(path, f"--config.data.tokenizer=gpt2:{path}")
     try:
-      ranks = load_tiktoken_bpe(path)
-    except Exception as e:  # noqa: BLE001 -- base64 / value errors of a wrong file
+      ranks = read_ranks(contents)
+    except ValueError as e:
       raise ConfigError(f"--config.data.tokenizer=gpt2:{path}: not a tiktoken ranks file "
                         f"(lines of 'base64-token rank'; {str(e)[:200]}).") from None
     self.ranks = ranks  # token bytes -> rank; export converts them (weights/hf_tokenizer.py)
@@ -273,6 +281,32 @@ class TiktokenTokenizer(_ShiftedTokenizer):
 
   def _token_bytes(self, i: int) -> bytes:
     return self._enc.decode_single_token_bytes(i)
+
+
+def read_file(path: str, flag: str) -> bytes:
+  """The bytes of the tokenizer file `path`; a one-line ConfigError naming `flag` when it
+  cannot be read."""
+  try:
+    with open(path, "rb") as f:
+      return f.read()
+  except OSError as e:
+    raise ConfigError(f"{flag}: {path!r} cannot be read ({e.strerror or e}); give a file you "
+                      "can read.") from None
+
+
+def read_ranks(contents: bytes) -> dict[bytes, int]:
+  """A tiktoken ranks file's bytes (`base64-token rank` per line) -> `{token bytes: rank}`, as
+  `tiktoken.load.load_tiktoken_bpe` parses them; ValueError naming the first bad line."""
+  ranks = {}
+  for number, line in enumerate(contents.splitlines(), 1):
+    if not line:
+      continue
+    try:
+      token, rank = line.split()
+      ranks[base64.b64decode(token)] = int(rank)
+    except ValueError:  # binascii.Error included
+      raise ValueError(f"line {number}: {line[:60]!r}") from None
+  return ranks
 
 
 def train_bpe(texts, path: str, vocab_size: int) -> str:

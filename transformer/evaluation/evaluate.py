@@ -19,6 +19,7 @@ import jax
 
 from transformer import kinds, paths
 from transformer.config import ConfigError, ParallelConfig
+from transformer.data.run_tokenizer import with_kept_tokenizer
 from transformer.errors import CommandLineError
 from transformer.train import optim
 from transformer.weights.init_from import unreadable_checkpoint
@@ -48,6 +49,7 @@ def evaluate_workdir(workdir: str, *, split: str = "", step: Optional[int] = Non
       saved, data=dataclasses.replace(saved.data, eval_split=split or saved.data.eval_split),
       model=dataclasses.replace(saved.model, init_from=""),  # the checkpoint has the params
       parallel=parallel or saved.parallel)
+  config = with_kept_tokenizer(config, workdir)  # the tokenizer file it trained with
   checkpointer = Checkpointer(paths.join(workdir, "checkpoints"), keep=saved.checkpoint.keep,
                               async_save=False)
   try:

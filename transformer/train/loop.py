@@ -21,6 +21,7 @@ import numpy as np
 
 from transformer import kinds, paths, provenance
 from transformer.config import ExperimentConfig
+from transformer.data.run_tokenizer import keep_tokenizer
 from transformer.train import eval_loop
 from transformer.train import baselines, diagnostics, optim, peaks
 from transformer.train.checkpoint import Checkpointer
@@ -103,6 +104,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
                                     steps[-1] if steps else None)
     paths.write_text(paths.join(workdir, "config.json"),
                      provenance.config_json(config.to_dict(), first))
+    keep_tokenizer(config, workdir)  # the run's own copy of its tokenizer file
   checkpointer = _checkpointer(config, workdir)
   state, first_batch = _restore_or_init(config, par, checkpointer, data, init_rng, workdir)
   _log_model(config, par, state)
