@@ -333,3 +333,24 @@ def test_launch_trains_an_ids_only_folder_through_its_evals(tmp_path):
   samples = [json.loads(line) for line in open(workdir / "samples.txt")]
   assert samples and all(w.isdigit() and int(w) < 300
                          for s in samples for w in (s["prompt"] + " " + s["sample"]).split())
+
+
+def test_samples_that_cannot_be_encoded_stop_the_run_before_its_first_step():
+  """The in-loop samples' prompts are read and encoded when the loop is built, so a tokenizer
+  that cannot encode them stops the run before step 1, not at the first eval."""
+  from types import SimpleNamespace
+  from configs import default
+  from transformer.train.eval_loop import SampleWriter
+
+  class NoText(foreign_tokens.IdsTokenizer):
+    def encode(self, text):
+      raise ConfigError("cannot encode")
+
+  config = default.get_config()
+  data = SimpleNamespace(tokenizer=NoText(300),
+                         eval_batches=lambda n: iter([{"inputs": np.arange(3, 40)[None]}]))
+  with pytest.raises(ConfigError, match="cannot encode"):
+    SampleWriter.maybe(config, SimpleNamespace(config=config), data, par=None)
+  data.tokenizer = foreign_tokens.IdsTokenizer(300)
+  writer = SampleWriter.maybe(config, SimpleNamespace(config=config), data, par=None)
+  assert writer is not None and writer._prompts[0].startswith("0 1 2 3")
