@@ -99,7 +99,7 @@ def test_bad_files_are_one_line_errors(tmp_path):
     foreign_meta.describe(str(tmp_path), "llmc", 50257)
   (tmp_path / "train.bin").write_bytes(b"abc")
   (tmp_path / "val.bin").write_bytes(b"ab")
-  with pytest.raises(ConfigError, match="odd number of bytes"):
+  with pytest.raises(ConfigError, match="not a whole number of uint16 ids"):
     foreign_meta.describe(str(tmp_path), "nanogpt", 50257)
 
 
@@ -109,7 +109,12 @@ def test_command_line(tmp_path):
   run = [sys.executable, "-m", "transformer.data.foreign_meta", str(tmp_path)]
   proc = subprocess.run(run + ["--layout=llmc"], cwd=ROOT, capture_output=True, text=True)
   assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "llm.c" in proc.stderr
+  # no vocabulary given, and none to derive (no meta.pkl, no tokenizer): asked for, not 50257
   proc = subprocess.run(run + ["--layout=nanogpt"], cwd=ROOT, capture_output=True, text=True)
+  assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--vocab_size" in proc.stderr
+  assert not os.path.exists(tmp_path / "meta.json")
+  proc = subprocess.run(run + ["--layout=nanogpt", "--vocab_size=50257"], cwd=ROOT,
+                        capture_output=True, text=True)
   assert proc.returncode == 0 and "train: 400 tokens" in proc.stdout
   assert os.path.isfile(tmp_path / "meta.json")
 
@@ -145,3 +150,207 @@ def test_launch_trains_on_an_llmc_file_with_a_bpe_tokenizer(tmp_path):
   rows = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
   bpb = [v for r in rows for k, v in r.items() if "bits_per_byte" in k]
   assert bpb and all(0 < v < 20 for v in bpb), rows[-1]
+
+
+# ----------------------------------------------------------------------------- issue 47
+
+
+def _nanogpt(directory, train, val, dtype="<u2"):
+  os.makedirs(directory, exist_ok=True)
+  np.asarray(train).astype(dtype).tofile(os.path.join(directory, "train.bin"))
+  np.asarray(val).astype(dtype).tofile(os.path.join(directory, "val.bin"))
+  return str(directory)
+
+
+def _llmc_over(path, ids, count, body="<u4"):
+  """An llm.c GPT-2 header (uint16, 20240520/v1) saying `count` tokens over `ids` as `body`."""
+  header = np.zeros(256, "<i4")
+  header[:3] = 20240520, 1, count
+  with open(path, "wb") as f:
+    f.write(header.tobytes() + np.asarray(ids).astype(body).tobytes())
+
+
+def test_uint32_ids_are_refused_not_read_as_uint16(tmp_path):
+  """A raw nanoGPT file of uint32 ids, or an llm.c uint16 header over a uint32 body, was read
+  as uint16 (every other id 0) and trained on; now one line naming the fix, nothing written."""
+  train, val = _ids(3000, 6), _ids(500, 7)
+  raw = _nanogpt(tmp_path / "raw", train, val, "<u4")
+  with pytest.raises(ConfigError, match="looks like uint32 ids read as uint16.*--dtype=uint32"):
+    foreign_meta.describe(raw, "nanogpt", 50257)
+  assert not os.path.exists(os.path.join(raw, "meta.json"))
+  meta = foreign_meta.describe(raw, "nanogpt", 50257, dtype="uint32")
+  assert meta["dtype"] == "uint32" and meta["splits"]["train"]["tokens"] == 3000
+  _read_back(raw, train)
+  # a sidecar that says uint16 over that file (an older describe) stops the run when opened
+  meta.update(dtype="uint16")
+  for entry in meta["splits"].values():
+    entry["tokens"] *= 2
+  token_file.write_meta(raw, meta)
+  with pytest.raises(ConfigError, match="looks like uint32"):
+    token_file.token_file_data(raw, SEQ, global_batch_size=4, seed=0)
+  llmc = tmp_path / "llmc"
+  llmc.mkdir()
+  _llmc_over(llmc / "x_train.bin", train, 2 * train.size)  # count agrees with the size
+  _llmc_over(llmc / "x_val.bin", val, 2 * val.size)
+  with pytest.raises(ConfigError, match="looks like uint32.*20240520/v1"):
+    foreign_meta.describe(str(llmc), "llmc", 50257)
+  _llmc_over(llmc / "x_train.bin", train, train.size)  # count of ids, body of uint32
+  with pytest.raises(ConfigError, match="body of uint32 ids under a uint16 header"):
+    foreign_meta.describe(str(llmc), "llmc", 50257)
+  assert not os.path.exists(llmc / "meta.json")
+  with pytest.raises(ConfigError, match="does not fit the files' uint16 ids: give --dtype"):
+    foreign_meta.describe(raw, "nanogpt", 128256)  # Llama 3's ids cannot be uint16
+
+
+def test_ids_without_a_tokenizer_read_and_write_as_numbers(tmp_path):
+  """Ids-only runs stopped at the first eval (samples encode their prompt); the prompt is now
+  the files' ids as text, read back exactly, and anything else is one line."""
+  meta = foreign_meta.describe(_nanogpt(tmp_path, _ids(400, 8), _ids(100, 9)), "nanogpt",
+                               50257)
+  tok = token_file.load_tokenizer(str(tmp_path), meta)
+  ids = [3, 467, 50259, 1000]
+  assert tok.decode(ids) == "0 464 50256 997" and tok.encode(tok.decode(ids)) == ids
+  assert tok.encode("") == [] and tok.byte_lengths is None
+  for text in ("hello", "50257", "-1", "4.5"):
+    with pytest.raises(ConfigError, match="its ids 0..50256 written with spaces") as e:
+      tok.encode(text)
+    assert "\n" not in str(e.value)
+
+
+def test_ids_messages_give_the_files_ids(tmp_path):
+  train = _ids(400, 10)
+  train[5] = 50300
+  directory = _nanogpt(tmp_path, train, _ids(100, 11))
+  with pytest.raises(ConfigError) as e:
+    foreign_meta.describe(directory, "nanogpt", 50257)
+  assert f"id 50300 at position 5 in {directory}/train.bin is >= vocab_size 50257" in str(
+      e.value) and "50303" not in str(e.value) and "\n" not in str(e.value)
+
+
+def _char_folder(directory, text="First Citizen:\nBefore we proceed, hear me speak. ñ\n"):
+  """nanoGPT's data/shakespeare_char/prepare.py on `text`: train.bin, val.bin, meta.pkl."""
+  import pickle
+  chars = sorted(set(text))
+  stoi, itos = {c: i for i, c in enumerate(chars)}, dict(enumerate(chars))
+  ids = [stoi[c] for c in text * 20]
+  _nanogpt(directory, ids[:800], ids[800:])
+  with open(os.path.join(directory, "meta.pkl"), "wb") as f:
+    pickle.dump({"vocab_size": len(chars), "itos": itos, "stoi": stoi}, f)
+  return str(directory), text, chars
+
+
+def test_character_data_reads_meta_pkl(tmp_path):
+  """nanoGPT's meta.pkl was ignored (vocab 50257 + 3, no decoding, no bits per byte, a GPT-2
+  separator recorded): now its characters are the tokenizer and the vocabulary."""
+  directory, text, chars = _char_folder(tmp_path)
+  meta = foreign_meta.describe(directory, "nanogpt")
+  assert meta["vocab_size"] == len(chars) + 3 and meta["tokenizer"] == "chars"
+  assert meta["separator"] == "none" and meta["source"]["separator_id"] is None
+  tok = token_file.load_tokenizer(directory, meta)
+  tokens = token_file.load_tokens(directory, meta, "train")
+  assert tok.decode(tokens[0:len(text)]) == text
+  assert tok.encode(text) == list(tokens[0:len(text)])
+  assert tok.byte_lengths[3 + chars.index("ñ")] == 2 and tok.byte_lengths[:3].sum() == 0
+  with pytest.raises(ConfigError, match="'@' is not among the"):
+    tok.encode("@")
+  with pytest.raises(ConfigError, match=f"--vocab_size=50257, but .*meta.pkl has {len(chars)}"):
+    foreign_meta.describe(directory, "nanogpt", 50257)
+
+
+def test_a_meta_pkl_that_names_code_is_refused(tmp_path):
+  import collections
+  import pickle
+  directory, _, _ = _char_folder(tmp_path)
+  with open(os.path.join(directory, "meta.pkl"), "wb") as f:
+    pickle.dump({"vocab_size": 2, "itos": collections.OrderedDict({0: "a", 1: "b"})}, f)
+  with pytest.raises(ConfigError, match="names collections.OrderedDict") as e:
+    foreign_meta.describe(directory, "nanogpt")
+  assert "\n" not in str(e.value) and not os.path.exists(os.path.join(directory, "meta.json"))
+
+
+def test_the_tokenizer_is_copied_and_gives_the_vocabulary(tmp_path):
+  from transformer.data.tokenizers import build_tokenizer, train_bpe
+  import textwrap
+  with open(textwrap.__file__, encoding="utf-8") as f:
+    path = train_bpe([f.read()], str(tmp_path / "tok" / "tokenizer.json"), 400)
+  raw = np.asarray(build_tokenizer(f"hf:{path}").encode("def f(x):\n  return x\n" * 40)) - 3
+  directory = _nanogpt(tmp_path / "data", raw, raw)
+  with pytest.raises(ConfigError, match="--vocab_size=500, but the tokenizer .* has 400 ids"):
+    foreign_meta.describe(directory, "nanogpt", 500, tokenizer=f"hf:{path}")
+  meta = foreign_meta.describe(directory, "nanogpt", tokenizer=f"hf:{path}")
+  assert meta["tokenizer"] == "hf:tokenizer/tokenizer.json" and meta["vocab_size"] == 403
+  kept = os.path.join(directory, "tokenizer", "tokenizer.json")
+  assert open(kept, "rb").read() == open(path, "rb").read()
+  os.remove(path)  # the folder keeps working without the original
+  assert token_file.load_tokenizer(directory, meta).vocab_size == 403
+  with open(kept, "a") as f:
+    f.write(" ")
+  other = train_bpe(["abc def " * 50], str(tmp_path / "other" / "tokenizer.json"), 300)
+  with pytest.raises(ConfigError, match="holds another file than --tokenizer"):
+    foreign_meta.describe(directory, "nanogpt", tokenizer=f"hf:{other}")
+
+
+@pytest.mark.parametrize("magic, version, separator_id", [(20240520, 1, 50256),
+                                                          (20240801, 7, 128000)])
+def test_each_format_records_its_own_layout(tmp_path, magic, version, separator_id):
+  """llm.c starts each document with its end-of-text token, nanoGPT ends each with it."""
+  vocab = 50257 if version == 1 else 128256
+  foreign_tokens.write_llmc(str(tmp_path / "a_train.bin"), _ids(300, 12, vocab), magic, version)
+  foreign_tokens.write_llmc(str(tmp_path / "a_val.bin"), _ids(100, 13, vocab), magic, version)
+  meta = foreign_meta.describe(str(tmp_path), "llmc")  # the header gives the vocabulary
+  assert meta["vocab_size"] == vocab + 3 and meta["separator"] == "eot_before_each_document"
+  assert meta["source"]["separator_id"] == separator_id
+  meta = foreign_meta.describe(_nanogpt(tmp_path / "n", _ids(300, 14), _ids(99, 15)),
+                               "nanogpt", 50257)
+  assert meta["separator"] == "eot_after_each_document"
+  assert meta["source"]["separator_id"] == 50256
+
+
+@pytest.mark.slow  # a launch.py training run: ~30 s on 2 loaded cores
+def test_launch_trains_an_ids_only_folder_through_its_evals(tmp_path):
+  """Ids only (no tokenizer): trained 10 steps, then stopped at the first eval ("text cannot
+  be encoded") with no checkpoint. Now it trains, evaluates the loss (no bits per byte),
+  writes its samples as ids and checkpoints."""
+  import json
+  rng = np.random.default_rng(16)
+  data = _nanogpt(tmp_path / "data", rng.integers(0, 300, 6000), rng.integers(0, 300, 600))
+  assert foreign_meta.main([data, "--layout=nanogpt", "--vocab_size=300"]) == 0
+  workdir = tmp_path / "run"
+  overrides = {"data.name": "token_file", "data.source_dir": data, "data.seq_len": 32,
+               "model.d_model": 32, "model.num_heads": 2, "model.num_layers": 1,
+               "model.d_ff": 64, "train.batch_size": 8, "train.num_steps": 12,
+               "train.eval_every": 10, "data.eval_batches": 2}
+  proc = subprocess.run([sys.executable, "launch.py", "--config=configs/default.py:smoke",
+                         f"--workdir={workdir}"] + [f"--config.{k}={v}"
+                                                    for k, v in overrides.items()],
+                        cwd=ROOT, capture_output=True, text=True, timeout=280)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  rows = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
+  evals = [r for r in rows if r.get("split") == "eval"]
+  assert [r["step"] for r in evals] == [10, 12] and all(r["loss"] > 0 for r in evals)
+  assert not any("bits_per_byte" in k for r in rows for k in r)
+  assert "12" in os.listdir(workdir / "checkpoints")
+  samples = [json.loads(line) for line in open(workdir / "samples.txt")]
+  assert samples and all(w.isdigit() and int(w) < 300
+                         for s in samples for w in (s["prompt"] + " " + s["sample"]).split())
+
+
+def test_samples_that_cannot_be_encoded_stop_the_run_before_its_first_step():
+  """The in-loop samples' prompts are read and encoded when the loop is built, so a tokenizer
+  that cannot encode them stops the run before step 1, not at the first eval."""
+  from types import SimpleNamespace
+  from configs import default
+  from transformer.train.eval_loop import SampleWriter
+
+  class NoText(foreign_tokens.IdsTokenizer):
+    def encode(self, text):
+      raise ConfigError("cannot encode")
+
+  config = default.get_config()
+  data = SimpleNamespace(tokenizer=NoText(300),
+                         eval_batches=lambda n: iter([{"inputs": np.arange(3, 40)[None]}]))
+  with pytest.raises(ConfigError, match="cannot encode"):
+    SampleWriter.maybe(config, SimpleNamespace(config=config), data, par=None)
+  data.tokenizer = foreign_tokens.IdsTokenizer(300)
+  writer = SampleWriter.maybe(config, SimpleNamespace(config=config), data, par=None)
+  assert writer is not None and writer._prompts[0].startswith("0 1 2 3")

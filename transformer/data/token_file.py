@@ -9,9 +9,10 @@ or `uint32`. `<dir>/meta.json` (the sidecar) says how to read them:
 
   {"format": "transformer-token-file", "version": 1, "dtype": "uint16", "vocab_size": 259,
    "tokenizer": "bytes" | "sentencepiece" | "hf:tokenizer/tokenizer.json" | "gpt2:<file>"
-   (hf, gpt2: the file, relative to <dir>), "spm_model": "tokenizer.model" (sentencepiece: the
-   model file, in <dir>), "pad_id": 0, "bos_id": 1, "eos_id": 2,
-   "separator": "eos_after_each_document",
+   (hf, gpt2: the file, relative to <dir>) | "ids" | "chars" (nanoGPT / llm.c files without a
+   tokenizer, or with meta.pkl's "chars": foreign_tokens.py), "spm_model": "tokenizer.model"
+   (sentencepiece: the model file, in <dir>), "pad_id": 0, "bos_id": 1, "eos_id": 2,
+   "separator": "eos_after_each_document" (foreign files: the layout they have),
    "splits": {"train": {"file": "train.bin", "tokens": N, "documents": D}, "validation": ...},
    "source": {what it was prepared from}}
 
@@ -139,25 +140,54 @@ def read_meta(directory: str) -> dict:
       for e in splits.values()):
     raise ConfigError(f"{path}: 'splits' must map each split to {{\"file\": NAME, \"tokens\": "
                       f"COUNT}}; {fix}.")
+  chars = meta.get("chars")
+  if meta.get("tokenizer") == "chars" and not (
+      isinstance(chars, list) and all(isinstance(c, str) for c in chars)
+      and len(chars) + int(meta.get("id_offset", 0)) == vocab):
+    raise ConfigError(f"{path}: tokenizer chars needs 'chars', the vocab_size characters of "
+                      f"the file's ids in order; {fix}.")
   return meta
 
 
 def load_tokens(directory: str, meta: dict, split: str) -> np.ndarray:
   """`[tokens]` ids of `split`, memory-mapped. Checked first: the file is there, not empty, a
-  whole number of ids, as many as the sidecar says, and each id below its vocab_size (one
-  pass of max() over the map)."""
+  whole number of ids, as many as the sidecar says, not uint32 ids read as uint16
+  (`foreign_tokens.check_not_uint32`), and each id below its vocab_size (one pass of max()
+  over the map). Messages give the file's own ids (before `id_offset`)."""
   entry = meta["splits"][split]
   path = os.path.join(directory, entry["file"])
+  tokens = _map(path, meta, split)
+  if tokens.size != entry["tokens"]:
+    raise ConfigError(f"{path} holds {tokens.size} tokens; {META_FILE} says "
+                      f"{entry['tokens']}: the file is truncated or not this sidecar's; {_FIX}.")
+  foreign_tokens.check_not_uint32(tokens, path, meta)
+  offset = int(meta.get("id_offset", 0))
+  limit = meta["vocab_size"] - offset  # the file's own vocabulary
+  if int(tokens.max()) >= limit:
+    at = foreign_tokens.first_at_or_above(tokens, limit)
+    counted = (f" ({META_FILE}'s vocab_size {meta['vocab_size']} counts {offset} more: pad, "
+               "BOS, EOS)" if offset else "")
+    raise ConfigError(f"id {int(tokens[at])} at position {at} in {path} is >= vocab_size "
+                      f"{limit}{counted}: the file is not this sidecar's tokenizer's; {_FIX}.")
+  return foreign_tokens.shifted(tokens, meta)
+
+
+_FIX = ("prepare the folder again (python launch.py --mode=prepare --prepare_dir=DIR, or "
+        "python -m transformer.data.foreign_meta for nanoGPT / llm.c files), or restore the "
+        "file from a copy")
+
+
+def _map(path: str, meta: dict, split: str) -> np.ndarray:
+  """`[tokens]` the file's ids as they are, memory-mapped after its header (`header_bytes`,
+  nanoGPT / llm.c files: foreign_tokens.py); a ConfigError if its size cannot hold them."""
+  entry = meta["splits"][split]
   dtype = np.dtype(meta["dtype"]).newbyteorder("<")
-  fix = ("prepare the folder again (python launch.py --mode=prepare --prepare_dir=DIR), or "
-         "restore the file from a copy")
-  # header_bytes, id_offset: nanoGPT / llm.c files read as they are (foreign_tokens.py)
   header = int(entry.get("header_bytes", 0))
   try:
     size = os.path.getsize(path)
   except OSError as e:
     raise ConfigError(f"{path} (split {split!r} of {META_FILE}) cannot be read: "
-                      f"{e.strerror or e}; {fix}.") from None
+                      f"{e.strerror or e}; {_FIX}.") from None
   body = size - header
   if body <= 0 or body % dtype.itemsize:
     if size == 0:
@@ -167,20 +197,11 @@ def load_tokens(directory: str, meta: dict, split: str) -> np.ndarray:
     else:
       what = f"has {body} bytes of ids, not a whole number of {dtype.name} ids"
     raise ConfigError(f"{path} {what} ({META_FILE} says {entry['tokens']} tokens): the file "
-                      f"is truncated or not this sidecar's; {fix}.")
+                      f"is truncated or not this sidecar's; {_FIX}.")
   try:
-    tokens = np.memmap(path, dtype=dtype, mode="r", offset=header)
+    return np.memmap(path, dtype=dtype, mode="r", offset=header)
   except OSError as e:
-    raise ConfigError(f"{path} cannot be read: {e.strerror or e}; {fix}.") from None
-  if tokens.size != entry["tokens"]:
-    raise ConfigError(f"{path} holds {tokens.size} tokens; {META_FILE} says "
-                      f"{entry['tokens']}: the file is truncated or not this sidecar's; {fix}.")
-  largest = int(tokens.max()) + int(meta.get("id_offset", 0))
-  if largest >= meta["vocab_size"]:
-    raise ConfigError(f"{path} holds token id {largest}, but {META_FILE} says vocab_size "
-                      f"{meta['vocab_size']} (ids 0..{meta['vocab_size'] - 1}): the file is "
-                      f"not this sidecar's tokenizer's; {fix}.")
-  return foreign_tokens.shifted(tokens, meta)
+    raise ConfigError(f"{path} cannot be read: {e.strerror or e}; {_FIX}.") from None
 
 
 def eval_split_name(meta: dict, requested: str) -> str:
@@ -202,6 +223,8 @@ def load_tokenizer(directory: str, meta: dict):
     tokenizer = ByteTokenizer()
   elif meta["tokenizer"] == "ids":  # a foreign token file given without its tokenizer
     tokenizer = foreign_tokens.IdsTokenizer(meta["vocab_size"], meta.get("id_offset", 0))
+  elif meta["tokenizer"] == "chars":  # nanoGPT's character data: meta.pkl's itos
+    tokenizer = foreign_tokens.CharTokenizer(meta["chars"], meta.get("id_offset", 0))
   elif colon:  # hf:<tokenizer.json>, gpt2:<ranks>, relative to the token file's folder
     tokenizer = build_tokenizer(f"{kind}:{os.path.join(directory, file)}")
   else:

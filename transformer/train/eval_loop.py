@@ -101,8 +101,16 @@ class SampleWriter:
 
   @classmethod
   def maybe(cls, config, task, data, par, log=print) -> Optional["SampleWriter"]:
-    """A writer when `train.samples_at_eval` is on and the kind is generative, else None."""
-    return cls(task, data, par, log) if config.train.samples_at_eval and _generative(task) else None
+    """A writer when `train.samples_at_eval` is on and the kind is generative, else None. Its
+    prompts are read and encoded now, before the first step, so a tokenizer that cannot encode
+    them stops the run here in one line (its ConfigError), not at the first eval."""
+    if not (config.train.samples_at_eval and _generative(task)):
+      return None
+    writer = cls(task, data, par, log)
+    writer._prompts = sample_prompts(task, data)
+    for prompt in writer._prompts:
+      data.tokenizer.encode(prompt)
+    return writer
 
   def write(self, state, writer, step: int) -> None:
     if self._prompts is None:
