@@ -131,6 +131,7 @@ def test_a_run_killed_and_resumed_logs_into_one_wandb_run(tmp_path):
     if any(json.loads(r)["step"] >= 25 for r in rows) and (workdir / "checkpoints/20").exists():
       break
     time.sleep(0.2)
+  time.sleep(3 * wandb_writer.FLUSH_SECONDS)  # the service writes its rows this often
   assert proc.poll() is None, "the run ended before it could be killed"
   os.killpg(proc.pid, signal.SIGKILL)  # the whole job, as a node loss would
   proc.wait()
@@ -148,11 +149,16 @@ def test_a_run_killed_and_resumed_logs_into_one_wandb_run(tmp_path):
   resumed = resumed["resumed_from"]
   assert resumed >= 20
   # The killed process: its rows from the start, up to what wandb had written when killed
-  # (kill -9 loses the rows wandb had not yet written, in one measured run all of them;
-  # metrics.jsonl and TensorBoard keep them).
+  # (rows logged more than FLUSH_SECONDS before the kill, less the last step's, still open),
+  # which covers every step up to the checkpoint the run resumed from.
   assert before == list(range(5, 5 * len(before) + 1, 5)) and len(before) * 5 <= killed_at
+  assert len(before) * 5 >= resumed, (before, resumed)
   # The resumed process, in the same wandb run: every row after its checkpoint.
   assert after == list(range(resumed + 5, 301, 5))
+  # metrics.jsonl: each step once, the killed process's rows after the checkpoint dropped.
+  rows = [json.loads(r) for r in metrics.read_text().splitlines()]
+  keys = [(r["split"], r["step"]) for r in rows]
+  assert len(keys) == len(set(keys)) and max(k[1] for k in keys) == 300
   for f in files:
     run = run_of(f)
     assert run.run_id == run_id and run.run_group.startswith("cfg-")

@@ -21,6 +21,11 @@ from transformer.config import ConfigError
 from transformer.train.writers import log
 
 RUN_ID_FILE = "wandb_run_id"
+# How often wandb's service writes what it holds to the run's `.wandb` file (its default, 15 s,
+# or a full 32 KiB block, lost every row of a short run killed by kill -9). wandb 0.31 has no
+# call that writes it at once; the row of the last step logged stays open until a later step
+# (or finish) and is not written either.
+FLUSH_SECONDS = 1.0
 EXTRA = "pip install 'transformer[wandb]'"
 
 
@@ -91,7 +96,8 @@ class WandbSink:
         tags=[t.strip() for t in train["wandb_tags"].split(",") if t.strip()] or None,
         id=run_id(workdir, lambda m: log(f"WARNING: {m}")), resume="allow",
         dir=paths.absolute(workdir), config={**config, "provenance": dict(provenance or {})},
-        reinit="finish_previous")  # what `True` meant; a bool is deprecated in wandb 0.31
+        reinit="finish_previous",  # what `True` meant; a bool is deprecated in wandb 0.31
+        settings=wandb.Settings(x_transaction_log_flush_interval=FLUSH_SECONDS))
 
   def log(self, step: int, split: str, metrics: Mapping[str, Any]) -> None:
     scalars = {f"{split}/{k}": float(v) for k, v in metrics.items() if not isinstance(v, str)}
