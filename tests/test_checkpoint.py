@@ -75,6 +75,20 @@ def _truncate_largest_file(step_dir):
     f.truncate(os.path.getsize(biggest) // 2)
 
 
+def test_a_run_without_a_fault_leaves_no_error_log(tmp_path):
+  """The log appears only after a fault: neither a fresh start (nothing to restore) nor a save
+  and a clean restore create it, not even empty."""
+  directory = str(tmp_path / "ckpt")
+  ckpt = Checkpointer(directory, keep=2)
+  target = {"w": jax.ShapeDtypeStruct((1000,), np.float32)}
+  assert ckpt.restore_latest(target, _iterator()) == (None, None)
+  ckpt.save(1, {"w": np.ones(1000, np.float32)}, _iterator(), {})
+  ckpt.wait()
+  assert ckpt.restore_latest(target, _iterator())[0] == 1
+  ckpt.close()
+  assert not os.path.exists(ckpt.log_path), open(ckpt.log_path).read()
+
+
 @pytest.mark.parametrize("damage", ["truncate", "remove_state"])
 def test_corrupt_latest_falls_back_to_previous(tmp_path, damage):
   directory = str(tmp_path / "ckpt")

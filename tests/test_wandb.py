@@ -29,10 +29,54 @@ def test_group_is_the_config_without_its_seed():
 
 
 def test_run_id_is_kept_in_the_workdir(tmp_path):
-  first = wandb_writer.run_id(str(tmp_path))
-  assert first == wandb_writer.run_id(str(tmp_path)) and first.isalnum()
-  (tmp_path / wandb_writer.RUN_ID_FILE).write_bytes(b"\xff torn")
-  assert wandb_writer.run_id(str(tmp_path)) != first  # a new id, written again whole
+  warnings = []
+  first = wandb_writer.run_id(str(tmp_path), warnings.append)
+  assert first == wandb_writer.run_id(str(tmp_path), warnings.append) and first.isalnum()
+  assert warnings == []  # a first start and a resume say nothing
+
+
+@pytest.mark.parametrize("saved", ["run-2024-07-a", "lr_3e-4.seed 1", "r\u00e9sum\u00e9"])
+def test_any_id_wandb_takes_is_kept(tmp_path, saved):
+  """Ids of another tool or an earlier run (wandb's rule: not empty, no surrounding space, none
+  of `:;,#?/'`) continue that wandb run."""
+  (tmp_path / wandb_writer.RUN_ID_FILE).write_text(saved + "\n")
+  warnings = []
+  assert wandb_writer.run_id(str(tmp_path), warnings.append) == saved and warnings == []
+  assert (tmp_path / wandb_writer.RUN_ID_FILE).read_text() == saved + "\n"
+
+
+@pytest.mark.parametrize("content, said", [
+    (b"team/run:7", "wandb refuses as a run id (Run ID cannot contain the characters"),
+    (b"\xff torn", "is unreadable"), (b"two\nlines", "not one line of printable text"),
+    (b"  \n", "wandb refuses as a run id (Run ID cannot be empty)")])
+def test_an_id_wandb_refuses_is_replaced_in_one_line(tmp_path, content, said):
+  (tmp_path / wandb_writer.RUN_ID_FILE).write_bytes(content)
+  warnings = []
+  new = wandb_writer.run_id(str(tmp_path), warnings.append)
+  assert new.isalnum() and (tmp_path / wandb_writer.RUN_ID_FILE).read_text() == new + "\n"
+  assert len(warnings) == 1 and "\n" not in warnings[0], warnings
+  assert said in warnings[0] and f"new wandb run, id {new}" in warnings[0]
+  assert wandb_writer.RUN_ID_FILE in warnings[0]
+
+
+def test_a_sink_resumes_a_hyphenated_id_without_wandb_warnings(tmp_path, monkeypatch, capfd):
+  """The wandb run (offline) gets the stored id, and wandb says nothing about deprecated
+  arguments (a boolean `reinit` is deprecated in wandb 0.31)."""
+  monkeypatch.setenv("WANDB_MODE", "offline")
+  monkeypatch.delenv("WANDB_SILENT", raising=False)
+  (tmp_path / wandb_writer.RUN_ID_FILE).write_text("run-2024-07-a\n")
+  config = {"seed": 0, "train": {"wandb_project": "t47", "wandb_entity": "", "wandb_group": "",
+                                 "wandb_tags": ""}}
+  sink = wandb_writer.WandbSink(str(tmp_path), config, None)
+  try:
+    assert sink.run.id == "run-2024-07-a"
+    sink.log(5, "train", {"loss": 2.0})
+  finally:
+    sink.close()
+  out = "".join(capfd.readouterr())
+  assert "reinit" not in out and "deprecated" not in out.lower(), out
+  files = glob.glob(str(tmp_path / "wandb/offline-run-*/run-run-2024-07-a.wandb"))
+  assert len(files) == 1 and history_steps(files[0], "train/loss") == [5]
 
 
 def test_missing_wandb_is_one_line_naming_the_extra(monkeypatch):
@@ -87,6 +131,7 @@ def test_a_run_killed_and_resumed_logs_into_one_wandb_run(tmp_path):
     if any(json.loads(r)["step"] >= 25 for r in rows) and (workdir / "checkpoints/20").exists():
       break
     time.sleep(0.2)
+  time.sleep(3 * wandb_writer.FLUSH_SECONDS)  # the service writes its rows this often
   assert proc.poll() is None, "the run ended before it could be killed"
   os.killpg(proc.pid, signal.SIGKILL)  # the whole job, as a node loss would
   proc.wait()
@@ -104,11 +149,16 @@ def test_a_run_killed_and_resumed_logs_into_one_wandb_run(tmp_path):
   resumed = resumed["resumed_from"]
   assert resumed >= 20
   # The killed process: its rows from the start, up to what wandb had written when killed
-  # (kill -9 loses the rows wandb had not yet written, in one measured run all of them;
-  # metrics.jsonl and TensorBoard keep them).
+  # (rows logged more than FLUSH_SECONDS before the kill, less the last step's, still open),
+  # which covers every step up to the checkpoint the run resumed from.
   assert before == list(range(5, 5 * len(before) + 1, 5)) and len(before) * 5 <= killed_at
+  assert len(before) * 5 >= resumed, (before, resumed)
   # The resumed process, in the same wandb run: every row after its checkpoint.
   assert after == list(range(resumed + 5, 301, 5))
+  # metrics.jsonl: each step once, the killed process's rows after the checkpoint dropped.
+  rows = [json.loads(r) for r in metrics.read_text().splitlines()]
+  keys = [(r["split"], r["step"]) for r in rows]
+  assert len(keys) == len(set(keys)) and max(k[1] for k in keys) == 300
   for f in files:
     run = run_of(f)
     assert run.run_id == run_id and run.run_group.startswith("cfg-")

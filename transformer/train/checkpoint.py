@@ -21,6 +21,7 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -238,7 +239,7 @@ class Checkpointer:
   def __init__(self, directory: str, keep: int, async_save: bool = True, keep_best: int = 0,
                log_path: Optional[str] = None):
     """`log_path`: where library errors and full tracebacks go (default:
-    `<directory>/../checkpoint_errors.log`)."""
+    `<directory>/../checkpoint_errors.log`), created on the first fault."""
     self.directory = paths.absolute(directory)
     self.log_path = log_path or os.path.join(os.path.dirname(paths.local_mirror(self.directory)),
                                              "checkpoint_errors.log")
@@ -330,17 +331,18 @@ class Checkpointer:
 
   @contextlib.contextmanager
   def _stderr_to_log(self):
-    """Sends everything written to file descriptor 2 (C++ and Python alike) to the log."""
+    """Sends everything written to file descriptor 2 (C++ and Python alike) to the log. The
+    output goes to a temporary file first and into the log only if there is some, so a run
+    without a fault leaves no (empty) log."""
     sys.stderr.flush()
     saved = os.dup(2)
     try:
-      log = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+      held = tempfile.TemporaryFile()
     except OSError:
       os.close(saved)
       yield
       return
-    os.dup2(log, 2)
-    os.close(log)
+    os.dup2(held.fileno(), 2)
     try:
       yield
     finally:
@@ -348,6 +350,19 @@ class Checkpointer:
       sys.stderr.flush()
       os.dup2(saved, 2)
       os.close(saved)
+      with held:
+        held.seek(0)
+        self._append_to_log(held.read())
+
+  def _append_to_log(self, data: bytes) -> None:
+    """Appends `data` to the log, creating it: only when there is something to keep."""
+    if not data:
+      return
+    try:
+      with open(self.log_path, "ab") as f:
+        f.write(data)
+    except OSError:  # a full disk must not turn a log line into a crash
+      pass
 
   def restore(self, step: int, abstract_state, data_iterator) -> Any:
     """Restores `data_iterator` in place and returns the train state for `step`.

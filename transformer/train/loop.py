@@ -113,6 +113,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   writer = MetricWriter(workdir, sinks=_extra_sinks(config, workdir, first))
   writer.write_hparams(config.to_dict(), trial_id=os.path.basename(workdir))
   step = int(par.to_checkpoint(state).step)
+  writer.start_at(step)
 
   if step >= config.train.num_steps:
     final_eval = _eval_of_finished_run(task, data, par, state, step, writer)

@@ -1,7 +1,8 @@
 """Weights & Biases as a second sink of `MetricWriter` (train.wandb_project; "" = off).
 
 Process 0 only. The run config and the run's first provenance record go in as wandb's run
-config. The wandb run id is kept in `<workdir>/wandb_run_id`, so a resumed or requeued run
+config. The wandb run id is kept in `<workdir>/wandb_run_id` (any id wandb takes, e.g. one
+written by hand to continue another run), so a resumed or requeued run
 (same workdir) continues the same wandb run (`resume="allow"`). Without `train.wandb_group`,
 runs are grouped by a hash of the config without its seed, so a sweep's seeds of one setting
 share a group. Offline (`WANDB_MODE=offline`) the run is kept under `<workdir>/wandb/`;
@@ -13,12 +14,18 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from transformer import paths
 from transformer.config import ConfigError
+from transformer.train.writers import log
 
 RUN_ID_FILE = "wandb_run_id"
+# How often wandb's service writes what it holds to the run's `.wandb` file (its default, 15 s,
+# or a full 32 KiB block, lost every row of a short run killed by kill -9). wandb 0.31 has no
+# call that writes it at once; the row of the last step logged stays open until a later step
+# (or finish) and is not written either.
+FLUSH_SECONDS = 1.0
 EXTRA = "pip install 'transformer[wandb]'"
 
 
@@ -40,19 +47,41 @@ def group_of(config: Mapping[str, Any]) -> str:
   return "cfg-" + hashlib.sha1(json.dumps(rest, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def run_id(workdir: str) -> str:
-  """The workdir's wandb run id, created (and stored) on the run's first start."""
+def run_id(workdir: str, warn: Callable[[str], None]) -> str:
+  """The workdir's wandb run id, created (and stored) on the run's first start. A stored id
+  wandb would refuse (or a file that is not one line of text) is replaced by a new id, and
+  `warn` gets one line saying what was found and the new id."""
   path = paths.join(workdir, RUN_ID_FILE)
+  found = None
   if paths.exists(path):
     try:
-      saved = paths.read_text(path).strip()
-    except (UnicodeDecodeError, OSError):
-      saved = ""
-    if saved.isalnum() and saved.isascii():
-      return saved  # a torn or edited file falls through to a new id, written again
+      found = paths.read_text(path).strip()
+    except (UnicodeDecodeError, OSError) as e:
+      found = e
+    else:
+      problem = refused_because(found)
+      if problem is None:
+        return found
   new = uuid.uuid4().hex[:16]
   paths.write_text(path, new + "\n")
+  if found is not None:
+    what = (f"is unreadable ({found})" if isinstance(found, Exception) else
+            f"holds {found[:60]!r}{'...' if len(found) > 60 else ''}, which {problem}")
+    warn(f"{path} {what}; this run logs to a new wandb run, id {new}, now kept there.")
   return new
+
+
+def refused_because(candidate: str) -> Optional[str]:
+  """None when wandb takes `candidate` as a run id (its own rule, `wandb.Settings`), else why
+  not. The id file holds one line, so the id must be printable text as well."""
+  import wandb  # optional
+  if not candidate.isprintable():
+    return "is not one line of printable text"
+  try:
+    wandb.Settings(run_id=candidate)
+  except (wandb.errors.UsageError, ValueError) as e:
+    return f"wandb refuses as a run id ({str(e).splitlines()[0]})"
+  return None
 
 
 class WandbSink:
@@ -65,8 +94,10 @@ class WandbSink:
         project=train["wandb_project"], entity=train["wandb_entity"] or None,
         group=train["wandb_group"] or group_of(config),
         tags=[t.strip() for t in train["wandb_tags"].split(",") if t.strip()] or None,
-        id=run_id(workdir), resume="allow", dir=paths.absolute(workdir),
-        config={**config, "provenance": dict(provenance or {})}, reinit=True)
+        id=run_id(workdir, lambda m: log(f"WARNING: {m}")), resume="allow",
+        dir=paths.absolute(workdir), config={**config, "provenance": dict(provenance or {})},
+        reinit="finish_previous",  # what `True` meant; a bool is deprecated in wandb 0.31
+        settings=wandb.Settings(x_transaction_log_flush_interval=FLUSH_SECONDS))
 
   def log(self, step: int, split: str, metrics: Mapping[str, Any]) -> None:
     scalars = {f"{split}/{k}": float(v) for k, v in metrics.items() if not isinstance(v, str)}

@@ -38,6 +38,24 @@ class MetricWriter:
     self._tb = {}
     self._tb_dir = paths.join(workdir, "tensorboard")
 
+  def start_at(self, step: int) -> None:
+    """Drops from metrics.jsonl the rows of steps after `step`, the step the run (re)starts
+    from: a run killed after its last checkpoint wrote rows that it now runs again (and may
+    not reach again, if its num_steps or eval_every changed), so every (split, step) stays
+    once in the file, for every reader. The file is rewritten atomically, only when there is
+    something to drop (or a last line torn by the kill); every other line is kept as it was."""
+    if not self.enabled or not paths.exists(self.path):
+      return
+    lines = paths.read_text(self.path).splitlines(keepends=True)
+    torn = bool(lines) and not lines[-1].endswith("\n")
+    kept = [line for line in lines[:len(lines) - torn] if not _row_after(line, step)]
+    dropped = len(lines) - torn - len(kept)
+    if dropped or torn:
+      paths.write_text(self.path, "".join(kept))
+    if dropped:
+      log(f"Resumed at step {step}: dropped {dropped} row(s) of later steps from "
+          f"{self.path} (written before the restart; this run writes them again).")
+
   def write(self, step: int, split: str, metrics: dict) -> None:
     if not self.enabled:
       return
@@ -79,6 +97,16 @@ class MetricWriter:
     for sink in self.sinks:
       sink.close()
     self.sinks = []
+
+
+def _row_after(line: str, step: int) -> bool:
+  """Whether the JSON line `line` is a metrics row of a step after `step`."""
+  try:
+    row = json.loads(line)
+  except ValueError:
+    return False
+  return (isinstance(row, dict) and isinstance(row.get("step"), int)
+          and not isinstance(row["step"], bool) and row["step"] > step)
 
 
 class EventWriter:
