@@ -152,7 +152,7 @@ def _hf_params(directory: str, want: dict[str, Any], log: Callable[[str], None],
   if "token_embedding" not in params["embedder"]:
     log(f"init_from {directory}: its vocabulary ({hf.get('vocab_size')} ids) is not this "
         f"run's ({vocab_size} ids, {id_offset} of them ours before the tokenizer's), so the "
-        "token embedding (and the output layer tied to it) starts fresh.")
+        "token embedding starts fresh (and the output layer, tied to it).")
   return params
 
 
