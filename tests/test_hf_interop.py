@@ -88,3 +88,78 @@ def test_launch_refuses_an_export_folder_holding_an_export_before_reading_the_ru
   lines = [line for line in r.stderr.splitlines() if line.strip()]
   assert r.returncode == 2 and len(lines) == 1, r.stderr[-2000:]
   assert "already holds an export (tokenizer.json)" in lines[0] and "--overwrite" in lines[0]
+
+
+def _tiny_preset(**model):
+  from configs import gpt2_small
+  from transformer.config import from_config_dict
+  c = gpt2_small.get_config("tiny")
+  for k, v in model.items():
+    setattr(c.model, k, v)
+  return from_config_dict(c)
+
+
+def test_the_tiny_gpt2_preset_is_exportable_and_the_124m_one_too():
+  from configs import gpt2_small
+  from transformer.config import from_config_dict
+  from transformer.weights import hf_gpt2
+  for variant in ("", "tiny"):
+    model = from_config_dict(gpt2_small.get_config(variant)).model
+    assert hf_gpt2.gpt2_lacks(model) == [] and model.norm_epsilon == 1e-5, variant
+  big = from_config_dict(gpt2_small.get_config()).model
+  assert (big.d_model, big.num_layers, big.num_heads, big.d_ff, big.max_len) == (
+      768, 12, 12, 3072, 1024)
+
+
+def test_num_steps_0_is_only_for_an_imported_model():
+  from configs import gpt2_small
+  from transformer.config import ConfigError, from_config_dict
+  c = gpt2_small.get_config("tiny")
+  c.train.num_steps = 0
+  with pytest.raises(ConfigError, match="num_steps=0 trains nothing.*init_from"):
+    from_config_dict(c)
+  c.model.init_from = "hf:somewhere"
+  assert from_config_dict(c).train.num_steps == 0
+
+
+def test_evaluate_sample_and_export_an_imported_gpt2_without_a_training_step(tmp_path,
+                                                                           tiny_corpus):
+  """A GPT-2 folder of the tiny preset (bytes ids: nothing shifted) written by our exporter;
+  `num_steps=0` with `init_from=hf:` writes it as checkpoint 0, which eval and sample read and
+  export writes back bitwise (the round trip of the preset)."""
+  from transformer.weights import hf_gpt2
+  cfg = _tiny_preset(vocab_size=259)
+  _, params = random_params(cfg, seed=11)
+  folder, workdir, again = tmp_path / "gpt2", tmp_path / "w", tmp_path / "again"
+  hf_gpt2.write_hf_dir(cfg.model, params, str(folder),
+                       special_ids={"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2})
+  common = [f"--workdir={workdir}", "--config=configs/gpt2_small.py:tiny"]
+  r = _launch(*common, f"--config.data.source_dir={tiny_corpus['source_dir']}",
+              f"--config.data.data_dir={tiny_corpus['data_dir']}",
+              "--config.train.num_steps=0", f"--config.model.init_from=hf:{folder}",
+              "--config.train.samples_at_eval=False")
+  assert r.returncode == 0, r.stderr[-3000:]
+  loaded = [line for line in r.stdout.splitlines() if "a Hugging Face GPT-2 run): loaded" in line]
+  assert len(loaded) == 1 and "new (fresh init)" not in r.stdout, r.stdout[-3000:]
+  n = loaded[0].split("loaded ")[1].split(" of ")
+  assert n[0] == n[1].split()[0]  # every array
+  assert sorted(os.listdir(workdir / "checkpoints")) == ["0"]
+  r = _launch("--mode=eval", f"--workdir={workdir}")
+  assert r.returncode == 0 and "eval of step 0" in r.stdout, r.stderr[-3000:]
+  r = _launch("--mode=sample", f"--workdir={workdir}", "--prompt=def ", "--temperature=0",
+              "--max_new_tokens=8")
+  assert r.returncode == 0 and "--- sample 0" in r.stdout, r.stderr[-3000:]
+  r = _launch("--mode=export", f"--workdir={workdir}", f"--export_dir={again}")
+  assert r.returncode == 0 and "Exported step 0" in r.stdout, r.stderr[-3000:]
+  assert r.stderr.strip() == "", r.stderr[-3000:]  # quiet: no libtpu search, no warnings
+  assert (again / "model.safetensors").read_bytes() == (folder / "model.safetensors").read_bytes()
+
+
+def test_export_is_as_quiet_as_train_where_libtpu_is_installed_without_a_tpu(tmp_path):
+  """JAX_PLATFORMS unset (conftest sets it): export restricts JAX to the CPU as train does, so
+  libtpu does not print its search for a TPU (6 lines of INVALID_ARGUMENT trace before)."""
+  env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
+  r = _launch("--mode=export", f"--workdir={_bytes_run(tmp_path)}",
+              f"--export_dir={tmp_path / 'hf'}", env=env)
+  assert r.returncode == 0 and "Exported step 7" in r.stdout, r.stderr[-2000:]
+  assert r.stderr.strip() == "", r.stderr[-2000:]

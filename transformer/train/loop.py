@@ -113,6 +113,8 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   step = int(par.to_checkpoint(state).step)
 
   if step >= config.train.num_steps:
+    if checkpointer.latest_step() is None:  # num_steps=0: init_from's model is checkpoint 0
+      checkpointer.save(step, par.to_checkpoint(state), data.train_iterator, config.to_dict())
     final_eval = _eval_of_finished_run(task, data, par, state, step, writer)
   else:
     try:
