@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.test_hf_export_tokenizer import _shifted_run, _workdir, bpe_path  # noqa: F401
@@ -163,3 +164,34 @@ def test_export_is_as_quiet_as_train_where_libtpu_is_installed_without_a_tpu(tmp
               f"--export_dir={tmp_path / 'hf'}", env=env)
   assert r.returncode == 0 and "Exported step 7" in r.stdout, r.stderr[-2000:]
   assert r.stderr.strip() == "", r.stderr[-2000:]
+
+
+def test_greedy_sample_of_a_shifted_id_run_is_the_gpt2_reference_continuation(tmp_path,
+                                                                            bpe_path):
+  """A BPE run (ids + 3) imported from a GPT-2 folder: `--mode=sample`'s decoding
+  (generate_texts) of a prompt continues it as the independent NumPy GPT-2 does greedily on
+  the exported tokenizer's ids of that prompt, no start token in front (as Hugging Face's
+  generate)."""
+  import dataclasses
+
+  from tokenizers import Tokenizer
+  from tests.gpt2_numpy_reference import gpt2_logits
+  from transformer import kinds
+  from transformer.data.tokenizers import build_tokenizer
+  from transformer.tasks.generate import generate_texts
+  from transformer.weights import hf_gpt2, init_from
+  cfg = tiny_config(vocab_size=303, vocab_pad_multiple=64)
+  cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, tokenizer=f"hf:{bpe_path}"))
+  model, params = random_params(cfg, seed=9)
+  folder = tmp_path / "gpt2"
+  hf_gpt2.write_hf_dir(cfg.model, params, str(folder), id_offset=3)
+  params = init_from.merge(params, init_from.matching_params(
+      f"hf:{folder}", params, lambda s: None, vocab_size=303, id_offset=3, model=cfg.model))
+  prompt, new = "def f(x):", 6
+  ids = Tokenizer.from_file(bpe_path).encode(prompt).ids
+  for _ in range(new):
+    ids.append(int(np.argmax(gpt2_logits(str(folder), np.asarray([ids]))[0, -1])))
+  want = Tokenizer.from_file(bpe_path).decode(ids[-new:])
+  got = generate_texts(cfg, kinds.build_model(cfg.model), params, build_tokenizer(
+      f"hf:{bpe_path}"), [prompt], max_new_tokens=new, temperature=0.0)
+  assert got == [want]
