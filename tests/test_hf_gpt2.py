@@ -7,6 +7,7 @@ config.json), give our model's logits within ATOL. Torch is not installed, so Hu
 GPT2LMHeadModel is not run here.
 """
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -171,3 +172,70 @@ def test_train_gpt2_small_scaled_down_export_and_the_independent_logits_match(tm
   ours = kinds.build_model(cfg.model).apply({"params": meta.unbox(params)}, jnp.asarray(ids + 3))
   np.testing.assert_allclose(np.asarray(ours, np.float64)[..., 3:303],
                              gpt2_logits(str(out), ids), rtol=0, atol=ATOL)
+
+
+def _export_tiny(tmp_path, **hf_changes):
+  """A tiny GPT-2 folder of `tiny_config()`'s model, config.json then edited; its params."""
+  cfg = tiny_config()
+  _, params = random_params(cfg)
+  hf_gpt2.write_hf_dir(cfg.model, params, str(tmp_path))
+  path = tmp_path / "config.json"
+  path.write_text(json.dumps({**json.loads(path.read_text()), **hf_changes}))
+  return cfg, params
+
+
+@pytest.mark.parametrize("changes,named", [
+    ({"activation_function": "relu"}, "activation_function=relu"),
+    ({"activation_function": "gelu"}, "activation_function=gelu"),  # exact GELU is not ours
+    ({"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx=True"),
+    ({"scale_attn_weights": False}, "scale_attn_weights=False"),
+    ({"n_positions": 8}, "n_positions=8 vs model.max_len=16"),
+    ({"layer_norm_epsilon": 1e-6}, "layer_norm_epsilon=1e-06 vs model.norm_epsilon=1e-05 "
+                                   "(--config.model.norm_epsilon=1e-06)"),
+    ({"n_inner": None}, "n_inner=128 vs model.d_ff=64 (--config.model.d_ff=128)"),
+])
+def test_import_refuses_a_folder_whose_config_is_not_the_runs_model(tmp_path, changes, named):
+  cfg, params = _export_tiny(tmp_path, **changes)
+  with pytest.raises(ConfigError, match="Nothing was loaded") as e:
+    init_from.matching_params(f"hf:{tmp_path}", params, log=lambda s: None, model=cfg.model)
+  assert named in str(e.value) and "\n" not in str(e.value)
+  with pytest.raises(ConfigError, match="Nothing was loaded"):  # launch.py's preflight
+    from transformer.cli.preflight import check_files
+    check_files(dataclasses.replace(cfg, model=dataclasses.replace(
+        cfg.model, init_from=f"hf:{tmp_path}")))
+
+
+def test_import_names_every_field_that_differs_and_what_gpt2_lacks(tmp_path):
+  cfg, params = _export_tiny(tmp_path, n_layer=3, n_embd=64)
+  run = tiny_config(positions="sinusoidal", embed_scale=True).model
+  with pytest.raises(ConfigError) as e:
+    hf_gpt2.check_importable(run, str(tmp_path))
+  message = str(e.value)
+  for part in ("model.positions=sinusoidal", "--config.model.positions=learned",
+               "model.embed_scale=True", "--config.model.embed_scale=False",
+               "n_layer=3 vs model.num_layers=2 (--config.model.num_layers=3)",
+               "n_embd=64 vs model.d_model=32 (--config.model.d_model=64)"):
+    assert part in message, message
+
+
+def test_import_of_tensors_that_do_not_fit_is_refused_not_loaded_in_part(tmp_path):
+  cfg, params = _export_tiny(tmp_path)
+  big = tiny_config(d_ff=128)
+  _, other = random_params(big)
+  hf_gpt2.write_hf_dir(big.model, other, str(tmp_path / "big"))
+  (tmp_path / "big" / "config.json").write_text((tmp_path / "config.json").read_text())
+  with pytest.raises(ConfigError, match="do not fit this model.*mlp|do not fit this model.*wi"):
+    init_from.matching_params(f"hf:{tmp_path / 'big'}", params, log=lambda s: None,
+                              model=cfg.model)
+
+
+def test_import_of_a_folder_with_more_positions_takes_the_first_rows(tmp_path):
+  long = tiny_config(max_len=32)
+  _, params = random_params(long)
+  hf_gpt2.write_hf_dir(long.model, params, str(tmp_path))
+  short = tiny_config()  # max_len 16
+  _, abstract = random_params(short)
+  loaded = init_from.matching_params(f"hf:{tmp_path}", abstract, log=lambda s: None,
+                                     model=short.model)
+  table = np.asarray(params["embedder"]["position_table"]["table"])
+  assert np.array_equal(loaded["embedder/position_table/table"], table[:16])

@@ -368,8 +368,9 @@ class TrainConfig:
     if any(not t.strip() for t in self.wandb_tags.split(",")) and self.wandb_tags:
       raise ConfigError(f"--config.train.wandb_tags={self.wandb_tags!r}: give comma-separated "
                         "non-empty tags, e.g. norm,baseline.")
-    for f in ("batch_size", "num_steps", "log_every", "eval_every", "micro_batches"):
+    for f in ("batch_size", "log_every", "eval_every", "micro_batches"):
       _positive("train", f, getattr(self, f))
+    _positive("train", "num_steps", self.num_steps, allow_zero=True)  # 0: see from_config_dict
     if not 0.0 <= self.label_smoothing < 1.0:
       raise ConfigError(f"--config.train.label_smoothing={self.label_smoothing!r} must be in "
                         "[0, 1).")
@@ -556,4 +557,8 @@ def from_config_dict(config: ml_collections.ConfigDict | Mapping[str, Any],
   seed = d.get("seed", 0)
   if not isinstance(seed, int) or isinstance(seed, bool):
     raise ConfigError(f"--config.seed={seed!r} must be an int.")
+  if sections["train"].num_steps == 0 and not sections["model"].init_from:
+    raise ConfigError("--config.train.num_steps=0 trains nothing; it writes the model of "
+                      "--config.model.init_from as checkpoint 0 (to evaluate, sample or export "
+                      "it): give that, or num_steps >= 1.")
   return ExperimentConfig(seed=seed, **sections)

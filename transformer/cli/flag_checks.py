@@ -63,7 +63,8 @@ def check_flags(mode: str, values: Mapping[str, Any], given: Collection[str],
   if mode == "compile":
     check_compile(values)
   if mode == "export":
-    check_export_dir(values.get("export_dir"), values.get("step"), workdir)
+    check_export_dir(values.get("export_dir"), values.get("step"), workdir,
+                     values.get("overwrite", False))
 
 
 def check_read_by_mode(mode: str, given: Collection[str]) -> None:
@@ -221,8 +222,10 @@ def check_compile(values: Mapping[str, Any]) -> None:
     raise CommandLineError("--compile_sweep compiles train steps only; drop --compile_eval.")
 
 
-def check_export_dir(path: Optional[str], step: Optional[int], workdir: str) -> None:
-  """--mode=export writes into a local folder (created if missing), never into the run."""
+def check_export_dir(path: Optional[str], step: Optional[int], workdir: str,
+                     overwrite: bool = False) -> None:
+  """--mode=export writes into a local folder (created if missing), never into the run, that
+  holds nothing but an earlier export, replaced only with --overwrite."""
   if not path:
     raise CommandLineError("--mode=export needs --export_dir=DIR, the folder to write "
                            "model.safetensors and config.json into (created if missing).")
@@ -235,6 +238,8 @@ def check_export_dir(path: Optional[str], step: Optional[int], workdir: str) -> 
   if not paths.has_scheme(workdir) and os.path.abspath(path) == os.path.abspath(workdir):
     raise CommandLineError(f"--export_dir={path} is the run's --workdir, whose config.json it "
                            "would replace; give another folder.")
+  from transformer.cli.export import check_export_folder
+  check_export_folder(path, overwrite)
 
 
 def _sweep_file(spec: str) -> str:

@@ -33,7 +33,8 @@ _MODE = flags.DEFINE_enum("mode", modes.DEFAULT, modes.NAMES, modes.flag_help())
 _PREPARE_DIR = flags.DEFINE_string("prepare_dir", None, "prepare: the folder to write the token "
                                    "file into (train.bin, <eval split>.bin, meta.json).")
 _OVERWRITE = flags.DEFINE_bool("overwrite", False, "prepare: replace the token file that "
-                               "--prepare_dir already holds.")
+                               "--prepare_dir already holds; export: replace the earlier "
+                               "export in --export_dir.")
 _TOPOLOGY = flags.DEFINE_string(
     "topology", None, "compile: the TPU slice to compile for, by its Cloud name: "
     + topologies.names_help() + " (v4 and v5p count cores, two per chip).")

@@ -108,7 +108,8 @@ MODES = (  # the default first
          reads=("topology", "num_slices", "compile_sweep", "compile_eval")),
     Mode("export", "--workdir's latest checkpoint (or --step) as Hugging Face GPT-2 weights in "
          "--export_dir (model.safetensors, config.json, the run's tokenizer)",
-         runs="transformer.cli.launch:mode_export", reads=("workdir", "step", "export_dir"),
+         runs="transformer.cli.launch:mode_export",
+         reads=("workdir", "step", "export_dir", "overwrite"),
          reads_a_run=True, writes=(("export_dir", "model.safetensors and config.json"),)),
 )
 NAMES = tuple(mode.name for mode in MODES)

@@ -110,6 +110,10 @@ def check_files(config: ExperimentConfig) -> None:
     raise ConfigError(f"--config.data.tokenizer={config.data.tokenizer!r}: {file!r} {what}; "
                       f"give the path of a "
                       f"{'tokenizer.json' if kind == 'hf' else 'tiktoken ranks file'}.")
+  init_from = config.model.init_from
+  if init_from.startswith("hf:"):  # its config.json against the model, before any data
+    from transformer.weights.hf_gpt2 import check_importable
+    check_importable(config.model, init_from[len("hf:"):])
 
 
 def check_devices(config: ExperimentConfig) -> None:

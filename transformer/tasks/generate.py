@@ -14,6 +14,7 @@ from transformer.config import ConfigError, ExperimentConfig
 from transformer.errors import CommandLineError
 from transformer.model.models import DecoderLM, EncoderDecoder
 from transformer.tasks import decode
+from transformer.weights.hf_tokenizer import id_offset
 
 
 def _pad_rows(rows: list[list[int]], length: int) -> np.ndarray:
@@ -53,8 +54,12 @@ def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: lis
   rng = jax.random.PRNGKey(seed)
   if isinstance(model, DecoderLM):  # what the kind calls generative "lm" (transformer.kinds)
     # Training rows start documents with BOS when packed / padded, and follow an EOS in a
-    # concatenated stream: begin the prompt the same way.
-    start = tok.bos_id if config.data.packing != "concat" else tok.eos_id
+    # concatenated stream: begin the prompt the same way. A run whose ids are another
+    # tokenizer's shifted (hf:, gpt2:, foreign token files) is fed exactly the prompt's tokens,
+    # as that tokenizer's own models are (Hugging Face's generate): our BOS / EOS have no row
+    # in its export.
+    start = [] if id_offset(tok) else [
+        tok.bos_id if config.data.packing != "concat" else tok.eos_id]
     room = prompt_room(config.model.max_len, max_new_tokens)
     rows = []
     for t in texts:
@@ -65,7 +70,7 @@ def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: lis
             f"{config.model.max_len} (model.max_len), {max_new_tokens} of them for new tokens "
             f"(--max_new_tokens): kept its last {len(kept)} tokens, dropped the first "
             f"{dropped}.")
-      rows.append([start] + kept)
+      rows.append(start + kept)
     run = jax.jit(lambda p, x, r: decode.lm_generate(
         model, p, x, max_new_tokens, eos_id=tok.eos_id, rng=r, temperature=temperature,
         top_k=top_k, top_p=top_p, pad_id=tok.pad_id))

@@ -116,6 +116,8 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   writer.start_at(step)
 
   if step >= config.train.num_steps:
+    if checkpointer.latest_step() is None:  # num_steps=0: init_from's model is checkpoint 0
+      checkpointer.save(step, par.to_checkpoint(state), data.train_iterator, config.to_dict())
     final_eval = _eval_of_finished_run(task, data, par, state, step, writer)
   else:
     try:

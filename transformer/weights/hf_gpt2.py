@@ -47,25 +47,39 @@ CONFIG_FILE = "config.json"
 PREFIX = "transformer."
 
 
+# What GPT-2 is, as `(field, its value here, why)`: a run whose model differs in any of these
+# cannot be written as GPT-2, nor start from GPT-2's weights.
+GPT2_MODEL = (
+    ("kind", "decoder_lm", "GPT-2 is a decoder-only LM"),
+    ("norm_placement", "pre", "GPT-2 is pre-norm"),
+    ("norm", "layernorm", "GPT-2 has LayerNorm"),
+    ("norm_bias", True, "GPT-2's LayerNorm has a bias"),
+    ("qk_norm", False, "GPT-2 has no query/key norm"),
+    ("positions", "learned", "GPT-2 has learned positions"),
+    ("activation", "gelu", "GPT-2 has GELU"),
+    ("tie_embeddings", True, "GPT-2 ties its output layer to wte"),
+    ("use_bias", True, "GPT-2 has biases"),
+    ("embed_scale", False, "GPT-2 adds unscaled token embeddings"),
+    ("num_kv_heads", 0, "GPT-2 has no grouped-query attention"),
+    ("scan_layers", False, "stacked layers: not exported yet; train with scan_layers=False"),
+)
+
+
+def _lacks(cfg: ModelConfig) -> list[tuple[str, str, str]]:
+  """`(field, value, why)` of each `GPT2_MODEL` field this model differs in."""
+  out = []
+  for field, want, why in GPT2_MODEL:
+    value = getattr(cfg, field)
+    if field == "num_kv_heads" and value == cfg.num_heads:
+      continue  # as many key/value heads as heads: plain multi-head attention
+    if value != want:
+      out.append((field, value, why))
+  return out
+
+
 def gpt2_lacks(cfg: ModelConfig) -> list[str]:
   """What of this model GPT-2 cannot express (empty: exportable), as `field=value (why)`."""
-  checks = [
-      (cfg.kind == "decoder_lm", f"kind={cfg.kind} (GPT-2 is a decoder-only LM)"),
-      (cfg.norm_placement == "pre", f"norm_placement={cfg.norm_placement} (GPT-2 is pre-norm)"),
-      (cfg.norm == "layernorm", f"norm={cfg.norm} (GPT-2 has LayerNorm)"),
-      (cfg.norm_bias, "norm_bias=False (GPT-2's LayerNorm has a bias)"),
-      (not cfg.qk_norm, "qk_norm=True (GPT-2 has no query/key norm)"),
-      (cfg.positions == "learned", f"positions={cfg.positions} (GPT-2 has learned positions)"),
-      (cfg.activation == "gelu", f"activation={cfg.activation} (GPT-2 has GELU)"),
-      (cfg.tie_embeddings, "tie_embeddings=False (GPT-2 ties its output layer to wte)"),
-      (cfg.use_bias, "use_bias=False (GPT-2 has biases)"),
-      (not cfg.embed_scale, "embed_scale=True (GPT-2 adds unscaled token embeddings)"),
-      (cfg.num_kv_heads in (0, cfg.num_heads),
-       f"num_kv_heads={cfg.num_kv_heads} (GPT-2 has no grouped-query attention)"),
-      (not cfg.scan_layers, "scan_layers=True (stacked layers: not exported yet; train with "
-                            "scan_layers=False)"),
-  ]
-  return [why for ok, why in checks if not ok]
+  return [f"{field}={value} ({why})" for field, value, why in _lacks(cfg)]
 
 
 def check_exportable(cfg: ModelConfig, what: str) -> None:
@@ -74,6 +88,81 @@ def check_exportable(cfg: ModelConfig, what: str) -> None:
   if lacks:
     raise ConfigError(f"{what} cannot be written as GPT-2: GPT-2 lacks model."
                       + "; model.".join(lacks) + ".")
+
+
+# transformers' GPT2Config defaults: what a config.json without the field means.
+HF_DEFAULTS = {"n_embd": 768, "n_layer": 12, "n_head": 12, "n_inner": None, "n_positions": 1024,
+               "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new",
+               "scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
+               "add_cross_attention": False, "tie_word_embeddings": True}
+# Activations that are our "gelu" (the tanh approximation): transformers' gelu_new and the same
+# formula under its other names. "gelu" there is the exact (erf) GELU, which ours is not.
+TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+# Flags of config.json no model of this project expresses, with the value it must have.
+HF_FIXED = (("scale_attn_weights", True, "scores are always scaled by 1/sqrt(head_dim) here"),
+            ("scale_attn_by_inverse_layer_idx", False, "no per-layer score scaling here"),
+            ("add_cross_attention", False, "a decoder-only LM has no cross-attention"),
+            ("tie_word_embeddings", True, "the output layer is tied to wte here"))
+
+
+def _hf_value(hf: dict[str, Any], name: str, kind: type, config_path: str) -> Any:
+  value = hf.get(name, HF_DEFAULTS[name])
+  if value is None and name == "n_inner":
+    return 4 * _hf_value(hf, "n_embd", int, config_path)  # transformers' default
+  ok = isinstance(value, kind) and not isinstance(value, bool) if kind is not bool else (
+      isinstance(value, bool))
+  if kind is float and isinstance(value, int) and not isinstance(value, bool):
+    value, ok = float(value), True
+  if not ok:
+    raise ConfigError(f"{config_path}: {name}={value!r} is not a {kind.__name__}; write the "
+                      "folder again with --mode=export or save_pretrained.")
+  return value
+
+
+def import_mismatches(cfg: ModelConfig, hf: dict[str, Any], config_path: str = CONFIG_FILE
+                      ) -> list[str]:
+  """Each way the GPT-2 `hf` (a config.json) and the run's model `cfg` differ, as
+  `folder's value vs the run's (the fix)`; empty when the folder's weights are exactly a model
+  of this run. The vocabulary is not compared (`embedding_rows`); a folder with more
+  positions than `max_len` fits (its first `max_len` rows are taken)."""
+  gpt2 = {field: value for field, value, _ in GPT2_MODEL}
+  out = [f"the run's model.{f}={v} ({why}; --config.model.{f}={gpt2[f]})"
+         for f, v, why in _lacks(cfg)]
+  value = lambda name, kind: _hf_value(hf, name, kind, config_path)
+  for name, ours, kind in (("n_embd", "d_model", int), ("n_layer", "num_layers", int),
+                           ("n_head", "num_heads", int), ("n_inner", "d_ff", int),
+                           ("layer_norm_epsilon", "norm_epsilon", float)):
+    theirs = value(name, kind)
+    if theirs != getattr(cfg, ours):
+      out.append(f"{name}={theirs} vs model.{ours}={getattr(cfg, ours)} "
+                 f"(--config.model.{ours}={theirs})")
+  positions = value("n_positions", int)
+  if positions < cfg.max_len:
+    out.append(f"n_positions={positions} vs model.max_len={cfg.max_len}, more positions than "
+               f"the folder has (--config.model.max_len={positions})")
+  activation = value("activation_function", str)
+  if activation not in TANH_GELUS:
+    out.append(f"activation_function={activation} (not a model of this project: its GPT-2 "
+               f"has gelu_new, the tanh GELU)")
+  for name, want, why in HF_FIXED:
+    if value(name, bool) != want:
+      out.append(f"{name}={value(name, bool)} (not a model of this project: {why})")
+  return out
+
+
+def check_importable(cfg: ModelConfig, directory: str, hf: dict[str, Any] | None = None,
+                     what: str = "--config.model.init_from") -> dict[str, Any]:
+  """Raises a one-line ConfigError naming every field in which the GPT-2 folder's config.json
+  (`hf`, read from `directory` when None) and the run's model differ (`import_mismatches`);
+  reads no weights. Returns the config.json."""
+  config_path = os.path.join(directory, CONFIG_FILE)
+  if hf is None:
+    hf = read_hf_config(directory, what)
+  differ = import_mismatches(cfg, hf, config_path)
+  if differ:
+    raise ConfigError(f"{what}=hf:{directory}: {config_path} is not this run's model, so its "
+                      "weights would load wrong: " + "; ".join(differ) + ". Nothing was loaded.")
+  return hf
 
 
 def hf_config(cfg: ModelConfig, id_offset: int = 0,
@@ -142,11 +231,16 @@ def embedding_rows(wte: np.ndarray, padded_vocab_size: int | None = None,
 
 def from_gpt2(tensors: dict[str, np.ndarray], hf: dict[str, Any],
               padded_vocab_size: int | None = None, vocab_size: int | None = None,
-              id_offset: int = 0) -> dict[str, Any]:
+              id_offset: int = 0, max_len: int | None = None) -> dict[str, Any]:
   """GPT-2 tensors (names with or without the `transformer.` prefix) and their config.json
   -> our DecoderLM params tree (numpy). The embedding is `embedding_rows(wte, ...)` (left out
-  of the tree when it is None). Raises KeyError for a missing tensor."""
+  of the tree when it is None); the position table `wpe`'s first `max_len` rows (all without
+  it). Raises KeyError for a missing tensor, ValueError for an output layer (`lm_head`) that
+  is not `wte` (GPT-2's is tied)."""
   t = {k[len(PREFIX):] if k.startswith(PREFIX) else k: v for k, v in tensors.items()}
+  head = tensors.get("lm_head.weight")
+  if head is not None and not np.array_equal(head, t["wte.weight"]):
+    raise ValueError("lm_head.weight is not wte.weight: an untied output layer")
   d, n = int(hf["n_embd"]), int(hf["n_head"])
   wte = embedding_rows(t["wte.weight"], padded_vocab_size, vocab_size, id_offset)
   decoder: dict[str, Any] = {"final_norm": {"scale": t["ln_f.weight"], "bias": t["ln_f.bias"]}}
@@ -166,17 +260,16 @@ def from_gpt2(tensors: dict[str, np.ndarray], hf: dict[str, Any],
                          "wo": {"kernel": t[h + "mlp.c_proj.weight"],
                                 "bias": t[h + "mlp.c_proj.bias"]}},
     }
-  embedder: dict[str, Any] = {"position_table": {"table": t["wpe.weight"]}}
+  embedder: dict[str, Any] = {"position_table": {"table": t["wpe.weight"][:max_len]}}
   if wte is not None:
     embedder["token_embedding"] = {"embedding": wte}
   return {"embedder": embedder, "decoder": decoder}
 
 
-def read_hf_dir(directory: str, what: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-  """`(tensors, config)` of a GPT-2 folder (model.safetensors + config.json). A missing,
-  torn or foreign file is a one-line ConfigError naming it; nothing is written."""
-  from safetensors import SafetensorError
-  from safetensors.numpy import load_file
+def read_hf_config(directory: str, what: str) -> dict[str, Any]:
+  """The config.json of a GPT-2 folder (model.safetensors + config.json), neither file read
+  beyond it. A missing file, a config.json that is not a JSON object or not GPT-2's is a
+  one-line ConfigError naming it; nothing is written."""
   from transformer import user_files
   weights, config_path = (os.path.join(directory, f) for f in (WEIGHTS_FILE, CONFIG_FILE))
   for path in (config_path, weights):
@@ -188,6 +281,17 @@ def read_hf_dir(directory: str, what: str) -> tuple[dict[str, np.ndarray], dict[
   if hf.get("model_type") != "gpt2":
     raise ConfigError(f"{what}: {config_path} has model_type={hf.get('model_type')!r}; only "
                       "GPT-2 (model_type gpt2) is read.")
+  return hf
+
+
+def read_hf_dir(directory: str, what: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+  """`(tensors, config)` of a GPT-2 folder (`read_hf_config`, then model.safetensors). A
+  torn or foreign file is a one-line ConfigError naming it; nothing is written."""
+  from safetensors import SafetensorError
+  from safetensors.numpy import load_file
+  from transformer import user_files
+  hf = read_hf_config(directory, what)
+  weights = os.path.join(directory, WEIGHTS_FILE)
   try:
     tensors = load_file(weights)
   except (SafetensorError, OSError, ValueError) as e:

@@ -15,7 +15,7 @@ import jax
 import numpy as np
 
 from transformer import paths, user_files
-from transformer.config import ConfigError
+from transformer.config import ConfigError, ModelConfig
 from transformer.errors import RunError
 from transformer.workdir import CONFIG_FILE, choose_step
 
@@ -84,32 +84,24 @@ def _flat(tree: Any) -> dict[str, Any]:
 
 
 def matching_params(spec: str, abstract_params: Any, log: Callable[[str], None] = print,
-                    vocab_size: Optional[int] = None, id_offset: int = 0
-                    ) -> dict[str, np.ndarray]:
+                    vocab_size: Optional[int] = None, id_offset: int = 0,
+                    model: Optional[ModelConfig] = None) -> dict[str, np.ndarray]:
   """The checkpoint's parameters that fit `abstract_params` (same path, same shape), keyed by
   path; logs which were loaded, which start fresh and which did not fit. Raises ConfigError
   when none fits (a different model altogether).
 
-  For `hf:DIR`, `vocab_size` (this run's, unpadded) and `id_offset` (3 when its ids are a
-  tokenizer's + 3: `transformer.weights.hf_tokenizer.id_offset`) place the folder's embedding
-  rows (`hf_gpt2.embedding_rows`: row i -> row i + id_offset, rows before it the folder's
-  mean); without `vocab_size` its rows are taken as ours, zero-padded."""
+  For `hf:DIR` (Hugging Face GPT-2), every parameter must load: `model` (this run's, when
+  given) is checked against the folder's config.json first (`hf_gpt2.check_importable`), and
+  any tensor that does not fit is a ConfigError, so a folder loads whole or not at all. The
+  one exception is the token embedding of another vocabulary, which starts fresh (logged).
+  `vocab_size` (this run's, unpadded) and `id_offset` (3 when its ids are a tokenizer's + 3:
+  `transformer.weights.hf_tokenizer.id_offset`) place the folder's embedding rows
+  (`hf_gpt2.embedding_rows`: row i -> row i + id_offset, rows before it the folder's mean);
+  without `vocab_size` its rows are taken as ours, zero-padded."""
   want = _flat(abstract_params)
   if spec.startswith(HF_PREFIX):  # Hugging Face GPT-2 weights (transformer/weights/hf_gpt2.py)
-    from transformer.weights import hf_gpt2
     workdir, step = spec[len(HF_PREFIX):], "hf"
-    tensors, hf = hf_gpt2.read_hf_dir(workdir, f"--config.model.init_from={spec}")
-    rows = want.get("embedder/token_embedding/embedding")
-    try:
-      params = hf_gpt2.from_gpt2(tensors, hf, rows.shape[0] if rows is not None else None,
-                                 vocab_size, id_offset)
-    except (KeyError, ValueError) as e:
-      raise ConfigError(f"--config.model.init_from={spec!r}: not a GPT-2 layout "
-                        f"({type(e).__name__}: {e}).") from None
-    if "token_embedding" not in params["embedder"]:
-      log(f"init_from {workdir}: its vocabulary ({hf.get('vocab_size')} ids) is not this "
-          f"run's ({vocab_size} ids, {id_offset} of them ours before the tokenizer's), so the "
-          "token embedding starts fresh.")
+    params = _hf_params(workdir, want, log, vocab_size, id_offset, model)
     saved = {"model": {"kind": "Hugging Face GPT-2"}}
   else:
     workdir, step = parse_init_from(spec)
@@ -125,6 +117,8 @@ def matching_params(spec: str, abstract_params: Any, log: Callable[[str], None] 
     raise ConfigError(f"--config.model.init_from={spec!r}: none of this model's parameters "
                       f"matches the {kind} run's (by name and shape); start from a run that "
                       "shares modules with this one.")
+  if step == "hf":
+    _check_whole(spec, want, got, misfit, [p for p in fresh if p != EMBEDDING] + unused)
   log(f"init_from {workdir} (step {step}, a {kind} run): loaded {len(loaded)} of {len(want)} "
       f"parameter arrays.")
   for title, names in (("loaded", sorted(loaded)), ("new (fresh init)", fresh),
@@ -133,6 +127,48 @@ def matching_params(spec: str, abstract_params: Any, log: Callable[[str], None] 
     if names:
       log(f"  {title}: " + ", ".join(names))
   return loaded
+
+
+EMBEDDING = "embedder/token_embedding/embedding"
+
+
+def _hf_params(directory: str, want: dict[str, Any], log: Callable[[str], None],
+               vocab_size: Optional[int], id_offset: int, model: Optional[ModelConfig]) -> Any:
+  """Our params tree (numpy) of the GPT-2 folder `directory`, checked against `model` first."""
+  from transformer.weights import hf_gpt2
+  what = "--config.model.init_from"
+  hf = hf_gpt2.read_hf_config(directory, what)
+  if model is not None:
+    hf_gpt2.check_importable(model, directory, hf, what)
+  tensors, hf = hf_gpt2.read_hf_dir(directory, what)
+  rows, table = want.get(EMBEDDING), want.get("embedder/position_table/table")
+  try:
+    params = hf_gpt2.from_gpt2(tensors, hf, rows.shape[0] if rows is not None else None,
+                               vocab_size, id_offset,
+                               max_len=table.shape[0] if table is not None else None)
+  except (KeyError, ValueError) as e:
+    raise ConfigError(f"{what}='hf:{directory}': not a GPT-2 layout "
+                      f"({type(e).__name__}: {e}).") from None
+  if "token_embedding" not in params["embedder"]:
+    log(f"init_from {directory}: its vocabulary ({hf.get('vocab_size')} ids) is not this "
+        f"run's ({vocab_size} ids, {id_offset} of them ours before the tokenizer's), so the "
+        "token embedding starts fresh (and the output layer, tied to it).")
+  return params
+
+
+def _check_whole(spec: str, want: dict[str, Any], got: dict[str, Any], misfit: list[str],
+                 missing: list[str]) -> None:
+  """A GPT-2 folder loads whole: a tensor of another shape, or a parameter on one side only
+  (but the token embedding of another vocabulary), is a one-line ConfigError."""
+  if not misfit and not missing:
+    return
+  shapes = [f"{p} {tuple(np.shape(got[p]))} vs this run's {tuple(want[p].shape)}"
+            for p in misfit[:4]]
+  others = [f"{p} on one side only" for p in missing[:4]]
+  raise ConfigError(f"--config.model.init_from={spec!r}: the folder's tensors do not fit this "
+                    f"model ({len(misfit) + len(missing)} arrays: "
+                    + "; ".join(shapes + others) + "); its config.json does not describe its "
+                    "weights. Nothing was loaded.")
 
 
 def merge(params: Any, loaded: dict[str, np.ndarray]) -> Any:
