@@ -10,8 +10,7 @@ claim carries over to our default. The report's per-layer diagnostics profile is
 """
 
 from experiments import analysis as a
-from experiments.presets import AT_INIT, PAPER_ACTIVATION, SIZES
-from transformer.config import NORM_PLACEMENTS
+from experiments.presets import AT_INIT, PAPER_ACTIVATION, SIZES, STUDIED_PLACEMENTS
 from transformer.sweep import preset, product
 from transformer.report.robustness import Threshold
 
@@ -24,7 +23,7 @@ def get_sweep(size: str = "cpu"):
   the per-layer profile noisy; Xiong et al. average 10 seeds); then post and pre with the
   paper's ReLU feed-forward net, 10 seeds."""
   base = [preset(SIZES, size), [AT_INIT], [{"model.num_layers": 12}]]
-  return (product(*base, {"model.norm_placement": NORM_PLACEMENTS}, {"seed": [0, 1, 2]})
+  return (product(*base, {"model.norm_placement": STUDIED_PLACEMENTS}, {"seed": [0, 1, 2]})
           + product(*base, {"model.norm_placement": ["pre", "post"]},
                     {"seed": list(range(3, 10))})
           + product(*base, {"model.norm_placement": ["pre", "post"]},

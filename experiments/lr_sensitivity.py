@@ -13,8 +13,8 @@ Run this study before warmup_stability, qk_norm_logits and activations: they reu
 """
 
 from experiments import analysis as a
-from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
-from transformer.config import NORM_PLACEMENTS
+from experiments.presets import (PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES,
+                                 STUDIED_PLACEMENTS, protocol)
 from transformer.sweep import preset, product
 from transformer.report.robustness import Threshold
 
@@ -29,7 +29,7 @@ LOW = 2  # the grid's lowest LRs left out of the trimmed measure (under-trained,
 def get_sweep(size: str = "cpu"):
   """The protocol's model, budget, warm-up, LR grid and seeds, for every placement."""
   base = preset(PROTOCOL_SIZES, size)  # first: an unknown size is a clear error
-  return product(base, [protocol(size)], {"model.norm_placement": NORM_PLACEMENTS},
+  return product(base, [protocol(size)], {"model.norm_placement": STUDIED_PLACEMENTS},
                  {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})
 
 

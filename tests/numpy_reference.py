@@ -211,7 +211,8 @@ def general_residual(x, f, p, name, placement, kind, eps=1e-6, alpha=1.0):
   """One residual sublayer for every placement; p holds `<name>_norm`, `<name>_out_norm`,
   `<name>_omega`.
     post: N(x + f(x)); pre: x + f(N(x)); peri: x + N_out(f(N_in(x)));
-    deepnorm: N(alpha x + f(x)); admin: N(omega * x + f(x)).
+    deepnorm: N(alpha x + f(x)); admin: N(omega * x + f(x));
+    hybrid: x + f(x) for attention (QKV-Norm inside f), N(x + f(x)) for the feed-forward.
   Returns (output, f's output)."""
   n = make_norm(kind, p.get(f"{name}_norm", {}), eps)
   if placement == "post":
@@ -229,7 +230,32 @@ def general_residual(x, f, p, name, placement, kind, eps=1e-6, alpha=1.0):
   if placement == "admin":
     y = f(x)
     return n(p[f"{name}_omega"] * x + y), y
+  if placement == "hybrid":  # HybridNorm: attention bare (its Q, K, V normed inside), FFN post
+    y = f(x)
+    return (n(x + y), y) if name == "feed_forward" else (x + y, y)
   raise ValueError(placement)
+
+
+def qkv_normed_attention(xq, xkv, p, kind, mask=None, eps=1e-6):
+  """HybridNorm's QKV-Norm (Zhuo et al., 2025): multi-head attention whose queries, keys and
+  values are each normalized over all heads together ([length, heads * head_dim]) right after
+  their projections, then split into heads."""
+  heads, kv_heads = p["query"]["kernel"].shape[1], p["key"]["kernel"].shape[1]
+  group = heads // kv_heads
+  full = lambda x, w, n: make_norm(kind, p[n], eps)(
+      np.concatenate([_project(x, w, h) for h in range(w["kernel"].shape[1])], -1))
+  q, k, v = (full(xq, p["query"], "query_norm"), full(xkv, p["key"], "key_norm"),
+             full(xkv, p["value"], "value_norm"))
+  d = q.shape[-1] // heads
+  outputs = []
+  for h in range(heads):
+    g = h // group
+    scores = q[:, h * d:(h + 1) * d] @ k[:, g * d:(g + 1) * d].T / np.sqrt(d)
+    if mask is not None:
+      scores = np.where(mask, scores, -np.inf)
+    outputs.append(softmax(scores) @ v[:, g * d:(g + 1) * d])
+  out = np.concatenate(outputs, -1) @ p["out"]["kernel"].reshape(-1, p["out"]["kernel"].shape[-1])
+  return out + p["out"]["bias"]
 
 
 def qk_normed_attention(xq, xkv, p, kind, mask=None, eps=1e-6):
@@ -255,7 +281,9 @@ def general_block(x, p, placement, kind, mask=None, activation=relu, eps=1e-6, a
                   qk_norm=False):
   """Self-attention + FFN block for any placement. Returns (output, [attention branch output,
   FFN branch output])."""
-  if qk_norm:
+  if placement == "hybrid":
+    attn = lambda z: qkv_normed_attention(z, z, p["self_attention"], kind, mask, eps)
+  elif qk_norm:
     attn = lambda z: qk_normed_attention(z, z, p["self_attention"], kind, mask, eps)
   else:
     attn = lambda z: multi_head_attention(z, z, p["self_attention"], mask)

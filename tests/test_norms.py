@@ -41,7 +41,9 @@ def _cfg(**kw):
     ("admin", "layernorm", False, "reference"), ("pre", "rmsnorm", False, "reference"),
     ("pre", "dyt", False, "reference"), ("pre", "none", False, "reference"),
     ("peri", "dyt", True, "reference"), ("post", "rmsnorm", True, "xla"),
-    ("pre", "layernorm", True, "xla"), ("deepnorm", "dyt", True, "xla")])
+    ("pre", "layernorm", True, "xla"), ("deepnorm", "dyt", True, "xla"),
+    ("hybrid", "layernorm", False, "reference"), ("hybrid", "rmsnorm", False, "xla"),
+    ("hybrid", "dyt", False, "reference")])
 def test_block_matches_numpy_reference(placement, norm, qk_norm, impl):
   cfg = _cfg(norm_placement=placement, norm=norm, qk_norm=qk_norm, attention_impl=impl)
   x = np.random.default_rng(0).normal(size=(2, 7, 16)).astype(np.float32)
@@ -327,14 +329,20 @@ def test_deepnorm_scales_value_out_and_ffn_init_by_beta_for_each_role():
                                  err_msg=f"{cls.__name__} {role} {sub}")
 
 
-@pytest.mark.parametrize("impl,positions", [("reference", "rope"), ("xla", "sinusoidal")])
-def test_qk_norm_cached_decoding_matches_full_forward(impl, positions):
+@pytest.mark.parametrize("impl,positions,placement", [
+    ("reference", "rope", "pre"), ("xla", "sinusoidal", "pre"), ("xla", "rope", "hybrid")])
+def test_qk_norm_cached_decoding_matches_full_forward(impl, positions, placement):
+  """Queries and keys normalized per head (qk_norm), or queries, keys and values over all heads
+  (HybridNorm): the KV cache holds them normalized, so cached decoding equals the full pass."""
+  hybrid = placement == "hybrid"
   cfg = ModelConfig(vocab_size=19, d_model=16, num_heads=4, num_layers=2, d_ff=32, max_len=64,
-                    qk_norm=True, norm="rmsnorm", attention_impl=impl, positions=positions)
+                    qk_norm=not hybrid, norm="rmsnorm", attention_impl=impl, positions=positions,
+                    norm_placement=placement, num_kv_heads=2 if hybrid else 0)
   model = DecoderLM(cfg)
   tokens = np.random.default_rng(0).integers(3, 19, size=(2, 8)).astype(np.int32)
   params = _randomize(nn.meta.unbox(model.init(jax.random.PRNGKey(0), tokens)["params"]), 4)
-  assert "query_norm" in params["decoder"]["layer_0"]["self_attention"]
+  attention = params["decoder"]["layer_0"]["self_attention"]
+  assert "query_norm" in attention and ("value_norm" in attention) == hybrid
   full = jax.jit(model.apply)({"params": params}, tokens)
 
   @jax.jit
@@ -368,6 +376,8 @@ def test_z_loss_matches_numpy():
     (dict(norm="none", norm_placement="post"), "norm=none"),
     (dict(norm="none", norm_placement="mix"), "norm=none"),
     (dict(norm="none", qk_norm=True), "qk_norm"),
+    (dict(norm_placement="hybrid", qk_norm=True), "already normalizes queries, keys and values"),
+    (dict(norm_placement="hybrid", norm="none"), "norm=none"),
     (dict(mix_post_fraction=1.5), "mix_post_fraction"),
     (dict(dyt_alpha_init=0.0), "dyt_alpha_init"),
     (dict(norm_placement="sandwich"), "norm_placement")])

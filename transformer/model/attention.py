@@ -134,6 +134,12 @@ def _with_causal(mask: Optional[jax.Array], is_causal: bool, query: jax.Array,
   return causal if mask is None else mask & causal
 
 
+def _over_heads(norm: nn.Module, x: jax.Array) -> jax.Array:
+  """`norm` applied to `x: [batch, length, heads, head_dim]` over its last two axes together."""
+  flat = norm(x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1]))
+  return flat.reshape(x.shape)
+
+
 class MultiHeadAttention(nn.Module):
   """Multi-head attention with per-head projections and an output projection W_O.
 
@@ -147,7 +153,10 @@ class MultiHeadAttention(nn.Module):
 
   `qk_norm(name)`, when given, builds the norm applied to queries and keys over head_dim
   before RoPE and the dot product (Dehghani et al., 2023; one set of parameters shared by all
-  heads, as in Wortsman et al., 2023); keys are cached normalized. `value_out_gain` scales the
+  heads, as in Wortsman et al., 2023); keys are cached normalized. `qkv_norm(name)`, when given
+  (HybridNorm's QKV-Norm, Zhuo et al., 2025), builds the norm applied to the queries, keys and
+  values over all heads together (`[..., heads * head_dim]`, as OLMo's query/key norms), right
+  after their projections; keys and values are cached normalized. `value_out_gain` scales the
   init of W_v and W_O (DeepNorm's beta). When the "diagnostics" collection is mutable the
   layer sows the mean attention entropy and the largest attention logit (scalars).
   """
@@ -163,6 +172,7 @@ class MultiHeadAttention(nn.Module):
   dtype: jnp.dtype = jnp.float32
   param_dtype: jnp.dtype = jnp.float32
   qk_norm: Optional[Callable[[str], nn.Module]] = None
+  qkv_norm: Optional[Callable[[str], nn.Module]] = None
   value_out_gain: float = 1.0
   causal: bool = False
 
@@ -182,6 +192,10 @@ class MultiHeadAttention(nn.Module):
     value = project(features=(kv_heads, self.head_dim), name="value",
                     kernel_init=fan_in_init(("embed", "heads", "head_dim"),
                                             self.value_out_gain))(x_kv)  # [b, s, k, h]
+    if self.qkv_norm is not None:
+      query = _over_heads(self.qkv_norm("query_norm"), query)
+      key = _over_heads(self.qkv_norm("key_norm"), key)
+      value = _over_heads(self.qkv_norm("value_norm"), value)
     if self.qk_norm is not None:
       query = self.qk_norm("query_norm")(query)
       key = self.qk_norm("key_norm")(key)

@@ -15,6 +15,10 @@ Where the norm sits is one switch, `ModelConfig.norm_placement`, handled in one 
            * L) blocks of a stack, pre in the rest, and the final N the pre part needs
   admin    (Liu et al., 2020, "Admin"):             x -> N(omega * x + f(x)), omega a learnable
            per-feature vector initialised by profiling (`transformer/model/admin.py`)
+  hybrid   (Zhuo et al., 2025, "HybridNorm"):       attention x -> x + Attn(x) with its queries,
+           keys and values each normalized over all heads after their projection (QKV-Norm,
+           the paper's OLMo config: use_query/key/value_norm, attn_norm False); feed-forward
+           x -> N(x + FFN(x)) (post-norm). No final N: the last block ends in its FFN's N
 
 Dropout, when enabled, is applied to f's output before it joins the residual stream.
 
@@ -142,6 +146,7 @@ class Block(nn.Module):
   def _attention(self, name: str, self_attention: bool) -> MultiHeadAttention:
     cfg = self.cfg
     qk_norm = functools.partial(norm_for, cfg) if cfg.qk_norm else None
+    qkv_norm = functools.partial(norm_for, cfg) if self._placement == "hybrid" else None
     return MultiHeadAttention(
         num_heads=cfg.num_heads, head_dim=cfg.head_dim, num_kv_heads=cfg.kv_heads,
         rope=self_attention and cfg.positions == "rope",
@@ -149,8 +154,8 @@ class Block(nn.Module):
         decode=self_attention and self.decode, use_bias=cfg.use_bias,
         implementation=cfg.attention_impl, dropout_rate=cfg.attention_dropout_rate,
         dtype=dtype_of(cfg.dtype), param_dtype=dtype_of(cfg.param_dtype),
-        qk_norm=qk_norm, value_out_gain=self._init_gain(), causal=self_attention and self.causal,
-        name=name)
+        qk_norm=qk_norm, qkv_norm=qkv_norm, value_out_gain=self._init_gain(),
+        causal=self_attention and self.causal, name=name)
 
   def _branch(self, f: Callable[[jax.Array], jax.Array], h: jax.Array, name: str,
               deterministic: bool) -> jax.Array:
@@ -177,6 +182,8 @@ class Block(nn.Module):
     if placement == "deepnorm":
       alpha = self._deepnorm()[0]
       return norm("norm")(alpha * x + branch(x))
+    if placement == "hybrid":  # attention normalizes inside (QKV-Norm); the FFN is post-norm
+      return norm("norm")(x + branch(x)) if name == FEED_FORWARD else x + branch(x)
     if placement == "admin":
       # Initialised to 1 by `init`; `admin.profile_omegas` then sets the profiled values.
       omega = self.param(f"{name}_omega", nn.with_logical_partitioning(
