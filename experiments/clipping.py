@@ -20,7 +20,6 @@ dropping clipping costs at the best LR.
 from experiments import analysis as a
 from experiments import paired
 from experiments.presets import PROTOCOL_MATCHED_LR, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
-from transformer.report.robustness import Threshold
 from transformer.sweep import preset, product
 
 CLAIM = ("Xiong et al. 2020: Post-LN needs learning-rate warm-up while Pre-LN can be trained "
@@ -100,8 +99,5 @@ def summarize(runs):
           "figure": "final_vs_optim_learning_rate.png", "placements": {}}
 
 
-THRESHOLDS = (a.CONFIDENCE,
-              Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.03, 0.1)),
-              paired.LEAVE_ONE_OUT,
-              paired.MATCHED_LR)
-THRESHOLDS_NOT_READ = {a.COLLAPSE.label: a.COLLAPSE_NOT_READ, a.RULE.label: a.RULE_NOT_READ}
+THRESHOLDS = paired.loss_margin_thresholds()
+THRESHOLDS_NOT_READ = paired.NOT_READ

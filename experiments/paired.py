@@ -26,6 +26,7 @@ import dataclasses
 import math
 from typing import Optional, Sequence
 
+from experiments import analysis as a
 from transformer.report.robustness import Threshold
 from transformer.report.runs import Run
 from transformer.report import stats
@@ -39,6 +40,21 @@ LEAVE_ONE_OUT = Threshold("seed left out", "experiments.paired", "LEFT_OUT_SEED"
                           shown=("0", "1", "2", "none"))
 MATCHED_LR = Threshold("LR each setting is read at", "experiments.paired", "AT_MATCHED_LR",
                        (True,), shown=("the matched LR", "its own best LR"))
+
+
+# What a call on a paired loss difference does not read (a study's THRESHOLDS_NOT_READ).
+NOT_READ = {a.COLLAPSE.label: a.COLLAPSE_NOT_READ,
+            a.X.label: "the call reads losses at each setting's best LR, not the largest LR "
+                       "trained within X (described, not called)",
+            a.RULE.label: a.RULE_NOT_READ}
+
+
+def loss_margin_thresholds(values: tuple = (0.03, 0.1)) -> tuple:
+  """The THRESHOLDS of a study whose call is a paired loss difference against its
+  `LOSS_MARGIN`: the confidence level, the margin's neighbours `values`, each seed left out,
+  and every setting at the matched LR."""
+  return (a.CONFIDENCE, Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", values),
+          LEAVE_ONE_OUT, MATCHED_LR)
 
 
 def seed_losses(runs: Sequence[Run]) -> dict:

@@ -33,7 +33,6 @@ from experiments import analysis as a
 from experiments import paired
 from experiments.presets import (PROTOCOL_LRS, PROTOCOL_MATCHED_LR, PROTOCOL_SEEDS,
                                  PROTOCOL_SIZES, PROTOCOL_STEPS, protocol)
-from transformer.report.robustness import Threshold
 from transformer.sweep import preset, product
 
 CLAIM = ("Xiong et al. 2020: post-norm is sensitive to the warm-up length (Adam, lr 1e-3: BLEU "
@@ -237,11 +236,5 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (a.CONFIDENCE,
-              Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.03, 0.1)),
-              paired.LEAVE_ONE_OUT,
-              paired.MATCHED_LR)
-THRESHOLDS_NOT_READ = {a.COLLAPSE.label: a.COLLAPSE_NOT_READ,
-                       a.X.label: "the call reads losses at each setting's best LR, not the "
-                                  "largest LR trained within X (described, not called)",
-                       a.RULE.label: a.RULE_NOT_READ}
+THRESHOLDS = paired.loss_margin_thresholds()
+THRESHOLDS_NOT_READ = paired.NOT_READ

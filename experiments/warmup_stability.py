@@ -27,7 +27,6 @@ from experiments import paired
 from experiments.presets import (PROTOCOL_LRS, PROTOCOL_MATCHED_LR, PROTOCOL_SEEDS,
                                  PROTOCOL_SIZES, PROTOCOL_WARMUP, protocol)
 from transformer.sweep import preset, product
-from transformer.report.robustness import Threshold
 
 CLAIM = ("Xiong et al. 2020: Post-LN needs learning-rate warm-up (IWSLT14 with Adam: 8.45 BLEU "
          "without warm-up against about 34 with 4,000 warm-up steps), while Pre-LN can be "
@@ -301,11 +300,5 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = (a.CONFIDENCE,
-              Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.03, 0.1)),
-              paired.LEAVE_ONE_OUT,
-              paired.MATCHED_LR)
-THRESHOLDS_NOT_READ = {a.COLLAPSE.label: a.COLLAPSE_NOT_READ,
-                       a.X.label: "the call reads losses at each setting's best LR, not the "
-                                  "largest LR trained within X (described, not called)",
-                       a.RULE.label: a.RULE_NOT_READ}
+THRESHOLDS = paired.loss_margin_thresholds()
+THRESHOLDS_NOT_READ = paired.NOT_READ

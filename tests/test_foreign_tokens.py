@@ -119,6 +119,21 @@ def test_command_line(tmp_path):
   assert os.path.isfile(tmp_path / "meta.json")
 
 
+def _train_on_tokens(tmp_path, data, num_steps: int, eval_every: int):
+  """A tiny launch.py training run on the token folder `data`; returns its workdir."""
+  workdir = tmp_path / "run"
+  overrides = {"data.name": "token_file", "data.source_dir": str(data), "data.seq_len": 32,
+               "model.d_model": 32, "model.num_heads": 2, "model.num_layers": 1,
+               "model.d_ff": 64, "train.batch_size": 8, "train.num_steps": num_steps,
+               "train.eval_every": eval_every, "data.eval_batches": 2}
+  proc = subprocess.run([sys.executable, "launch.py", "--config=configs/default.py:smoke",
+                         f"--workdir={workdir}"] + [f"--config.{k}={v}"
+                                                    for k, v in overrides.items()],
+                        cwd=ROOT, capture_output=True, text=True, timeout=280)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return workdir
+
+
 @pytest.mark.slow  # a launch.py training run: ~90 s on 2 loaded cores
 def test_launch_trains_on_an_llmc_file_with_a_bpe_tokenizer(tmp_path):
   """End to end: llm.c files + a BPE tokenizer.json -> launch.py trains, evaluates bits per
@@ -137,16 +152,7 @@ def test_launch_trains_on_an_llmc_file_with_a_bpe_tokenizer(tmp_path):
   foreign_tokens.write_llmc(str(data / "textwrap_val.bin"), raw[cut:])
   assert foreign_meta.main([str(data), "--layout=llmc", "--vocab_size=400",
                             f"--tokenizer=hf:{path}"]) == 0
-  workdir = tmp_path / "run"
-  overrides = {"data.name": "token_file", "data.source_dir": str(data), "data.seq_len": 32,
-               "model.d_model": 32, "model.num_heads": 2, "model.num_layers": 1,
-               "model.d_ff": 64, "train.batch_size": 8, "train.num_steps": 4,
-               "train.eval_every": 4, "data.eval_batches": 2}
-  proc = subprocess.run([sys.executable, "launch.py", "--config=configs/default.py:smoke",
-                         f"--workdir={workdir}"] + [f"--config.{k}={v}"
-                                                    for k, v in overrides.items()],
-                        cwd=ROOT, capture_output=True, text=True, timeout=280)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  workdir = _train_on_tokens(tmp_path, data, num_steps=4, eval_every=4)
   rows = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
   bpb = [v for r in rows for k, v in r.items() if "bits_per_byte" in k]
   assert bpb and all(0 < v < 20 for v in bpb), rows[-1]
@@ -315,16 +321,7 @@ def test_launch_trains_an_ids_only_folder_through_its_evals(tmp_path):
   rng = np.random.default_rng(16)
   data = _nanogpt(tmp_path / "data", rng.integers(0, 300, 6000), rng.integers(0, 300, 600))
   assert foreign_meta.main([data, "--layout=nanogpt", "--vocab_size=300"]) == 0
-  workdir = tmp_path / "run"
-  overrides = {"data.name": "token_file", "data.source_dir": data, "data.seq_len": 32,
-               "model.d_model": 32, "model.num_heads": 2, "model.num_layers": 1,
-               "model.d_ff": 64, "train.batch_size": 8, "train.num_steps": 12,
-               "train.eval_every": 10, "data.eval_batches": 2}
-  proc = subprocess.run([sys.executable, "launch.py", "--config=configs/default.py:smoke",
-                         f"--workdir={workdir}"] + [f"--config.{k}={v}"
-                                                    for k, v in overrides.items()],
-                        cwd=ROOT, capture_output=True, text=True, timeout=280)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  workdir = _train_on_tokens(tmp_path, data, num_steps=12, eval_every=10)
   rows = [json.loads(line) for line in open(workdir / "metrics.jsonl")]
   evals = [r for r in rows if r.get("split") == "eval"]
   assert [r["step"] for r in evals] == [10, 12] and all(r["loss"] > 0 for r in evals)
