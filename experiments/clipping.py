@@ -81,7 +81,15 @@ def analyze(runs):
       lines.append(f"- {_clip_name(clip)}, {d.text()} (best LR {a.fmt_lr(lr0)} without warm-up, "
                    f"{a.fmt_lr(lr1)} with it)")
     lines.append(f"- {_clip_name(clip)}, {m['clips'][clip]['call'].text()}")
-  lines += ["", a.status_counts(runs), ""]
+  edges = []
+  for clip in CLIPS:
+    for p in PLACEMENTS:
+      _, lr_none, lr_some = m["clips"][clip]["costs"][p]
+      for w, lr in ((m["warmups"][0], lr_none), (m["warmups"][-1], lr_some)):
+        note = a.edge_note(f"{_clip_name(clip)}, {p} at warm-up {w}: best LR", lr,
+                           _setting(runs, clip, p, w))
+        edges += [note] if note else []
+  lines += ["", a.status_counts(runs), "", *(f"- {n}" for n in edges), *([""] if edges else [])]
   call = m["clips"][0.0]["call"]
   agrees = paired.judge(call, LOSS_MARGIN)
   with_clip = paired.judge(m["clips"][1.0]["call"], LOSS_MARGIN)
