@@ -69,7 +69,7 @@ def measure(runs) -> dict:
            for p in LRS for lr in LRS[p]}
   shared = [lr for lr in LRS["pre"] if cells.get(("pre", lr)) and cells.get(("peri", lr))]
   diffs = {lr: paired.difference(f"ln(pre / peri peak ratio) at LR {lr:g}", cells[("pre", lr)],
-                                 cells[("peri", lr)]) for lr in shared}
+                                 cells[("peri", lr)], unit="") for lr in shared}
   return {"cells": cells, "diffs": diffs}
 
 

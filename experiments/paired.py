@@ -94,6 +94,7 @@ class Difference:
   """A per-seed difference and its mean with the `stats.CONFIDENCE` (95%) t-interval."""
   label: str
   per_seed: dict
+  unit: str = "nats/token"
 
   @property
   def interval(self) -> tuple[float, float]:
@@ -102,12 +103,13 @@ class Difference:
   def text(self) -> str:
     mean, half = self.interval
     spread = "" if math.isnan(half) else f" ± {half:.3f}"
-    return f"{self.label}: {mean:+.3f}{spread} nats/token ({len(self.per_seed)} seeds)"
+    unit = f" {self.unit}" if self.unit else ""
+    return f"{self.label}: {mean:+.3f}{spread}{unit} ({len(self.per_seed)} seeds)"
 
 
-def difference(label: str, a: dict, b: dict) -> Difference:
-  """`a - b` on the seeds both have (`{seed: value}` each)."""
-  return Difference(label, {s: a[s] - b[s] for s in sorted(set(a) & set(b))})
+def difference(label: str, a: dict, b: dict, unit: str = "nats/token") -> Difference:
+  """`a - b` on the seeds both have (`{seed: value}` each), in `unit`."""
+  return Difference(label, {s: a[s] - b[s] for s in sorted(set(a) & set(b))}, unit)
 
 
 def judge(d: Difference, margin: float) -> Optional[bool]:

@@ -76,6 +76,7 @@ def test_massive_activations_reads_the_peak_ratio_over_training_and_layers():
   lines = massive_activations.analyze(_activation_runs(80.0))
   # ln(80 / 10) = 2.079 at every seed (the seeds' factor cancels): far above ln 2.
   assert _verdict(lines).startswith("**Agrees.**")
-  assert f"ln(pre / peri peak ratio) at LR 0.003: +{math.log(8):.3f} ± 0.000" in _verdict(lines)
+  assert f"ln(pre / peri peak ratio) at LR 0.003: +{math.log(8):.3f} ± 0.000 (3 seeds)" in (
+      _verdict(lines))
   assert _verdict(massive_activations.analyze(_activation_runs(12.0))).startswith(
       "**Disagrees.**")  # ln 1.2 < ln 2 at every LR
