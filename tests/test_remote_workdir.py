@@ -10,6 +10,7 @@ extra) on 127.0.0.1 serves both gcsfs (epath's files, `STORAGE_EMULATOR_HOST`) a
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -179,7 +180,9 @@ def test_sweep_train_resume_eval_sample_and_report_on_gs(gcs_emulator, tiny_corp
   assert {"report.md", "results.csv", "curves.png", "sweep.json", name} <= {
       p.rsplit("/", 1)[-1] for p in fs.ls("bucket/sw")}
   assert fs.cat("bucket/sw/curves.png")[:4] == b"\x89PNG"
-  assert "1 points: 1 finished" in fs.cat("bucket/sw/report.md").decode()
+  # Its 6 steps end near the unigram level, which the one collapse rule (final eval loss >= 0.98
+  # x unigram) may call collapsed: either way the run ended and was judged from the bucket.
+  assert re.search(r"1 points: 1 (finished|collapsed)\.", fs.cat("bucket/sw/report.md").decode())
   assert sorted(d.rsplit("/", 1)[-1] for d in fs.ls(f"{run}/checkpoints")) == ["3", "6"]
 
   out = _launch(gcs_emulator, cwd, f"--workdir={run}", *config, "--config.train.num_steps=9")

@@ -283,6 +283,7 @@ def _curves_by_group(runs, metric, swept, plt):
           rows = [row for row in r.metrics[split] if key in row]
           ax.plot([row["step"] for row in rows], [row[key] for row in rows], color=color,
                   ls=":", lw=1)
+          drawn = True  # a sweep whose runs all collapsed still shows how they went
   if not drawn:
     plt.close(fig)
     return None
