@@ -49,6 +49,26 @@ def _wait_for(predicate, proc, what, timeout=240):
     time.sleep(0.2)
 
 
+def _stop(proc, timeout=30):
+  """SIGSTOP `proc` and wait until every one of its threads is stopped: the signal is delivered
+  asynchronously, and a thread inside a write (orbax's async checkpoint) finishes it first."""
+  proc.send_signal(signal.SIGSTOP)
+  deadline = time.time() + timeout
+  task_dir = f"/proc/{proc.pid}/task"
+  while True:
+    states = []
+    for tid in os.listdir(task_dir):
+      try:
+        with open(os.path.join(task_dir, tid, "stat")) as f:
+          states.append(f.read().rsplit(")", 1)[1].split()[0])
+      except FileNotFoundError:  # a thread that ended meanwhile
+        continue
+    if all(state in "Tt" for state in states):
+      return
+    assert time.time() < deadline, f"pid {proc.pid} not stopped after {timeout}s: {states}"
+    time.sleep(0.05)
+
+
 def test_second_run_is_refused_at_once_then_a_killed_runs_lock_is_taken_over(tiny_corpus,
                                                                               tmp_path):
   workdir = str(tmp_path / "run")
@@ -61,7 +81,7 @@ def test_second_run_is_refused_at_once_then_a_killed_runs_lock_is_taken_over(tin
               "its checkpoint of step 3")
     holder = json.load(open(lock))
     assert holder["pid"] == first.pid and holder["host"] == HOST
-    first.send_signal(signal.SIGSTOP)  # frozen, so its files hold still while we compare
+    _stop(first)  # frozen, so its files hold still while we compare
     before = _snapshot(workdir)
     t0 = time.time()
     second = subprocess.run(_launch_args(workdir, tiny_corpus), cwd=ROOT, capture_output=True,
