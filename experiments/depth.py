@@ -28,6 +28,7 @@ loss-against-depth figure (`loss_vs_depth.png`) is the raw evidence.
 import numpy as np
 
 from experiments import analysis as a
+from experiments import paired
 from experiments.presets import (LAYERS, PROTOCOL_MATCHED_LR, PROTOCOL_SEEDS, PROTOCOL_SIZES,
                                  PROTOCOL_WARMUP, protocol)
 from transformer.sweep import preset, product
@@ -289,6 +290,26 @@ def _without_warmup(m) -> list[str]:
           + (", ".join(sooner) if sooner else "no placement") + "."]
 
 
+def _depth_costs(m) -> list[str]:
+  """What each deeper stack costs its placement, with warm-up: per seed the clipped final loss
+  at each depth minus at the shallowest, paired by seed (described, not the call: a cost the
+  call's X hides, such as Admin's at 24 layers, is stated here)."""
+  warm, shallow = m["warm"], m["depths"][0]
+  lines = []
+  for p in m["placements"]:
+    mine = m["sets"].get((p, warm), [])
+    at = {d: paired.seed_losses([r for r in mine if r.overrides[DEPTH] == d])
+          for d in m["depths"]}
+    lines += ["- " + paired.difference(f"{p}, {d} minus {shallow} layers", at[d],
+                                       at[shallow]).text()
+              for d in m["depths"][1:] if at[d] and at[shallow]]
+  if not lines:
+    return []
+  return ["", f"Depth cost per placement, with warm-up {warm}, at its 6-layer best LR (clipped "
+          f"final eval loss at the depth minus at {shallow} layers, paired by seed; described, "
+          "not the call):", "", *lines]
+
+
 def analyze(runs):
   """Per placement and warm-up: the clipped final eval loss at each depth (mean ± 95% CI over
   seeds) and the deepest depth every seed trained at, over X. Then: does post-norm fail (or
@@ -307,7 +328,7 @@ def analyze(runs):
   if pending:  # deepest_trained reads a run that has not ended as one that did not train
     return lines + [a.verdict(None, f"{len(pending)} of the {len(runs)} runs at the judged LRs "
                               "have not ended: the call waits for them.")]
-  lines += _call_lines(m, runs) + _without_warmup(m)
+  lines += _call_lines(m, runs) + _without_warmup(m) + _depth_costs(m)
   lines += ["", matched_call(every, lrs)]
   steps = max(r.num_steps for r in runs)
   lines += ["", f"Trained {steps} steps on a small model at each placement's 6-layer best LR "
@@ -388,6 +409,7 @@ def summarize(runs):
               for p in m["placements"]]
   numbers.append(f"post minus pre at {top} layers, warm-up {warm}, paired by seed: "
                  f"{a.fmt(mean, half)} nats/token")
+  numbers += [l[2:] for l in _depth_costs(m) if l.startswith(f"- admin, {top} ")]
   return {"verdict": a.verdict_word(agrees), "numbers": numbers, "figure": FIGURE,
           "placements": {p: {f"deepest depth trained at X={x:g}, no warm-up / warm-up {warm}":
                              f"{_depth_text(m['deepest'][(p, none)][x])} / "

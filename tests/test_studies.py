@@ -262,6 +262,16 @@ def test_lr_sensitivity_verdict_compares_post_with_pre():
     return out
   assert _verdict(lr_sensitivity.analyze(runs("post"))).startswith("**Agrees.**")
   assert _verdict(lr_sensitivity.analyze(runs("pre"))).startswith("**Disagrees.**")
+  # The call is paired by seed against a margin: post's top LR 0.12 (+0.02 s) worse than
+  # pre's gives a trimmed difference (over 1e-1 alone, LOW = 2 of 3 LRs) of 0.12 + 0.02 s.
+  close = [r if not (r.overrides[a.PLACEMENT] == "post" and r.overrides[a.LR] == 1e-1) else
+           _run(dict(r.overrides), final_loss=2.1 + 0.12 + 0.03 * r.seed)
+           for r in runs(None)]
+  half = 4.302652729911275 * 0.02 / math.sqrt(3)
+  verdict = _verdict(lr_sensitivity.analyze(close))
+  assert verdict.startswith("**Inconclusive.**"), verdict
+  assert (f"post-norm's trimmed LR sensitivity minus pre-norm's: +0.140 ± {half:.3f} "
+          "nats/token (3 seeds); its 95% interval lies across the margin 0.1") in verdict
 
 
 def test_qk_norm_verdict_reads_the_max_attention_logit():
@@ -315,7 +325,8 @@ def test_qk_norm_sensitivity_is_compared_paired_by_seed():
         out.append(_run({"model.qk_norm": qk, a.LR: lr, "seed": s}, final_loss=loss,
                         diagnostics=[_layers("self_attention/attn_max_logit", [1.0, logit])]))
   lines = qk_norm_logits.analyze(out)
-  assert "without minus with qk-norm 0.05 ± 0" in "\n".join(lines)
+  assert ("LR sensitivity without qk-norm minus with it: +0.050 ± 0.000 nats/token (3 seeds); "
+          "its 95% interval lies above the margin 0") in "\n".join(lines)
   assert _verdict(lines).startswith("**Agrees.**")
 
 
@@ -513,6 +524,42 @@ def test_summary_collects_every_study(tmp_path, monkeypatch):
   assert "| two | local_text, python-stdlib two, 1 files, 10 bytes (digest bbbb) | 3.3194 |" in text
 
 
+def test_the_summary_atlas_has_one_line_per_atlas_study(tmp_path):
+  """A study whose summary names an atlas question gets a line in `## The placement atlas`:
+  its report's verdict line and whether the robustness line says the call holds; a study
+  without one gets no line, and a summary without any has no section."""
+  results = tmp_path / "results"
+  reports = {"q1": ("**Agrees.** It does.", '**Robustness:** the call ("agrees") holds under '
+                    "every neighbouring threshold (4 settings, one moved at a time)."),
+             "q2": ("**Disagrees.** It does not.", "**Robustness:** the call does not hold "
+                    "under every neighbouring threshold (1 of 4 settings change it): x."),
+             "plain": ("**Agrees.** Old claim.", "")}
+  for name, (verdict, robust) in reports.items():
+    d = results / name
+    os.makedirs(d / "seed=0")
+    (d / "seed=0" / "metrics.jsonl").write_text(
+        json.dumps({"step": 5, "split": "eval", "loss": 1.5}) + "\n")
+    atlas = f", 'atlas': 'Question {name}?'" if name != "plain" else ""
+    (tmp_path / f"{name}.py").write_text(
+        "def get_sweep():\n  return [{'seed': 0}]\n"
+        f"def summarize(runs):\n  return {{'verdict': 'agrees'{atlas}}}\n")
+    (d / "report.md").write_text(f"**Warning:** mixed.\n\n{verdict}\n\n{robust}\n")
+    with open(d / MANIFEST, "w") as f:
+      json.dump({"sweep_file": str(tmp_path / f"{name}.py"), "config": "c.py", "claim": "C",
+                 "overrides": [], "points": [{"name": "seed=0", "overrides": {"seed": 0},
+                                              "num_steps": 5}]}, f)
+  text = open(report_summary.write_summary(str(results))[0]).read()
+  atlas = text.split("## The placement atlas")[1].split("\n## ")[0]
+  assert [l for l in atlas.splitlines() if l.startswith("- ")] == [
+      "- **Question q1?** ([q1](q1/report.md)) **Agrees.** It does. At the neighbouring "
+      "thresholds the call holds.",
+      "- **Question q2?** ([q2](q2/report.md)) **Disagrees.** It does not. At the neighbouring "
+      "thresholds the call does not hold."]
+  for name in ("q1", "q2"):
+    os.remove(results / name / MANIFEST)
+  assert "placement atlas" not in open(report_summary.write_summary(str(results))[0]).read()
+
+
 def test_the_summary_waits_like_the_report_for_a_sweep_not_complete(tmp_path):
   """A study whose `summarize` reads only the runs that ended would call a sweep cut short as
   if it were whole; its report says "not complete", so the summary's verdict is inconclusive
@@ -556,10 +603,14 @@ def test_qk_norm_logits_that_grow_with_the_lr_fail_the_bounded_check():
                                                [1.0, logit + 0.1 * s])]))
     return out
   assert _verdict(qk_norm_logits.analyze(runs(5.0))).startswith("**Agrees.**")
+  # Growth paired by seed, ln(high / low) against ln 2: 9/5 stays below, 20/5 lies above.
+  assert _verdict(qk_norm_logits.analyze(runs(9.0))).startswith("**Agrees.**")
   lines = qk_norm_logits.analyze(runs(20.0))
   assert _verdict(lines).startswith("**Partly agrees.**"), lines
-  assert "with qk-norm the max logit does not grow with the LR (highest vs lowest LR): no" in (
-      "\n".join(lines))
+  assert "but its own logits grow with the LR" in _verdict(lines)
+  grown = [math.log((20.0 + 0.1 * s) / (5.0 + 0.1 * s)) for s in range(3)]
+  assert (f"- with qk-norm the max logit does not grow with the LR: no (ln(peak logit at LR 0.1 "
+          f"/ at 0.001) with qk-norm: +{np.mean(grown):.3f} ± ") in "\n".join(lines)
 
 
 def test_holm_adjustment():

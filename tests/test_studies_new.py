@@ -64,6 +64,16 @@ def test_depth_finds_where_post_norm_stops_training():
   assert "pre also stop(s) training" in _verdict(lines)
 
 
+def test_depth_states_each_placements_depth_cost_paired_by_seed():
+  """Loss 2.0 - 0.01 depth + 0.01 seed: every deeper stack is 0.01 per layer cheaper, the same
+  at every seed (so the interval has no width); a diverged run counts as ln V."""
+  text = "\n".join(depth.analyze(_depth_runs(post_fails_at=12)))
+  assert "- pre, 24 minus 3 layers: -0.210 ± 0.000 nats/token (3 seeds)" in text
+  # post diverges from 12 layers: its cost there is a diverged run's clipped loss minus 1.97.
+  cost = next(l for l in text.splitlines() if l.startswith("- post, 12 minus 3 layers: "))
+  assert 3.4 < float(cost.split(": ")[1].split(" ")[0]) < LN_V - 1.97, cost
+
+
 def test_depth_waits_for_runs_that_have_not_ended():
   """A sweep cut off midway: pre-norm's 24-layer runs have not run. A run that has not ended is
   not one that failed to train, so there is no call yet (not 'pre also stops training')."""

@@ -16,6 +16,7 @@ from transformer.report.runs import (PENDING, Run, read_cache, config_section, l
 
 
 SUMMARY = "README.md"
+VERDICT_WORDS = ("**Agrees.**", "**Partly agrees.**", "**Disagrees.**", "**Inconclusive.**")
 
 
 def write_summary(results_dir: str) -> tuple[str, list[str]]:
@@ -44,6 +45,7 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
            "the tolerance or seed counts it depends on and the points to add.", ""]
   for name, manifest, s in studies:
     lines += _study_lines(results_dir, name, manifest, s)
+  lines += _atlas_lines(results_dir, studies)
   lines += _placement_lines(per_placement, columns)
   lines += _data_section(data_rows)
   path = os.path.join(results_dir, SUMMARY)
@@ -89,6 +91,33 @@ def _study_lines(results_dir: str, name: str, manifest: dict, s: dict) -> list[s
     lines += [f"![{name}]({name}/{s['figure']})", ""]
   return lines + [f"Regenerate: `python launch.py --mode=report --sweep_dir={results_dir}/{name}`",
                   ""]
+
+
+def _atlas_lines(results_dir: str, studies: Sequence[tuple[str, dict, dict]]) -> list[str]:
+  """`## The placement atlas`: one line per study whose summary names an atlas question
+  (`summarize(runs)["atlas"]`, the question in a few words): its answer (the verdict line of
+  its report) and whether that holds at the neighbouring thresholds; [] when none does."""
+  rows = []
+  for name, _, s in studies:
+    if not s.get("atlas"):
+      continue
+    report = os.path.join(results_dir, name, "report.md")
+    try:
+      verdict = [l for l in verdict_lines(report) if l.startswith(VERDICT_WORDS)]
+    except (OSError, UnicodeDecodeError):
+      verdict = []
+    robust = [l for l in _quoted(report) if l.startswith(ROBUSTNESS_LINE)]
+    holds = ("not recomputed" if not robust else "holds" if " holds under every " in robust[0]
+             else "does not hold")
+    answer = verdict[0] if verdict else f"the data {s['verdict']}"
+    rows.append(f"- **{s['atlas']}** ([{name}]({name}/report.md)) {answer} At the "
+                f"neighbouring thresholds the call {holds}.")
+  if not rows:
+    return []
+  return ["## The placement atlas", "",
+          "The questions no paper answers (issue 49), one line each: the study's verdict and "
+          "whether it holds when each threshold moves to its neighbours (the study's "
+          "robustness section).", "", *rows, ""]
 
 
 def _placement_lines(per_placement: dict[str, dict], columns: Sequence[str]) -> list[str]:

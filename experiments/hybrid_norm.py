@@ -1,0 +1,95 @@
+"""HybridNorm beside post- and pre-norm over the LR grid (issue 49, question 6).
+
+  python launch.py --mode=sweep --sweep=experiments/hybrid_norm.py:cpu \
+      --sweep_dir=runs/studies/hybrid_norm --parallel=2 \
+      --reuse_runs_from=experiments/results/lr_sensitivity
+
+HybridNorm (`norm_placement=hybrid`): attention `x + Attn(x)` with queries, keys and values
+each normalized after projection (QKV-Norm), the feed-forward net post-normed. The protocol's
+model, budget, warm-up, LR grid and seeds; post- and pre-norm are lr_sensitivity's runs (same
+config and data, linked), so only HybridNorm's 15 runs are new.
+
+The call (`experiments/paired.py`), fixed before HybridNorm's runs: the paper claims HybridNorm
+ends below pre-norm. The statistic is pre-norm's clipped final eval loss minus HybridNorm's,
+each at its own best LR of the grid, paired by seed. It *agrees* when the 95% interval lies
+above `LOSS_MARGIN` (0.01 nats/token), *disagrees* when it lies below it. Described beside it:
+HybridNorm minus post-norm the same way, and the stability half of the claim: each
+placement's LR sensitivity without the grid's two lowest LRs and its largest stable LR.
+"""
+
+from experiments import analysis as a
+from experiments import lr_sensitivity, paired
+from experiments.presets import PROTOCOL_LRS, PROTOCOL_MATCHED_LR, PROTOCOL_SEEDS, PROTOCOL_SIZES
+from experiments.presets import protocol
+from transformer.sweep import preset, product
+
+CLAIM = ("Zhuo et al. 2025 (HybridNorm): QKV normalization inside attention with post-norm "
+         "around the feed-forward net 'combines the training stability of Pre-Norm with the "
+         "superior performance of Post-Norm': lower loss than pre-norm at stable training.")
+PLACEMENTS = ["hybrid", "pre", "post"]  # the new runs first; pre and post are linked
+LOSS_MARGIN = 0.01  # nats/token: pre-norm's loss above HybridNorm's by more than this agrees
+
+ATLAS = "Does HybridNorm end below pre-norm at each one's best LR?"  # the summary's atlas line
+
+
+def get_sweep(size: str = "cpu"):
+  """The protocol's model, budget, warm-up, LR grid and seeds, for HybridNorm, pre and post."""
+  base = preset(PROTOCOL_SIZES, size)  # first: an unknown size is a clear error
+  return product(base, [protocol(size)], {"model.norm_placement": PLACEMENTS},
+                 {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})
+
+
+def measure(runs) -> dict:
+  """Per placement the LR read and `{seed: loss}` there; the call's difference (pre minus
+  hybrid) and post minus hybrid; lr_sensitivity's measures of the same runs."""
+  lrs = {r.overrides[a.LR] for r in runs}
+  matched = next((lr for lr in PROTOCOL_MATCHED_LR.values() if lr in lrs), None)
+  read = {p: paired.read(a.select(runs, model__norm_placement=p), matched) for p in PLACEMENTS}
+  losses = {p: read[p][1] for p in PLACEMENTS}
+  return {"read": read,
+          "call": paired.difference("pre-norm minus HybridNorm", losses["pre"],
+                                    losses["hybrid"]),
+          "post": paired.difference("post-norm minus HybridNorm", losses["post"],
+                                    losses["hybrid"]),
+          "sensitivity": lr_sensitivity.measure(runs)}
+
+
+def analyze(runs):
+  m = measure(runs)
+  s = m["sensitivity"]
+  rows = [[p, a.fmt_lr(m["read"][p][0]), a.ci(list(m["read"][p][1].values())),
+           a.ci(s["trim"].get(p, [])), a.fmt_lr(s["best"].get(p)), a.fmt_lr(s["stable"].get(p)),
+           a.status_counts(a.select(runs, model__norm_placement=p))] for p in PLACEMENTS]
+  lines = [a.protocol(runs), "",
+           "Per placement: the LR read (its own best LR of the grid), the clipped final eval "
+           "loss there (nats/token, mean ± 95% CI over seeds), the LR sensitivity without the "
+           f"grid's {lr_sensitivity.LOW} lowest LRs (lr_sensitivity's measure), and the largest "
+           "LR at which every seed finished:", "",
+           *a.table(["placement", "LR read", "loss there", "LR sensitivity (trimmed)",
+                     "best LR", "largest stable LR", "runs"], rows), "",
+           "Paired by seed, each placement at the LR read:", "",
+           f"- {m['call'].text()}", f"- {m['post'].text()}", ""]
+  edges = [n for p in PLACEMENTS for n in [a.edge_note(
+      f"{p}: best LR", m["read"][p][0], a.select(runs, model__norm_placement=p))] if n]
+  lines += [*(f"- {n}" for n in edges), *([""] if edges else [])]
+  agrees = paired.judge(m["call"], LOSS_MARGIN)
+  post_word = {True: "above", False: "below", None: "across"}[paired.judge(m["post"], 0.0)]
+  return lines + [a.verdict(agrees, f"{paired.call_text(m['call'], LOSS_MARGIN)}. HybridNorm "
+                            f"against post-norm: the interval of post minus hybrid lies "
+                            f"{post_word} zero.")]
+
+
+def summarize(runs):
+  m = measure(runs)
+  word, _ = a.verdict_of(analyze(runs))
+  s = m["sensitivity"]
+  return {"verdict": word, "atlas": ATLAS, "numbers": [m["call"].text(), m["post"].text()],
+          "figure": "final_vs_optim_learning_rate.png",
+          "placements": {p: {"best LR": a.fmt_lr(s["best"].get(p)),
+                             "largest stable LR, warm-up": a.fmt_lr(s["stable"].get(p)),
+                             "LR sensitivity (without lowest LRs)": a.ci(s["trim"].get(p, []))}
+                         for p in PLACEMENTS}}
+
+
+THRESHOLDS = paired.loss_margin_thresholds((0.0, 0.03))
+THRESHOLDS_NOT_READ = paired.NOT_READ

@@ -1,0 +1,72 @@
+"""The atlas studies issue 49 added: hybrid_norm (pre-norm's loss minus HybridNorm's, each at
+its best LR) and qk_norm_post (post-norm's trimmed LR sensitivity without qk-norm minus with
+it), on hand-made runs whose answers are known."""
+
+import math
+
+import pytest
+
+from experiments import analysis as a
+from experiments import hybrid_norm, qk_norm_post
+from experiments.presets import PROTOCOL_LRS
+from tests.test_studies_issue46 import T_975_2, _run, _verdict
+
+LRS = PROTOCOL_LRS["cpu"]
+
+
+def _hybrid_runs(base):
+  """Loss `base[p]` + 0.1 per LR step away from 3e-3; pre-norm's seed s adds 0.02 s, the
+  others' 0.01 s, so pre minus hybrid is the bases' difference + 0.01 s."""
+  return [_run({a.PLACEMENT: p, a.LR: lr, "seed": s},
+               base[p] + 0.1 * abs(i - 2) + (0.02 if p == "pre" else 0.01) * s)
+          for p in hybrid_norm.PLACEMENTS for i, lr in enumerate(LRS) for s in range(3)]
+
+
+@pytest.mark.parametrize("gap, word", [(0.1, "Agrees"), (-0.05, "Disagrees"),
+                                       (0.0, "Inconclusive")])
+def test_hybrid_norm_calls_pre_minus_hybrid_against_its_margin(gap, word):
+  lines = hybrid_norm.analyze(_hybrid_runs({"hybrid": 2.0, "pre": 2.0 + gap, "post": 2.2}))
+  half = T_975_2 * 0.01 / math.sqrt(3)
+  assert _verdict(lines).startswith(f"**{word}.**")
+  assert (f"pre-norm minus HybridNorm: {gap + 0.01:+.3f} ± {half:.3f} nats/token (3 seeds)"
+          in _verdict(lines))
+  assert "post-norm minus HybridNorm: +0.200 ± 0.000 nats/token (3 seeds)" in "\n".join(lines)
+  assert "the interval of post minus hybrid lies above zero" in _verdict(lines)
+
+
+def test_hybrid_norm_reads_each_placement_at_its_own_best_lr():
+  """HybridNorm's best LR is 1e-2 here, pre's 3e-3: the call compares those two points."""
+  runs = [_run({a.PLACEMENT: p, a.LR: lr, "seed": s},
+               2.0 + 0.1 * abs(i - (3 if p == "hybrid" else 2)) + 0.01 * s)
+          for p in hybrid_norm.PLACEMENTS for i, lr in enumerate(LRS) for s in range(3)]
+  m = hybrid_norm.measure(runs)
+  assert m["read"]["hybrid"][0] == 1e-2 and m["read"]["pre"][0] == 3e-3
+  assert m["call"].per_seed == {0: 0.0, 1: 0.0, 2: 0.0}
+
+
+def _qk_runs(cliff):
+  """Loss 2.0 at 3e-3 (+0.1 per LR step below it); above it each setting rises by
+  `cliff(placement, qk, seed)` per LR step (its cliff)."""
+  return [_run({a.PLACEMENT: p, "model.qk_norm": qk, a.LR: lr, "seed": s},
+               2.0 + (0.1 * (2 - i) if i < 2 else cliff(p, qk, s) * (i - 2)))
+          for p, qk in qk_norm_post.SETTINGS for i, lr in enumerate(LRS) for s in range(3)]
+
+
+def test_qk_norm_post_agrees_when_qk_norm_flattens_post_norms_cliff():
+  """Without qk-norm post rises 0.3(+0.01 s) per step past its best, with it 0.03: the trimmed
+  sensitivity over {3e-3, 1e-2, 3e-2} is (0 + c + 2c) / 3 = c, so the difference is 0.27 +
+  0.01 s."""
+  lines = qk_norm_post.analyze(_qk_runs(
+      lambda p, qk, s: (0.3 + 0.01 * s) if (p, qk) == ("post", False) else 0.03))
+  half = T_975_2 * 0.01 / math.sqrt(3)
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert ("post-norm's trimmed LR sensitivity without qk-norm minus with it: +0.280 ± "
+          f"{half:.3f} nats/token (3 seeds)") in _verdict(lines)
+  assert "post-norm with qk-norm's interval lies across zero" in _verdict(lines)
+
+
+def test_qk_norm_post_disagrees_when_qk_norm_leaves_the_cliff():
+  lines = qk_norm_post.analyze(_qk_runs(
+      lambda p, qk, s: (0.3 + 0.01 * s) if p == "post" else 0.03))
+  assert _verdict(lines).startswith("**Disagrees.**")
+  assert "post-norm with qk-norm's interval lies above zero" in _verdict(lines)
