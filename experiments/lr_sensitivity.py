@@ -15,7 +15,7 @@ runs, in place of the earlier disjoint-intervals test): per seed, post-norm's tr
 sensitivity minus pre-norm's (seed s of every placement shares its data order), against
 `LOSS_MARGIN` = 0.1 nats/token. It *agrees* (post-norm is the more LR-sensitive) when the 95%
 interval lies above the margin, *disagrees* when it lies below.
-Run this study before warmup_stability, qk_norm_logits and activations: they reuse its runs.
+Run this study before the ones that reuse its runs (experiments/README.md lists them).
 """
 
 from typing import Optional
@@ -132,8 +132,7 @@ def analyze(runs):
               f"({lrs[-1]:g}): the grid does not reach where they fail, so their sensitivity "
               "is a lower bound against a grid that extends up (Wortsman et al.'s grid goes to "
               "0.3). Point to add: `learning_rate=0.3` for every placement, 3 seeds (add 3e-1 "
-              "to presets.LRS and rerun; warmup_stability, qk_norm_logits and activations share "
-              "the grid)."]
+              "to presets.LRS and rerun; the studies that reuse these runs share the grid)."]
   overlapping = [t for t in m["tiers_trim"] if len(t) > 1]
   if overlapping:
     lines += ["", f"Seeds: within {', '.join('{' + ', '.join(t) + '}' for t in overlapping)} "

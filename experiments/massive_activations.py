@@ -96,12 +96,55 @@ def analyze(runs):
                             f"twice peri's at every LR from the best up): {said}.")]
 
 
+FIGURE = "ratio_over_training.png"
+
+
+def _ratio_figure(plt, runs):
+  """One panel per LR pre and peri share: per placement the mean over seeds of the largest
+  max|h| / median|h| over layers at each diagnostics step (log scale), each seed faint."""
+  lrs = LRS["pre"]
+  fig, axes = plt.subplots(1, len(lrs), figsize=(4.0 * len(lrs), 3.2), sharey=True,
+                           squeeze=False)
+  for ax, lr in zip(axes[0], lrs):
+    for i, p in enumerate(("pre", "peri", "post")):
+      series = [dict(ratios(r)) for r in a.select(runs, model__norm_placement=p,
+                                                  optim__learning_rate=lr)]
+      series = [s for s in series if s]
+      for s in series:
+        ax.plot(list(s), list(s.values()), color=f"C{i}", alpha=0.25, lw=0.8)
+      steps = sorted(set.intersection(*(set(s) for s in series))) if series else []
+      if steps:
+        ax.plot(steps, [math.exp(sum(math.log(s[t]) for s in series) / len(series))
+                        for t in steps], color=f"C{i}", lw=1.8, label=p)
+    ax.set_yscale("log")
+    ax.set_title(f"LR {lr:g}")
+    ax.set_xlabel("step")
+    ax.grid(alpha=0.3)
+  axes[0][0].set_ylabel("max |h| / median |h| (largest layer)")
+  axes[0][-1].legend(fontsize=8)
+  fig.tight_layout()
+  return fig
+
+
+def figures(runs, sweep_dir):
+  """`ratio_over_training.png`: the ratio the call reads, over training."""
+  import os
+  from transformer.report import figures as report_figures
+  if not runs:
+    return []
+  plt = report_figures.load_pyplot()
+  report_figures.save_png(plt, _ratio_figure(plt, runs), os.path.join(sweep_dir, FIGURE),
+                          dpi=90)
+  return [("Largest max |h| / median |h| over layers at each diagnostics step (thick: geometric "
+           "mean over seeds; faint: each seed)", FIGURE)]
+
+
 def summarize(runs):
   lines = analyze(runs)
   word, _ = a.verdict_of(lines)
   m = measure(runs)
   return {"verdict": word, "numbers": [d.text() for d in m["diffs"].values()],
-          "figure": "diagnostics_steps.png", "placements": {}}
+          "figure": FIGURE, "placements": {}}
 
 
 THRESHOLDS = (a.CONFIDENCE,

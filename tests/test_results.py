@@ -28,9 +28,9 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # lr_sensitivity's); qk_norm_logits: 30 runs and norms: 105 (15 of each linked to lr_sensitivity's);
 # depth: 90 runs (30 linked to lr_sensitivity's and warmup_stability's); warmup_length: 150
 # (60 linked); accelerator_replication: the 5 runs of the first GPU lease; clipping: 72 (36
-# linked to warmup_stability's).
+# linked to warmup_stability's); massive_activations: 30.
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits", "norms", "depth",
-           "warmup_length", "accelerator_replication", "clipping")
+           "warmup_length", "accelerator_replication", "clipping", "massive_activations")
 REPORT_FILES = ("report.md", "results.csv")
 TRACKED_LIMIT_BYTES = 15_000_000  # issue 29: the whole tracked tree, what a clone carries
 
@@ -56,7 +56,7 @@ def test_the_committed_report_regenerates_byte_for_byte(study, tmp_path, monkeyp
 
 def test_the_committed_results_readme_regenerates_byte_for_byte(tmp_path, monkeypatch):
   """experiments/results/README.md is written from every study's runs (`summarize`), not by
-  hand: a change to a study's summary (activations' ended in '..') or to its runs shows here."""
+  hand: a change to a study's summary (one ended in '..') or to its runs shows here."""
   relative = os.path.join("experiments", "results")
   shutil.copytree(RESULTS, tmp_path / relative, symlinks=True)
   os.remove(tmp_path / relative / "README.md")
@@ -154,9 +154,9 @@ def test_packed_runs_read_as_their_folders_did():
   assert run.final["step"] == run.num_steps and run.metrics["train"]
   assert saved_config(run.workdir)["model"]["d_model"] == 128
   assert provenance.read_records(run.workdir)[0]["data"]
-  activations = os.path.join(RESULTS, "activations")  # every run of it is lr_sensitivity's
-  name = next(iter(packed_runs.entries(activations)))
-  linked = os.path.join(activations, name)
+  qk_norm = os.path.join(RESULTS, "qk_norm_logits")  # its qk-norm-off runs: lr_sensitivity's
+  linked = os.path.join(qk_norm, next(n for n in packed_runs.entries(qk_norm)
+                                      if "qk_norm=False" in n))
   target = packed_runs.link_target(linked)
   assert target is not None and os.path.basename(os.path.dirname(target)) == "lr_sensitivity"
   assert read_metrics(linked) == read_metrics(target) != {}

@@ -12,7 +12,6 @@ import pytest
 from experiments import analysis as a
 from experiments import (grad_profile, grad_scale_depth, lr_sensitivity, qk_norm_logits,
                          residual_growth, warmup_stability)
-from experiments import activations  # noqa: F401 -- imports cleanly
 from transformer.report import write as report
 from transformer.report import summary as report_summary
 from transformer.report import runs as report_runs

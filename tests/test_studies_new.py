@@ -1,11 +1,11 @@
-"""The verdicts of activations, depth, warmup_length, norms and long_training
+"""The verdicts of depth, warmup_length, norms and long_training
 (experiments/*.py) on constructed runs whose answer is known: "Agrees" when the data follow the
 claim, not when they do not."""
 
 import math
 
 from experiments import analysis as a
-from experiments import activations, depth, long_training, norms, warmup_length
+from experiments import depth, long_training, norms, warmup_length
 from transformer.report import runs as report_runs
 
 LN_V = math.log(259)
@@ -429,37 +429,3 @@ def test_long_training_sweep_reuses_the_protocol_runs_and_is_4x_longer():
       (pl, lr) for pl, window in long_training.WINDOW["cpu"].items() for lr in window}
   assert all(long_training.MATCHED["cpu"] in w for w in long_training.WINDOW["cpu"].values())
   assert max(len(sw.point_name(p, points)) for p in points) <= sw.MAX_NAME  # no hashed names
-
-
-# --- activations ------------------------------------------------------------------------------
-
-def _activation_runs(pre_rms, peri_rms, layers=2):
-  """Runs of pre and peri at the LRs of `pre_rms` ({lr: last-block RMS}), 3 seeds each, whose
-  last diagnostics row records the residual RMS per layer (the first block's is 1)."""
-  runs = []
-  for placement, rms in (("pre", pre_rms), ("peri", peri_rms)):
-    for lr, last in rms.items():
-      for seed in range(3):
-        r = _run({a.PLACEMENT: placement, a.LR: lr, "seed": seed})
-        row = {"step": 180, **{f"decoder/layer_{i}/residual_rms": 1.0 for i in range(layers - 1)},
-               f"decoder/layer_{layers - 1}/residual_rms": last * (1 + 0.01 * seed)}
-        r.metrics["diagnostics"] = [row]
-        runs.append(r)
-  return runs
-
-
-def test_activations_agrees_when_pre_norms_stream_is_the_larger_at_high_lr():
-  lrs = (1e-3, 1e-2, 1e-1)
-  runs = _activation_runs(dict(zip(lrs, (3.0, 30.0, 300.0))), dict(zip(lrs, (3.0, 4.0, 5.0))))
-  assert _verdict(activations.analyze(runs)).startswith("**Agrees")
-  same = _activation_runs(dict(zip(lrs, (3.0, 4.0, 5.0))), dict(zip(lrs, (3.0, 4.0, 5.0))))
-  assert not _verdict(activations.analyze(same)).startswith("**Agrees")
-
-
-def test_activations_reads_a_smaller_pre_norm_stream_at_any_judged_lr_as_against_the_claim(
-    monkeypatch):
-  lrs = (1e-3, 1e-2, 1e-1)
-  runs = _activation_runs(dict(zip(lrs, (2.0, 30.0, 300.0))), dict(zip(lrs, (4.0, 4.0, 5.0))))
-  assert _verdict(activations.analyze(runs)).startswith("**Disagrees")
-  monkeypatch.setattr(activations, "LOW", 1)  # the lowest LR left out of the call
-  assert _verdict(activations.analyze(runs)).startswith("**Agrees")
