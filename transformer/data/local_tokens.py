@@ -3,8 +3,8 @@ written with NumPy alone: a bare accelerator host, without TensorFlow, trains on
 `--config.data.name=token_file --config.data.source_dir=<dir>`.
 
 It holds what `launch.py --mode=prepare` writes for `data.name=local_text` with the bytes
-tokenizer: the same files, the same train / validation split (`local_files.is_validation`),
-each file's text as TFDS stores it (UTF-8, undecodable bytes replaced) plus 3 per byte, one EOS
+tokenizer: the same documents, the same train / validation split (`local_files.split_documents`),
+each document's text as TFDS stores it (UTF-8, undecodable bytes replaced) plus 3 per byte, one EOS
 after each. Only the order of the documents differs (file order here, TFDS's key-hash order
 there); tests/test_local_tokens.py checks the rest against `--mode=prepare`.
 """
@@ -16,29 +16,29 @@ import os
 import numpy as np
 
 from transformer.data import token_file
-from transformer.data.local_files import is_validation, list_source_files, stdlib_dir
+from transformer.data.local_files import (document_keys, is_validation, list_source_files,
+                                          split_documents, stdlib_dir)
 from transformer.data.tokenizers import ByteTokenizer
 from transformer.errors import ConfigError
 
 
-def document_ids(path: str, offset: int) -> np.ndarray:
-  """`[n]` byte ids of one file: its text decoded as UTF-8 with replacement, re-encoded."""
-  with open(path, "rb") as f:
-    raw = f.read().decode("utf-8", errors="replace").encode("utf-8")
-  return np.frombuffer(raw, np.uint8).astype(np.int64) + offset
+def document_ids(text: str, offset: int) -> np.ndarray:
+  """`[n]` byte ids of one document's text, UTF-8 encoded."""
+  return np.frombuffer(text.encode("utf-8"), np.uint8).astype(np.int64) + offset
 
 
 def split_files(source_dir: str, suffixes: tuple[str, ...], validation_percent: int
-                ) -> dict[str, list[str]]:
-  """`{"train": [...], "validation": [...]}` relative paths, as `local_text` splits them."""
+                ) -> list[str]:
+  """The corpus files, relative paths; an error when `local_text`'s split of their documents
+  leaves a split empty."""
   files = list_source_files(source_dir, suffixes)
-  splits = {"train": [f for f in files if not is_validation(f, validation_percent)],
-            "validation": [f for f in files if is_validation(f, validation_percent)]}
-  if not all(splits.values()):
+  keys = [k for f in files for k in document_keys(source_dir, f)]
+  val = sum(is_validation(k, validation_percent) for k in keys)
+  if not val or val == len(keys):
     raise ConfigError(f"{len(files)} file(s) ending in {suffixes} under {source_dir!r} gave an "
-                      f"empty split (train {len(splits['train'])}, validation "
-                      f"{len(splits['validation'])}); give a folder with more files.")
-  return splits
+                      f"empty split (train {len(keys) - val}, validation {val}); give a folder "
+                      "with more files.")
+  return files
 
 
 def write_local_token_file(directory: str, source_dir: str = "",
@@ -50,8 +50,10 @@ def write_local_token_file(directory: str, source_dir: str = "",
   if not os.path.isdir(root):
     raise ConfigError(f"{root!r} is not a folder of text files.")
   tok = ByteTokenizer()
-  splits = {name: [document_ids(os.path.join(root, f), tok.offset) for f in files]
-            for name, files in split_files(root, suffixes, validation_percent).items()}
+  files = split_files(root, suffixes, validation_percent)
+  splits = {name: [document_ids(text, tok.offset) for _, text in
+                   split_documents(root, files, validation_percent, name == "validation")]
+            for name in ("train", "validation")}
   source = {"name": "local_text", "source_dir": source_dir, "resolved_dir": root,
             "suffixes": ",".join(suffixes), "validation_percent": validation_percent,
             "tokenizer": "bytes", "written_by": "transformer.data.local_tokens"}

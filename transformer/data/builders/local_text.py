@@ -4,7 +4,9 @@ The default source is a real corpus present on every machine: the Python source 
 running interpreter's standard library (`sysconfig.get_paths()["stdlib"]`), without `test/`,
 `tests/`, `idlelib/idle_test/` and `site-packages/`. Files are split into train and validation
 deterministically by an MD5 hash of their relative path, so the split never depends on file
-order or on the machine. Each example is one file: `{"text": str, "path": str}`.
+order or on the machine. Each example is one file: `{"text": str, "path": str}`, except in a
+SWORD Bible module's `.bzz` file (the prose corpus, `transformer.data.sword`), where each chapter
+is one, split by a hash of its chapter id, with path `<file>#<chapter id>`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import sys
 import tensorflow_datasets as tfds
 
 # Listed without TensorFlow (provenance fingerprints the same files); re-exported here.
-from transformer.data.local_files import is_validation, list_source_files, stdlib_dir
+from transformer.data import sword
+from transformer.data.local_files import (document_keys, is_validation, list_source_files,
+                                          split_documents, stdlib_dir)
 
 
 class LocalTextConfig(tfds.core.BuilderConfig):
@@ -78,6 +82,8 @@ class LocalText(tfds.core.GeneratorBasedBuilder):
   def _split_generators(self, dl_manager):
     del dl_manager  # nothing to download: the source is local
     cfg = self.builder_config
+    if sword.missing_message(cfg.source_dir):
+      raise FileNotFoundError(sword.missing_message(cfg.source_dir))
     if not os.path.isdir(cfg.source_dir):
       raise FileNotFoundError(
           f"local_text source_dir {cfg.source_dir!r} is not a folder; set "
@@ -87,21 +93,21 @@ class LocalText(tfds.core.GeneratorBasedBuilder):
       raise FileNotFoundError(
           f"No files ending in {cfg.suffixes} under {cfg.source_dir!r}; check "
           "--config.data.source_dir and --config.data.suffixes.")
-    val = [f for f in files if is_validation(f, cfg.validation_percent)]
-    train = [f for f in files if not is_validation(f, cfg.validation_percent)]
-    if not val or not train:
+    keys = [k for f in files for k in document_keys(cfg.source_dir, f)]
+    val = sum(is_validation(k, cfg.validation_percent) for k in keys)
+    if not val or val == len(keys):
       raise ValueError(
           f"{len(files)} file(s) under {cfg.source_dir!r} gave an empty split "
-          f"(train {len(train)}, validation {len(val)}); add files or change "
+          f"(train {len(keys) - val}, validation {val}); add files or change "
           "--config.data.validation_percent.")
-    return {"train": self._generate_examples(train), "validation": self._generate_examples(val)}
+    return {"train": self._generate_examples(files, False),
+            "validation": self._generate_examples(files, True)}
 
-  def _generate_examples(self, rel_paths):
-    root = self.builder_config.source_dir
-    for rel in rel_paths:
-      with open(os.path.join(root, rel), "rb") as f:
-        text = f.read().decode("utf-8", errors="replace")
-      yield rel, {"text": text, "path": rel.replace(os.sep, "/")}
+  def _generate_examples(self, rel_paths, validation: bool):
+    cfg = self.builder_config
+    for name, text in split_documents(cfg.source_dir, rel_paths, cfg.validation_percent,
+                                      validation):
+      yield name, {"text": text, "path": name}
 
 
 def from_config(cfg) -> LocalText:
