@@ -77,16 +77,16 @@ def measure(runs):
     per_lr = {lr: [v for v in (a.clipped_final_loss(r) for r in mine if r.overrides[a.LR] == lr)
                    if v is not None] for lr in lrs}
     out["per_lr"][p] = per_lr
-  out["call"] = _post_minus_pre(runs, lambda rs: trimmed_sensitivity(rs, high),
+  out["call"] = post_minus_pre(runs, lambda rs: trimmed_sensitivity(rs, high),
                                  "post-norm's trimmed LR sensitivity minus pre-norm's")
-  out["call_full"] = _post_minus_pre(runs, a.lr_sensitivity,
+  out["call_full"] = post_minus_pre(runs, a.lr_sensitivity,
                                      "the same over the whole grid")
   out["tiers_full"] = a.separated_tiers(out["full"])
   out["tiers_trim"] = a.separated_tiers(out["trim"])
   return out
 
 
-def _post_minus_pre(runs, statistic, label) -> paired.Difference:
+def post_minus_pre(runs, statistic, label) -> paired.Difference:
   """`statistic` of each seed's post-norm grid minus its pre-norm grid's (the seed left out,
   when one is, dropped)."""
   values = {p: {s: v for s, v in a.by_seed(a.select(runs, model__norm_placement=p),

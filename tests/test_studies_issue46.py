@@ -80,3 +80,40 @@ def test_massive_activations_reads_the_peak_ratio_over_training_and_layers():
       _verdict(lines))
   assert _verdict(massive_activations.analyze(_activation_runs(12.0))).startswith(
       "**Disagrees.**")  # ln 1.2 < ln 2 at every LR
+
+
+def _prose_runs(post_cliff, post_warmup_cost):
+  """Loss 2.0 at 3e-3 (+0.1 per LR step below); above it pre and peri rise 0.05 per step,
+  post `post_cliff` (+0.01 s); without warm-up pre pays 0.02 at every LR, post
+  `post_warmup_cost` (+0.01 s)."""
+  from experiments.presets import PROTOCOL_LRS
+  runs = []
+  for p, w in (("post", 60), ("pre", 60), ("post", 0), ("pre", 0), ("peri", 60)):
+    for i, lr in enumerate(PROTOCOL_LRS["cpu"]):
+      for s in range(3):
+        rise = (post_cliff + 0.01 * s) if p == "post" else 0.05
+        loss = 2.0 + (0.1 * (2 - i) if i < 2 else rise * (i - 2))
+        if w == 0:
+          loss += (post_warmup_cost + 0.01 * s) if p == "post" else 0.02
+        runs.append(_run({a.PLACEMENT: p, "optim.warmup_steps": w, a.LR: lr, "seed": s}, loss))
+  return runs
+
+
+def test_prose_corpus_makes_both_headline_calls_at_the_code_corpus_margins():
+  from experiments import prose_corpus
+  points = prose_corpus.get_sweep("cpu")
+  assert len(points) == 75 and all(p["data.suffixes"] == ".bzz" for p in points)
+  assert {p["data.source_dir"] for p in points} == {"/usr/share/sword/modules/texts/ztext"}
+  # Post's trimmed sensitivity (0 + c + 2c) / 3 = c against pre's 0.05: 0.3 + 0.01 s - 0.05.
+  lines = prose_corpus.analyze(_prose_runs(0.3, 0.3))
+  assert _verdict(lines).startswith("**Agrees.**")
+  half = T_975_2 * 0.01 / math.sqrt(3)
+  assert (f"post-norm's trimmed LR sensitivity minus pre-norm's: +0.260 ± {half:.3f} nats/token "
+          "(3 seeds); its 95% interval lies above the margin 0.1") in "\n".join(lines)
+  assert (f"post-norm's cost of dropping warm-up minus pre-norm's: +0.290 ± {half:.3f} "
+          "nats/token (3 seeds); its 95% interval lies above the margin 0.05") in "\n".join(lines)
+  # Post flat like pre, but still paying for no warm-up: only one claim holds.
+  assert _verdict(prose_corpus.analyze(_prose_runs(0.05, 0.3))).startswith("**Partly agrees.**")
+  assert _verdict(prose_corpus.analyze(_prose_runs(0.05, 0.02))).startswith("**Disagrees.**")
+  no_warmup_yet = [r for r in _prose_runs(0.3, 0.3) if r.overrides["optim.warmup_steps"]]
+  assert _verdict(prose_corpus.analyze(no_warmup_yet)).startswith("**Inconclusive.**")

@@ -1,0 +1,122 @@
+"""The headline comparisons again on a second corpus, English prose (issue 46).
+
+  apt-get install sword-text-kjv sword-text-web
+  python launch.py --mode=sweep --sweep=experiments/prose_corpus.py:cpu \
+      --sweep_dir=runs/studies/prose_corpus --parallel=2
+
+Every other study trains on one corpus, the Python standard library's source bytes, so each
+verdict could be a fact about that corpus. Here the protocol's model, budget, LR grid and seeds
+train on English prose instead (`configs/prose.py`'s data: the King James and World English
+Bibles that Debian ships, one document per chapter; `transformer/data/sword.py`): post, pre and
+peri with the protocol's warm-up over the grid (lr_sensitivity's runs), and post and pre without
+warm-up (warmup_stability's), 75 runs.
+
+The calls are the code corpus's, with the same statistics and margins, fixed before these runs
+(`experiments/paired.py`):
+1. lr_sensitivity's: per seed, post-norm's LR sensitivity without the grid's two lowest LRs
+   minus pre-norm's, against `SENSITIVITY_MARGIN` (0.1 nats/token);
+2. warmup_stability's: per seed, post-norm's cost of dropping warm-up minus pre-norm's, each
+   setting at its own best LR, against `WARMUP_MARGIN` (0.05 nats/token).
+The study *agrees* (the placement claims hold on prose too) when both intervals lie above their
+margins, *disagrees* when both lie below, *partly agrees* when one lies above and the other does
+not, and is *inconclusive* otherwise.
+"""
+
+from experiments import analysis as a
+from experiments import lr_sensitivity, paired, warmup_stability
+from experiments.presets import (PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, PROTOCOL_WARMUP,
+                                 protocol)
+from transformer.data.sword import PROSE_DIR
+from transformer.sweep import preset, product
+
+CLAIM = ("Issue 46's question of every verdict: is it a fact about placements or about the "
+         "corpus? Post-norm is more LR-sensitive than pre-norm (Wortsman et al. 2023's measure) "
+         "and pays more for dropping warm-up (Xiong et al. 2020), as on the Python-source "
+         "corpus, on English prose too.")
+PROSE = {"data.source_dir": PROSE_DIR, "data.suffixes": ".bzz"}
+SENSITIVITY_MARGIN = 0.1  # nats/token: lr_sensitivity's LOSS_MARGIN
+WARMUP_MARGIN = 0.05  # nats/token: warmup_stability's LOSS_MARGIN
+WARM = "optim.warmup_steps"
+
+
+def get_sweep(size: str = "cpu"):
+  """Post and pre with the protocol's warm-up, then without, then peri with it; each over the
+  LR grid and the protocol's seeds, on the prose corpus."""
+  base = preset(PROTOCOL_SIZES, size)
+  fixed = {**protocol(size, varied=(WARM,)), **PROSE}
+  groups = ((["post", "pre"], PROTOCOL_WARMUP[size]), (["post", "pre"], 0),
+            (["peri"], PROTOCOL_WARMUP[size]))
+  return [point for placements, warmup in groups for point in product(
+      base, [fixed], {"model.norm_placement": placements}, {WARM: [warmup]},
+      {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})]
+
+
+def measure(runs) -> dict:
+  """The two calls' differences and, per placement, lr_sensitivity's measures of the runs
+  with warm-up."""
+  warmups = sorted({r.overrides[WARM] for r in runs})
+  warm = [r for r in runs if r.overrides[WARM] == warmups[-1]]
+  sens = lr_sensitivity.measure(warm)
+  sets = {(p, w): a.select(runs, model__norm_placement=p, optim__warmup_steps=w)
+          for p in ("post", "pre") for w in warmups}
+  out = {"sensitivity": sens, "sensitivity_call": sens["call"], "warmups": warmups}
+  if len(warmups) > 1:
+    c = warmup_stability.costs(runs, sets, warmups[0], warmups[-1])
+    out["costs"] = c
+    out["warmup_call"] = paired.difference("post-norm's cost of dropping warm-up minus "
+                                           "pre-norm's", c["post"][0].per_seed,
+                                           c["pre"][0].per_seed)
+  return out
+
+
+def _verdict(words: list) -> object:
+  if all(w is True for w in words):
+    return True
+  if all(w is False for w in words):
+    return False
+  return "partly" if any(w is True for w in words) else None
+
+
+def analyze(runs):
+  m = measure(runs)
+  s = m["sensitivity"]
+  rows = [[p, a.ci(s["trim"][p]), *(a.ci(s["per_lr"][p][lr]) for lr in s["lrs"]),
+           a.fmt_lr(s["best"][p]), a.fmt_lr(s["stable"][p])] for p in s["placements"]]
+  lines = [a.protocol(runs), "",
+           f"With warm-up {m['warmups'][-1]}: LR sensitivity without the grid's "
+           f"{lr_sensitivity.LOW} lowest LRs, the clipped final eval loss (nats/token) at each "
+           "LR, the best LR and the largest stable LR, mean ± 95% CI over seeds:", "",
+           *a.table(["placement", "LR sensitivity (trimmed)",
+                     *(f"loss @ {lr:g}" for lr in s["lrs"]), "best LR", "largest stable LR"],
+                    rows), ""]
+  calls = [(m["sensitivity_call"], SENSITIVITY_MARGIN)]
+  lines.append(f"- {paired.call_text(*calls[0])}")
+  if "warmup_call" in m:
+    for _, (d, lr0, lr1) in sorted(m["costs"].items()):
+      lines.append(f"- {d.text()} (best LR {a.fmt_lr(lr0)} without warm-up, {a.fmt_lr(lr1)} "
+                   "with it)")
+    calls.append((m["warmup_call"], WARMUP_MARGIN))
+    lines.append(f"- {paired.call_text(*calls[1])}")
+  else:
+    lines.append("- No runs without warm-up yet: the warm-up call waits for them.")
+  words = [paired.judge(d, margin) for d, margin in calls]
+  verdict = _verdict(words) if len(words) == 2 else None  # the warm-up call is still to come
+  words += [None] * (2 - len(words))
+  said = {True: "holds", False: "does not hold", None: "is not resolved"}
+  return lines + ["", a.verdict(verdict, "On English prose, post-norm's larger LR "
+                                f"sensitivity {said[words[0]]} and its larger cost of dropping "
+                                f"warm-up {said[words[1]]} (the calls above, at the code "
+                                "corpus's margins).")]
+
+
+def summarize(runs):
+  m = measure(runs)
+  word, _ = a.verdict_of(analyze(runs))
+  numbers = [m["sensitivity_call"].text()] + ([m["warmup_call"].text()] if "warmup_call" in m
+                                               else [])
+  return {"verdict": word, "numbers": numbers, "figure": "final_vs_optim_learning_rate.png",
+          "placements": {}}
+
+
+THRESHOLDS = (a.CONFIDENCE, paired.LEAVE_ONE_OUT, paired.MATCHED_LR)
+THRESHOLDS_NOT_READ = paired.NOT_READ
