@@ -315,6 +315,7 @@ def analyze(runs):
   seeds) and the deepest depth every seed trained at, over X. Then: does post-norm fail (or
   fall behind pre-norm by more than LOSS_MARGIN at the largest depth, paired by seed) where
   pre-norm, DeepNorm and Admin train at every depth?"""
+  runs = paired.kept_seeds(runs)
   if not runs:
     return [a.verdict(None, "No runs.")]
   every = runs
@@ -422,4 +423,5 @@ THRESHOLDS = (a.COLLAPSE,
               a.X,
               a.RULE,
               a.CONFIDENCE,
-              Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.02, 0.1)))
+              Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.02, 0.1)),
+              paired.LEAVE_ONE_OUT)

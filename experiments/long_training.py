@@ -21,6 +21,7 @@ says when it is at the edge of what was run) and, beside it, at one LR every win
 """
 
 from experiments import analysis as a
+from experiments import paired
 from experiments.presets import (PROTOCOL_LRS, PROTOCOL_MATCHED_LR, PROTOCOL_SEEDS,
                                  PROTOCOL_SIZES, protocol)
 from transformer.sweep import preset, product
@@ -215,6 +216,7 @@ def analyze(runs):
   long runs keep the gaps the short runs resolved: `kept` above LOSS_MARGIN, only `shrunk`
   (the sign kept), `reversed` (the sign flipped, 95% CI) or `unresolved`. The same gaps at the
   matched LR are reported beside them."""
+  runs = paired.kept_seeds(runs)
   m = measure(runs)
   lines = _best_lr_lines(runs, m)
   if len(m["steps"]) < 2:
@@ -240,5 +242,6 @@ def summarize(runs):
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (a.CONFIDENCE,
-              Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.01, 0.05)))
+              Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.01, 0.05)),
+              paired.LEAVE_ONE_OUT)
 THRESHOLDS_NOT_READ = {a.COLLAPSE.label: a.COLLAPSE_NOT_READ}

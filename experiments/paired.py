@@ -57,6 +57,12 @@ def loss_margin_thresholds(values: tuple = (0.03, 0.1)) -> tuple:
           LEAVE_ONE_OUT, MATCHED_LR)
 
 
+def kept_seeds(runs: Sequence[Run]) -> list[Run]:
+  """`runs` without the seed left out (all of them while none is): for a study whose call
+  reads its runs by its own route rather than through `seed_losses`."""
+  return [r for r in runs if LEFT_OUT_SEED is None or r.seed != LEFT_OUT_SEED]
+
+
 def seed_losses(runs: Sequence[Run]) -> dict:
   """`{seed: clipped final loss}` of one setting's runs at one LR (seeds that ended; the seed
   left out, when one is, dropped)."""

@@ -51,3 +51,10 @@ def test_best_lr_needs_every_seed_and_the_left_out_seed_leaves(monkeypatch):
 def test_a_diverged_run_counts_as_its_initial_loss():
   runs = [_run(1e-2, 0, float("nan"), "diverged")]
   assert paired.seed_losses(runs) == {0: 5.0}
+
+
+def test_kept_seeds_drops_only_the_seed_left_out(monkeypatch):
+  runs = [_run(1e-3, s, 2.0) for s in range(3)]
+  assert paired.kept_seeds(runs) == runs
+  monkeypatch.setattr(paired, "LEFT_OUT_SEED", 0)  # 0 is a seed, not "none"
+  assert [r.seed for r in paired.kept_seeds(runs)] == [1, 2]
