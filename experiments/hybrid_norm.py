@@ -18,7 +18,7 @@ placement's LR sensitivity without the grid's two lowest LRs and its largest sta
 """
 
 from experiments import analysis as a
-from experiments import lr_sensitivity, paired
+from experiments import atlas, lr_sensitivity, paired
 from experiments.presets import PROTOCOL_LRS, PROTOCOL_MATCHED_LR, PROTOCOL_SEEDS, PROTOCOL_SIZES
 from experiments.presets import protocol
 from transformer.sweep import preset, product
@@ -79,12 +79,21 @@ def analyze(runs):
                             f"{post_word} zero.")]
 
 
+FIGURE = "loss_heatmap.png"
+
+
+def figures(runs, sweep_dir):
+  """`loss_heatmap.png`: placement x LR, the mean clipped final loss, non-trained cells marked."""
+  return atlas.loss_heatmap_figure(runs, sweep_dir, FIGURE, lambda r: r.overrides[a.PLACEMENT],
+                                   PLACEMENTS)
+
+
 def summarize(runs):
   m = measure(runs)
   word, _ = a.verdict_of(analyze(runs))
   s = m["sensitivity"]
   return {"verdict": word, "atlas": ATLAS, "numbers": [m["call"].text(), m["post"].text()],
-          "figure": "final_vs_optim_learning_rate.png",
+          "figure": FIGURE,
           "placements": {p: {"best LR": a.fmt_lr(s["best"].get(p)),
                              "largest stable LR, warm-up": a.fmt_lr(s["stable"].get(p)),
                              "LR sensitivity (without lowest LRs)": a.ci(s["trim"].get(p, []))}

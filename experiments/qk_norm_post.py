@@ -20,7 +20,7 @@ stable LR of each.
 """
 
 from experiments import analysis as a
-from experiments import lr_sensitivity, paired
+from experiments import atlas, lr_sensitivity, paired
 from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.sweep import preset, product
 
@@ -101,12 +101,22 @@ def analyze(runs):
                             f"flatness, post-norm with qk-norm's interval lies {flat} zero.")]
 
 
+FIGURE = "loss_heatmap.png"
+
+
+def figures(runs, sweep_dir):
+  """`loss_heatmap.png`: setting x LR, the mean clipped final loss, non-trained cells marked."""
+  key = lambda r: (r.overrides[a.PLACEMENT], bool(r.overrides.get("model.qk_norm", False)))
+  return atlas.loss_heatmap_figure(runs, sweep_dir, FIGURE, key, SETTINGS,
+                                   [_name(p, qk) for p, qk in SETTINGS])
+
+
 def summarize(runs):
   m = measure(runs)
   word, _ = a.verdict_of(analyze(runs))
   return {"verdict": word, "atlas": ATLAS,
           "numbers": [m["call"].text(), m["vs_pre"].text(), m["best"].text()],
-          "figure": "final_vs_optim_learning_rate.png", "placements": {}}
+          "figure": FIGURE, "placements": {}}
 
 
 THRESHOLDS = (a.CONFIDENCE, *paired.loss_margin_thresholds()[1:3])

@@ -70,3 +70,18 @@ def test_qk_norm_post_disagrees_when_qk_norm_leaves_the_cliff():
       lambda p, qk, s: (0.3 + 0.01 * s) if p == "post" else 0.03))
   assert _verdict(lines).startswith("**Disagrees.**")
   assert "post-norm with qk-norm's interval lies above zero" in _verdict(lines)
+
+
+def test_the_atlas_heat_map_marks_cells_where_a_seed_did_not_train(tmp_path):
+  from experiments import atlas
+  runs = _hybrid_runs({"hybrid": 2.0, "pre": 2.1, "post": 2.2})
+  bad = next(r for r in runs if r.overrides[a.PLACEMENT] == "post" and r.overrides[a.LR] == 3e-2)
+  bad.status = "collapsed"
+  means, marked = atlas.loss_cells(runs, lambda r: r.overrides[a.PLACEMENT], ["post", "pre"],
+                                   LRS)
+  # post at 3e-3: 2.2 + 0.01 s over seeds 0..2; pre at 3e-4: 2.1 + 0.2 + 0.02 s.
+  assert means[0][2] == pytest.approx(2.21) and means[1][0] == pytest.approx(2.32)
+  assert [row.count(True) for row in marked] == [1, 0] and marked[0][4]
+  said = hybrid_norm.figures(runs, str(tmp_path))
+  assert [f for _, f in said] == [hybrid_norm.FIGURE]
+  assert (tmp_path / hybrid_norm.FIGURE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
