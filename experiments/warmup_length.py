@@ -73,11 +73,11 @@ def measure(runs):
   points = sorted({b for v in sets.values() for b in a.breakpoints(v)})
   matched = next((lr for lr in PROTOCOL_MATCHED_LR.values() if lr in lrs), None)
   return dict(lrs=lrs, warmups=warmups, placements=placements, sets=sets, points=points,
-              x=a.CALL_TOLERANCE, matched=matched, costs=_costs(sets, placements, warmups,
+              x=a.CALL_TOLERANCE, matched=matched, costs=costs(sets, placements, warmups,
                                                                matched))
 
 
-def _costs(sets, placements, warmups, matched) -> dict:
+def costs(sets, placements, warmups, matched) -> dict:
   """Per placement `(Difference, best warm-up length)`: the per-seed clipped final loss at
   warm-up 0 minus at the placement's best warm-up length (the lowest mean over seeds), each
   setting at its own best LR (`paired.read`; at the matched LR while AT_MATCHED_LR is set)."""

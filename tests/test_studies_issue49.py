@@ -85,3 +85,63 @@ def test_the_atlas_heat_map_marks_cells_where_a_seed_did_not_train(tmp_path):
   said = hybrid_norm.figures(runs, str(tmp_path))
   assert [f for _, f in said] == [hybrid_norm.FIGURE]
   assert (tmp_path / hybrid_norm.FIGURE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _norm_runs(cost):
+  """Loss 2.0 + 0.1 per LR step away from 3e-3 + 0.01 s, plus `cost(placement, norm, seed)`
+  for RMSNorm and DyT."""
+  from experiments import norm_type_placement as ntp
+  return [_run({a.PLACEMENT: p, **ntp.NORMS[n], a.LR: lr, "seed": s},
+               2.0 + 0.1 * abs(i - 2) + 0.01 * s + (cost(p, n, s) if n != "layernorm" else 0))
+          for p in ntp.PLACEMENTS for n in ntp.NORMS for i, lr in enumerate(LRS)
+          for s in range(3)]
+
+
+def test_norm_type_placement_calls_the_interaction_within_its_margin():
+  from experiments import norm_type_placement as ntp
+  from transformer.sweep import points as sw
+  points = ntp.get_sweep("cpu")
+  assert len(points) == 135 and len({sw.point_name(p, points) for p in points}) == 135
+  # DyT costs 0.14 everywhere, RMSNorm nothing: no interaction.
+  same = _norm_runs(lambda p, n, s: 0.14 if n == "dyt" else 0.0)
+  lines = ntp.analyze(same)
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert ("- dyt's cost in post-norm minus in pre-norm: +0.000 ± 0.000 nats/token (3 seeds); its "
+          "95% interval lies within ± 0.05") in lines
+  # DyT costs 0.3 (+0.01 s) more in post-norm than in pre-norm: an interaction.
+  post = _norm_runs(lambda p, n, s: (0.3 + 0.01 * s if p == "post" else 0.0) if n == "dyt"
+                    else 0.0)
+  assert _verdict(ntp.analyze(post)).startswith("**Disagrees.**")
+  # 0.05 (+0.01 s) more: the interval crosses the margin's edge.
+  edge = _norm_runs(lambda p, n, s: (0.04 + 0.01 * s if p == "peri" else 0.0) if n == "rmsnorm"
+                    else 0.0)
+  assert _verdict(ntp.analyze(edge)).startswith("**Inconclusive.**")
+
+
+def _warmup_runs(cost):
+  """Loss 2.0 + 0.1 per LR step away from 3e-3 + 0.01 s at every warm-up but 0, where each
+  placement pays `cost(placement, seed)`."""
+  from experiments import warmup_placement as wp
+  from experiments.presets import STUDIED_PLACEMENTS
+  return [_run({a.PLACEMENT: p, "optim.warmup_steps": w, a.LR: lr, "seed": s},
+               2.0 + 0.1 * abs(i - 2) + 0.01 * s + (cost(p, s) if w == 0 else 0.0))
+          for w in wp.WARMUPS["cpu"] for p in STUDIED_PLACEMENTS for i, lr in enumerate(LRS)
+          for s in range(3)]
+
+
+def test_warmup_placement_judges_each_placement_on_its_side_of_the_margin(tmp_path):
+  from experiments import warmup_placement as wp
+  points = wp.get_sweep("cpu")
+  assert len(points) == 360
+  needs = lambda p, s: (0.2 + 0.01 * s) if p in wp.NEEDS_WARMUP else 0.01
+  lines = wp.analyze(_warmup_runs(needs))
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert any(l.startswith("- post's cost of no warm-up against warm-up 60: +0.210 ± ")
+             and l.endswith("lies above the margin 0.05 (hypothesis: needs warm-up)")
+             for l in lines), lines
+  assert "- mix's cost of no warm-up against warm-up 60: +0.010 ± 0.000 nats/token (3 seeds); " \
+         "its 95% interval lies below the margin 0.05 (hypothesis: described, not judged)" in lines
+  # Peri paying as much as post: on the wrong side.
+  lines = wp.analyze(_warmup_runs(lambda p, s: needs(p, s) if p != "peri" else 0.2))
+  assert _verdict(lines).startswith("**Disagrees.**")
+  assert [f for _, f in wp.figures(_warmup_runs(needs), str(tmp_path))] == [wp.FIGURE]

@@ -1,0 +1,129 @@
+"""Warm-up x placement for all six placements (issue 49, atlas question 1).
+
+  python launch.py --mode=sweep --sweep=experiments/warmup_placement.py:cpu \
+      --sweep_dir=runs/studies/warmup_placement --parallel=2 \
+      --reuse_runs_from=experiments/results/lr_sensitivity,\
+experiments/results/warmup_stability,experiments/results/warmup_length
+
+Only post- and pre-norm have a warm-up table (warmup_length). Here every placement at warm-up
+0, 60, 150 and 300 steps over the protocol's LR grid, 3 seeds: 360 points, of which 210 are
+the committed studies' runs (linked: warm-up 60 from lr_sensitivity, warm-up 0 of post, pre,
+DeepNorm and Admin from warmup_stability, post's and pre's 150 and 300 from warmup_length) and
+150 are new (peri and mix at 0; peri, mix, DeepNorm and Admin at 150 and 300).
+
+The call (`experiments/paired.py`), fixed before the new runs: per placement, the cost of no
+warm-up, the clipped final eval loss at warm-up 0 minus at its best warm-up length (the lowest
+mean over seeds), each setting at its own best LR, paired by seed (`warmup_length.costs`). The
+hypothesis: the placements that normalize after the residual addition (post, DeepNorm, Admin:
+`NEEDS_WARMUP`) need warm-up, their cost's interval above `LOSS_MARGIN` (0.05 nats/token); those
+that normalize each sublayer's input (pre, peri: `NO_WARMUP`) do not, their interval below it.
+It *agrees* when all five lie on their side, *disagrees* when any lies wholly on the other side,
+and is *inconclusive* otherwise. Mix-LN (post-norm in its first layers, pre-norm above) is
+measured, not judged: the papers say nothing of its warm-up.
+"""
+
+from __future__ import annotations
+
+import math
+
+from experiments import analysis as a
+from experiments import atlas, paired, warmup_length
+from experiments.presets import (PROTOCOL_LRS, PROTOCOL_MATCHED_LR, PROTOCOL_SEEDS,
+                                 PROTOCOL_SIZES, STUDIED_PLACEMENTS, protocol)
+from transformer.sweep import preset, product
+
+CLAIM = ("Open question (issue 49): which placements need learning-rate warm-up? Xiong et al. "
+         "2020 answer it for post- and pre-norm only; the hypothesis tested is that the ones "
+         "normalizing after the residual addition (post, DeepNorm, Admin) need it and the ones "
+         "normalizing each sublayer's input (pre, peri) do not.")
+ATLAS = "Which placements need warm-up?"
+NEEDS_WARMUP = ("post", "deepnorm", "admin")
+NO_WARMUP = ("pre", "peri")
+WARMUPS = {"cpu": [0, 60, 150, 300], "gpu": [0, 500, 1250, 2500]}
+LOSS_MARGIN = 0.05  # nats/token: warmup_stability's margin
+WARM = "optim.warmup_steps"
+FIGURE = "loss_heatmap.png"
+
+
+def get_sweep(size: str = "cpu"):
+  """Each placement over the warm-ups, the LR grid and the seeds, in warm-up order."""
+  base = preset(PROTOCOL_SIZES, size)
+  return product(base, [protocol(size, varied=(WARM,))], {WARM: WARMUPS[size]},
+                 {"model.norm_placement": list(STUDIED_PLACEMENTS)},
+                 {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})
+
+
+def measure(runs) -> dict:
+  placements = [p for p in STUDIED_PLACEMENTS if a.select(runs, model__norm_placement=p)]
+  warmups = sorted({r.overrides[WARM] for r in runs})
+  sets = {(p, w): a.select(runs, model__norm_placement=p, optim__warmup_steps=w)
+          for p in placements for w in warmups}
+  lrs = {r.overrides[a.LR] for r in runs}
+  matched = next((lr for lr in PROTOCOL_MATCHED_LR.values() if lr in lrs), None)
+  read = {k: paired.read(v, matched) for k, v in sets.items()}
+  return {"placements": placements, "warmups": warmups, "sets": sets, "read": read,
+          "costs": warmup_length.costs(sets, placements, warmups, matched)}
+
+
+def _word(p, cost) -> object:
+  side = paired.judge(cost, LOSS_MARGIN)
+  if p in NEEDS_WARMUP:
+    return side
+  return {True: False, False: True, None: None}[side] if p in NO_WARMUP else "described"
+
+
+def analyze(runs):
+  m = measure(runs)
+  rows = [[p, *(f"{a.fmt_lr(m['read'][(p, w)][0])}: "
+                f"{a.ci(list(m['read'][(p, w)][1].values()))}" for w in m["warmups"]),
+           *(a.fmt_lr(a.largest_stable_lr(m["sets"][(p, w)])) for w in m["warmups"])]
+          for p in m["placements"]]
+  lines = [a.protocol(runs), "",
+           "Per placement and warm-up: its best LR and the clipped final eval loss there "
+           "(nats/token, mean ± 95% CI over seeds), then the largest stable LR at each warm-up:",
+           "", *a.table(["placement", *(f"warm-up {w}" for w in m["warmups"]),
+                         *(f"largest stable LR, warm-up {w}" for w in m["warmups"])], rows),
+           "", "Cost of no warm-up, paired by seed:", ""]
+  words = []
+  for p, (d, _) in m["costs"].items():
+    words.append(_word(p, d))
+    role = ("needs warm-up" if p in NEEDS_WARMUP else "needs none" if p in NO_WARMUP
+            else "described, not judged")
+    lines.append(f"- {paired.call_text(d, LOSS_MARGIN)} (hypothesis: {role})")
+  judged = [w for w in words if w != "described"]
+  complete = all(p in m["costs"] for p in NEEDS_WARMUP + NO_WARMUP)
+  agrees = (True if complete and all(w is True for w in judged) else
+            False if any(w is False for w in judged) else None)
+  return lines + ["", a.verdict(agrees, "Post, DeepNorm and Admin need warm-up and pre and peri "
+                                "do not, by the costs above" + (
+                                    "" if agrees else ", only where the lines say so") + ".")]
+
+
+def figures(runs, sweep_dir):
+  """`loss_heatmap.png`: placement x warm-up, the mean clipped final loss at the setting's
+  best LR; a setting without an LR at which every seed ended is hatched."""
+  import os
+  from transformer.report import figures as report_figures
+  if not runs:
+    return []
+  m = measure(runs)
+  values = [[(sum(v) / len(v)) if (v := list(m["read"][(p, w)][1].values())) else math.nan
+             for w in m["warmups"]] for p in m["placements"]]
+  marked = [[m["read"][(p, w)][0] is None for w in m["warmups"]] for p in m["placements"]]
+  plt = report_figures.load_pyplot()
+  fig = atlas.heatmap(plt, values, marked, m["placements"], [str(w) for w in m["warmups"]],
+                      "warm-up steps", "clipped final eval loss at the best LR", "nats/token")
+  report_figures.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
+  return [("Mean clipped final eval loss over seeds at each placement's best LR per warm-up "
+           "(hatched: no LR at which every seed ended)", FIGURE)]
+
+
+def summarize(runs):
+  m = measure(runs)
+  word, _ = a.verdict_of(analyze(runs))
+  return {"verdict": word, "atlas": ATLAS, "figure": FIGURE, "placements": {},
+          "numbers": [d.text() for d, _ in m["costs"].values()]}
+
+
+THRESHOLDS = paired.loss_margin_thresholds()
+THRESHOLDS_NOT_READ = paired.NOT_READ
