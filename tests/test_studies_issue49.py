@@ -145,3 +145,34 @@ def test_warmup_placement_judges_each_placement_on_its_side_of_the_margin(tmp_pa
   lines = wp.analyze(_warmup_runs(lambda p, s: needs(p, s) if p != "peri" else 0.2))
   assert _verdict(lines).startswith("**Disagrees.**")
   assert [f for _, f in wp.figures(_warmup_runs(needs), str(tmp_path))] == [wp.FIGURE]
+
+
+def _depth_lr_runs(gain):
+  """6 layers: loss 2.0 + 0.1 per LR step from the window's middle + 0.01 s; 12 layers: the
+  same minus `gain(placement, seed)`, its best LR one step lower."""
+  from experiments import depth_lr
+  runs = []
+  for p, window in depth_lr.WINDOW["cpu"].items():
+    for d in (6, 12):
+      for i, lr in enumerate(window):
+        for s in range(3):
+          best = 1 if d == 6 else 0
+          loss = 2.0 + 0.1 * abs(i - best) + 0.01 * s - (gain(p, s) if d == 12 else 0.0)
+          runs.append(_run({a.PLACEMENT: p, "model.num_layers": d, a.LR: lr, "seed": s}, loss))
+  return runs
+
+
+def test_depth_lr_reads_each_depth_at_its_own_best_lr():
+  from experiments import depth_lr
+  assert len(depth_lr.get_sweep("cpu")) == 90
+  gains = lambda p, s: 0.1 + 0.01 * s if p in depth_lr.GAINS else 0.0
+  m = depth_lr.measure(_depth_lr_runs(gains))
+  assert m["best"][("pre", 6)][0] == 3e-3 and m["best"][("pre", 12)][0] == 1e-3
+  # Not retuning costs one LR step (0.1) at 12 layers.
+  assert m["retune"]["pre"].per_seed == pytest.approx({0: 0.1, 1: 0.1, 2: 0.1})
+  lines = depth_lr.analyze(_depth_lr_runs(gains))
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert any(l.startswith("- deepnorm, 12 minus 6 layers, each at its best LR: -0.110 ± ")
+             for l in lines)
+  assert _verdict(depth_lr.analyze(_depth_lr_runs(
+      lambda p, s: 0.1 if p == "deepnorm" else -0.1))).startswith("**Disagrees.**")

@@ -1,0 +1,134 @@
+"""How the best LR moves with depth, per placement (issue 49, atlas question 2; issue 46's depth
+without its LR confound).
+
+  python launch.py --mode=sweep --sweep=experiments/depth_lr.py:cpu \
+      --sweep_dir=runs/studies/depth_lr --parallel=2 \
+      --reuse_runs_from=experiments/results/lr_sensitivity,experiments/results/depth
+
+`depth` ran 12 and 24 layers only at each placement's 6-layer best LR (and 3e-3), so "trains at
+depth" and "improves with depth" were never judged at each depth's own best LR, and peri-norm
+was not run deeper than 6. Here pre, peri, DeepNorm and Admin (and post beside them) at 6 and 12
+layers over a window of three grid LRs around the 6-layer best (`WINDOW`), the protocol's
+warm-up, 3 seeds; 12-layer stacks scanned as in `depth`. The 6-layer points are lr_sensitivity's
+runs and the 12-layer ones at the LRs `depth` ran are its runs (linked).
+
+The call (`experiments/paired.py`), fixed before the new runs: per placement, the depth cost at
+each depth's own best LR in the window, the clipped final eval loss at 12 layers minus at 6,
+paired by seed. DeepNet's (Wang et al. 2022) and Admin's (Liu et al. 2020) claim that their
+placements gain from depth where post-norm does not: it *agrees* when the DeepNorm and Admin
+intervals lie below -`LOSS_MARGIN` (0.02 nats/token) and post-norm's does not, *disagrees* when
+DeepNorm's or Admin's lies above it, *inconclusive* otherwise. Described beside it: each
+placement's best LR at each depth, and the cost of not retuning (12 layers at the 6-layer best
+LR minus at its own best).
+"""
+
+from __future__ import annotations
+
+from experiments import analysis as a
+from experiments import atlas, paired
+from experiments.presets import LAYERS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
+from transformer.sweep import preset, product
+
+CLAIM = ("Wang et al. 2022 (DeepNet) and Liu et al. 2020 (Admin): their placements keep gaining "
+         "from depth where post-norm does not. Judged here with every depth at its own best LR; "
+         "open question (issue 49): does each placement's best LR move with depth?")
+ATLAS = "Does the best LR move with depth, and does the depth gain survive per-depth tuning?"
+WINDOW = {"cpu": {"post": [3e-4, 1e-3, 3e-3], "pre": [1e-3, 3e-3, 1e-2],
+                  "peri": [1e-3, 3e-3, 1e-2], "deepnorm": [1e-3, 3e-3, 1e-2],
+                  "admin": [1e-3, 3e-3, 1e-2]},
+          "gpu": {"post": [1e-4, 3e-4, 1e-3], "pre": [3e-4, 1e-3, 3e-3],
+                  "peri": [3e-4, 1e-3, 3e-3], "deepnorm": [3e-4, 1e-3, 3e-3],
+                  "admin": [3e-4, 1e-3, 3e-3]}}
+GAINS = ("deepnorm", "admin")  # the placements the claim says gain from depth
+DEPTHS = {"cpu": [6, 12], "gpu": [12, 24]}
+LOSS_MARGIN = 0.02  # nats/token: a depth gain smaller than this is no gain
+DEPTH = "model.num_layers"
+FIGURE = "loss_heatmap.png"
+
+
+def get_sweep(size: str = "cpu"):
+  """The judged placements first (DeepNorm, Admin, then pre, peri, post), deeper stacks
+  scanned."""
+  base = preset(PROTOCOL_SIZES, size)
+  points = []
+  for p in ("deepnorm", "admin", "pre", "peri", "post"):
+    for d in DEPTHS[size]:
+      scan = {"model.scan_layers": True} if d > LAYERS[size] else {}
+      points += product(base, [{**protocol(size, varied=(DEPTH,)), **scan}],
+                        {"model.norm_placement": [p]}, {"optim.learning_rate": WINDOW[size][p]},
+                        {DEPTH: [d]}, {"seed": PROTOCOL_SEEDS})
+  return points
+
+
+def measure(runs) -> dict:
+  placements = [p for p in WINDOW["cpu"] if a.select(runs, model__norm_placement=p)]
+  depths = sorted({r.overrides[DEPTH] for r in runs})
+  sets = {(p, d): a.select(runs, model__norm_placement=p, model__num_layers=d)
+          for p in placements for d in depths}
+  best = {k: paired.read(v, None) for k, v in sets.items()}
+  shallow, deep = depths[0], depths[-1]
+  cost, retune = {}, {}
+  for p in placements:
+    cost[p] = paired.difference(f"{p}, {deep} minus {shallow} layers, each at its best LR",
+                                best[(p, deep)][1], best[(p, shallow)][1])
+    lr6 = best[(p, shallow)][0]
+    at_lr6 = paired.seed_losses([r for r in sets[(p, deep)] if r.overrides[a.LR] == lr6])
+    retune[p] = paired.difference(f"{p} at {deep} layers, the {shallow}-layer best LR minus "
+                                  "its own", at_lr6, best[(p, deep)][1])
+  return {"placements": placements, "depths": depths, "best": best, "cost": cost,
+          "retune": retune}
+
+
+def _call(m) -> object:
+  words = {p: paired.judge(m["cost"][p], -LOSS_MARGIN) for p in m["cost"]}
+  if not all(p in words for p in GAINS + ("post",)):
+    return None
+  if any(words[p] is True for p in GAINS):
+    return False  # a depth cost above -margin: no gain
+  if all(words[p] is False for p in GAINS) and words["post"] is not False:
+    return True
+  return None
+
+
+def analyze(runs):
+  m = measure(runs)
+  rows = [[p, *(f"{a.fmt_lr(m['best'][(p, d)][0])}: "
+                f"{a.ci(list(m['best'][(p, d)][1].values()))}" for d in m["depths"])]
+          for p in m["placements"]]
+  lines = [a.protocol(runs), "",
+           "Per placement and depth: the best LR of its window and the clipped final eval loss "
+           "there (nats/token, mean ± 95% CI over seeds):", "",
+           *a.table(["placement", *(f"{d} layers" for d in m["depths"])], rows), "",
+           "Depth cost at each depth's own best LR, and the cost of not retuning, paired by "
+           "seed:", ""]
+  lines += [f"- {paired.call_text(m['cost'][p], -LOSS_MARGIN)}" for p in m["placements"]]
+  lines += [f"- {m['retune'][p].text()}" for p in m["placements"]]
+  edges = [n for (p, d), (lr, _) in m["best"].items() for n in [a.edge_note(
+      f"{p} at {d} layers: best LR", lr, [r for r in runs if r.overrides[a.PLACEMENT] == p
+                                          and r.overrides[DEPTH] == d])] if n]
+  lines += ["", *(f"- {n}" for n in edges)] if edges else []
+  return lines + ["", a.verdict(_call(m), "DeepNorm and Admin gain from depth (their depth "
+                                f"cost's interval below -{LOSS_MARGIN:g}) where post-norm does "
+                                "not, each depth at its own best LR" + (
+                                    "" if _call(m) else ": see the lines above") + ".")]
+
+
+def figures(runs, sweep_dir):
+  """`loss_heatmap.png`: (placement, depth) x LR, the mean clipped final loss."""
+  m = measure(runs)
+  keys = [(p, d) for p in m["placements"] for d in m["depths"]]
+  return atlas.loss_heatmap_figure(
+      runs, sweep_dir, FIGURE, lambda r: (r.overrides[a.PLACEMENT], r.overrides[DEPTH]), keys,
+      [f"{p}, {d} layers" for p, d in keys])
+
+
+def summarize(runs):
+  m = measure(runs)
+  word, _ = a.verdict_of(analyze(runs))
+  return {"verdict": word, "atlas": ATLAS, "figure": FIGURE, "placements": {},
+          "numbers": [d.text() for d in m["cost"].values()]}
+
+
+THRESHOLDS = paired.loss_margin_thresholds((0.01, 0.05))[:3]
+THRESHOLDS_NOT_READ = {**paired.NOT_READ, paired.MATCHED_LR.label: "every depth is read at its "
+                       "own best LR: that is the question"}
