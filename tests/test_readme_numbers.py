@@ -23,7 +23,8 @@ SETTINGS = {
     "0.98": "the collapse rule's factor", "0.3": "X, the tolerance of the calls",
     "0.2": "margins and neighbouring thresholds", "0.4": "depth_post's margins",
     "0.5": "DyT's alpha_0 and the X neighbour", "0.05": "DyT's alpha_0", "0.1": "DyT's alpha_0",
-    "0.01": "hybrid_norm's margin", "0.02": "depth_lr's margin", "3.12.1": "a Python version",
+    "0.01": "hybrid_norm's margin", "0.02": "depth_lr's margin",
+    "2604.23434": "an arXiv identifier", "3.12.1": "a Python version",
     "3.11.7": "a Python version", "1.0": "the clipping norm",
 }
 

@@ -176,3 +176,44 @@ def test_depth_lr_reads_each_depth_at_its_own_best_lr():
              for l in lines)
   assert _verdict(depth_lr.analyze(_depth_lr_runs(
       lambda p, s: 0.1 if p == "deepnorm" else -0.1))).startswith("**Disagrees.**")
+
+
+def _long_run(overrides, final, evals=()):
+  run = _run(overrides, final)
+  run.metrics["eval"] = [{"step": s, "split": "eval", "loss": v} for s, v in evals] + [
+      {"step": overrides["train.num_steps"], "split": "eval", "loss": final}]
+  return run
+
+
+def test_long_runs_find_when_post_catches_pre_and_dyts_budget_trend():
+  from experiments import long_runs
+  points = long_runs.get_sweep("cpu")
+  assert len(points) == 33
+  runs = []
+  for s in range(3):
+    for p in ("post", "pre", "peri"):
+      for lr in long_runs.LONG_LRS:
+        # post starts 0.3 behind pre; from step 300 on it is level (+- 0.01 by seed).
+        gap = lambda step: (0.3 if step < 300 else (0.01 if s == 0 else -0.01 * s))
+        evals = [(step, 2.0 + (gap(step) if p == "post" else 0.0)) for step in (100, 200, 300,
+                                                                             400)]
+        final = 1.5 + (0.1 if lr == 1e-3 else 0.0) + (-0.05 if p == "post" else 0.0) + 0.01 * s
+        runs.append(_long_run({a.PLACEMENT: p, a.LR: lr, "train.num_steps": 9600, "seed": s},
+                              final, evals))
+    for steps, dyt_cost in ((600, -0.05), (2400, 0.0), (9600, 0.1 + 0.01 * s)):
+      for dyt in (False, True):
+        if steps == 9600 and not dyt:
+          continue
+        over = {a.PLACEMENT: "pre", a.LR: 3e-3, "train.num_steps": steps, "seed": s,
+                **(long_runs.DYT if dyt else {})}
+        runs.append(_long_run(over, (1.5 if steps == 9600 else 2.0) + 0.01 * s
+                              + (dyt_cost if dyt else 0.0)))
+  lines = long_runs.analyze(runs)
+  text = "\n".join(lines)
+  assert ("post-norm catches pre-norm (pre-norm no longer ahead with 95% confidence at any "
+          "later eval) at step 300") in text
+  assert ("pre-norm minus post-norm after the long runs, best LRs: +0.050 ± 0.000 nats/token "
+          "(3 seeds); its 95% interval lies above the margin 0.02") in text
+  # DyT: -0.05 at 600 steps, +0.1 + 0.01 s at 9,600: the cost grew by 0.16 (+- by seed).
+  assert "DyT's cost at 9600 steps minus at 600: +0.160 ± " in text
+  assert _verdict(lines).startswith("**Agrees.**")

@@ -1,0 +1,148 @@
+"""Past early training (issue 46) and DyT's data budget (issue 49, question 7): post, pre and
+peri at 16x the protocol's steps, and DyT against LayerNorm at three budgets.
+
+  python launch.py --mode=sweep --sweep=experiments/long_runs.py:cpu \
+      --sweep_dir=runs/studies/long_runs --parallel=2 \
+      --reuse_runs_from=experiments/results/lr_sensitivity,experiments/results/norms,\
+experiments/results/long_training
+
+The protocol's 600 steps are 0.5 tokens per parameter; long_training's 2,400 are 2. Here 9,600
+steps (about 8 tokens per parameter), warm-up scaled with the run (10%), eval every 100 steps:
+post, pre and peri at LR 3e-3 (each one's best at 2,400 steps) and 1e-3, 3 seeds (18 runs, the
+3e-3 ones first). And pre-norm with DyT (alpha_0 0.5) beside LayerNorm at LR 3e-3 at 600 steps
+(norms' and lr_sensitivity's runs, linked), 2,400 (LayerNorm: long_training's, linked) and
+9,600 steps (6 new DyT runs). 24 runs are new, about 45 minutes each two at a time on 2 cores.
+
+The calls (`experiments/paired.py`), fixed before the runs:
+1. Liu et al. 2020: post-norm, when it trains, ends better than pre-norm. Statistic: pre-norm's
+   final eval loss minus post-norm's after 9,600 steps, each at its best LR of {1e-3, 3e-3},
+   paired by seed; *agrees* when its interval lies above `LOSS_MARGIN` (0.02 nats/token),
+   *disagrees* when below. Described: the same gap at each eval step, and the first step from
+   which its interval contains 0 at every later step (when post catches pre, if it does).
+2. DyT's cost grows with the data budget (arXiv 2604.23434): DyT's final loss minus
+   LayerNorm's at 9,600 steps minus the same at 600 steps, pre-norm, LR 3e-3, paired by seed;
+   *agrees* when above `LOSS_MARGIN`, *disagrees* when below.
+The study agrees when both do, partly when one does, disagrees when both disagree.
+"""
+
+from __future__ import annotations
+
+from experiments import analysis as a
+from experiments import paired
+from experiments.presets import PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
+from transformer.sweep import preset, product
+
+CLAIM = ("Liu et al. 2020 (Admin): post-norm, when it trains, ends better than pre-norm; "
+         "arXiv 2604.23434: DyT helps at very few tokens per parameter and hurts at many.")
+ATLAS = "When does post-norm catch pre-norm, and does DyT's sign depend on the data budget?"
+FACTOR = 16
+LONG_LRS = [3e-3, 1e-3]  # the first: every placement's best at 2,400 steps
+DYT = {"model.norm": "dyt", "model.dyt_alpha_init": 0.5}
+BUDGETS = (1, 4, FACTOR)  # DyT against LayerNorm at 600, 2,400 and 9,600 steps
+LOSS_MARGIN = 0.02  # nats/token
+STEPS = "train.num_steps"
+
+
+def get_sweep(size: str = "cpu"):
+  """The long runs (3e-3 before 1e-3), then DyT and LayerNorm at the three budgets."""
+  base = preset(PROTOCOL_SIZES, size)
+  points = [point for lr in LONG_LRS for point in product(
+      base, [protocol(size, factor=FACTOR)],  # eval every 100 steps, as at every length
+      {"model.norm_placement": ["post", "pre", "peri"]}, {"optim.learning_rate": [lr]},
+      {"seed": PROTOCOL_SEEDS})]
+  for factor in BUDGETS:
+    fixed = protocol(size, factor=factor)
+    norms = [DYT] if factor == FACTOR else [{}, DYT]  # the long LayerNorm runs are above
+    points += product(base, [fixed], [{"model.norm_placement": "pre"}], norms,
+                      {"optim.learning_rate": [LONG_LRS[0]]}, {"seed": PROTOCOL_SEEDS})
+  return points
+
+
+def _select(runs, steps, placement, dyt=False, lr=None):
+  return [r for r in runs if r.overrides[STEPS] == steps
+          and r.overrides[a.PLACEMENT] == placement
+          and (r.overrides.get("model.norm") == "dyt") == dyt
+          and (lr is None or r.overrides[a.LR] == lr)]
+
+
+def gap_over_training(pre_runs, post_runs) -> list[tuple[int, paired.Difference]]:
+  """`[(step, pre minus post at that periodic eval, paired by seed)]`."""
+  def by_step(runs):
+    out = {}
+    for r in runs:
+      for row in r.metrics.get("eval", []):
+        out.setdefault(row["step"], {})[r.seed] = row["loss"]
+    return out
+  pre, post = by_step(pre_runs), by_step(post_runs)
+  return [(s, paired.difference(f"step {s}", pre[s], post[s])) for s in sorted(pre)
+          if s in post]
+
+
+def catch_step(gaps) -> object:
+  """The first eval step from which pre-norm is no longer resolved ahead at any later step:
+  the gap's (pre minus post) interval reaches 0 or above from then on (None: never)."""
+  caught = None
+  for step, d in gaps:
+    mean, half = d.interval
+    if len(d.per_seed) > 1 and mean + half >= 0:
+      caught = step if caught is None else caught
+    else:
+      caught = None
+  return caught
+
+
+def measure(runs) -> dict:
+  base = min(r.overrides[STEPS] for r in runs)  # the protocol's length
+  long = base * FACTOR
+  read = {p: paired.read(_select(runs, long, p), None) for p in ("post", "pre", "peri")}
+  out = {"read": read, "long": long}
+  out["final"] = paired.difference("pre-norm minus post-norm after the long runs, best LRs",
+                                   read["pre"][1], read["post"][1])
+  if read["pre"][0] and read["post"][0]:
+    out["gaps"] = gap_over_training(_select(runs, long, "pre", lr=read["pre"][0]),
+                                    _select(runs, long, "post", lr=read["post"][0]))
+  cost = {}
+  for factor in BUDGETS:
+    steps, lr = base * factor, LONG_LRS[0]
+    cost[steps] = paired.difference(
+        f"DyT minus LayerNorm at {steps} steps",
+        paired.seed_losses(_select(runs, steps, "pre", dyt=True, lr=lr)),
+        paired.seed_losses(_select(runs, steps, "pre", lr=lr)))
+  out["dyt"] = cost
+  out["dyt_call"] = paired.difference(f"DyT's cost at {long} steps minus at {base}",
+                                      cost[long].per_seed, cost[base].per_seed)
+  return out
+
+
+def analyze(runs):
+  m = measure(runs)
+  lines = [a.protocol(runs), "", f"After {m['long']} steps, each placement at its best LR of "
+           f"{', '.join(f'{lr:g}' for lr in LONG_LRS)} (clipped final eval loss, nats/token):",
+           "", *a.table(["placement", "best LR", "loss"], [
+               [p, a.fmt_lr(lr), a.ci(list(v.values()))] for p, (lr, v) in m["read"].items()]),
+           "", f"- {paired.call_text(m['final'], LOSS_MARGIN)}"]
+  if m.get("gaps"):
+    step = catch_step(m["gaps"])
+    lines.append(f"- post-norm catches pre-norm (pre-norm no longer ahead with 95% confidence "
+                 f"at any later eval) at step {step}" if step is not None else
+                 "- post-norm does not catch pre-norm within the run")
+  lines += ["", *(f"- {d.text()}" for d in m["dyt"].values()),
+            f"- {paired.call_text(m['dyt_call'], LOSS_MARGIN)}"]
+  words = [paired.judge(m["final"], LOSS_MARGIN), paired.judge(m["dyt_call"], LOSS_MARGIN)]
+  agrees = (True if all(w is True for w in words) else False if all(w is False for w in words)
+            else "partly" if any(w is True for w in words) else None)
+  return lines + ["", a.verdict(agrees, "Post-norm ends better than pre-norm after the long "
+                                f"runs: {a.verdict_word(words[0])}; DyT's cost grows with the "
+                                f"budget: {a.verdict_word(words[1])} (the calls above).")]
+
+
+def summarize(runs):
+  m = measure(runs)
+  word, _ = a.verdict_of(analyze(runs))
+  return {"verdict": word, "atlas": ATLAS, "figure": "curves.png", "placements": {},
+          "numbers": [m["final"].text(), m["dyt_call"].text()]}
+
+
+THRESHOLDS = paired.loss_margin_thresholds((0.01, 0.05))[:3]
+THRESHOLDS_NOT_READ = {**paired.NOT_READ, paired.MATCHED_LR.label: "the long runs are read at "
+                       "each placement's best LR; DyT at its one LR"}
