@@ -39,7 +39,7 @@ def _verdict(lines):
 
 def test_the_sweep_is_post_norm_at_three_depths_with_small_lrs_and_long_warmup():
   points = depth_post.get_sweep("cpu")
-  assert len(points) == 3 * 3 * 2 * 2
+  assert len(points) == 3 * 3 * 2 * 3  # depths x LRs x warm-ups x the protocol's seeds
   assert {p["model.norm_placement"] for p in points} == {"post"}
   assert {p[depth_post.WARM] for p in points} == {20, 300}  # short, and half of 600 steps
   assert {p[a.LR] for p in points} == {1e-4, 3e-4, 1e-3}
@@ -78,9 +78,9 @@ def test_depth_post_says_when_a_neighbouring_margin_flips_the_call(tmp_path):
 
 def test_depth_post_gives_depth_at_equal_settings_paired_by_seed(tmp_path):
   """12 layers ends 0.1 + 0.02 per seed above the 6-layer run at every setting: the paired
-  differences are 0.10 and 0.12, so 0.11 ± t(0.975, 1) x sd / sqrt(2)."""
+  differences are 0.10, 0.12 and 0.14, so 0.12 ± t(0.975, 2) x sd / sqrt(3)."""
   lines = depth_post.analyze(_runs(tmp_path, lambda d, lr, w, s: 1.9 + s * 0.05 + (
       {6: 0.0, 12: 0.1 + 0.02 * s}.get(d, 0.6))))
-  half = 12.706204736174698 * math.sqrt(2 * 0.01 ** 2) / math.sqrt(2)
-  assert f"| 12 | 0.0003 | 300 | +0.110 ± {half:.3f} nats/token (2 seeds) |" in lines
-  assert "| 24 | 0.0001 | 20 | +0.600 ± 0.000 nats/token (2 seeds) |" in lines
+  half = 4.302652729911275 * 0.02 / math.sqrt(3)
+  assert f"| 12 | 0.0003 | 300 | +0.120 ± {half:.3f} nats/token (3 seeds) |" in lines
+  assert "| 24 | 0.0001 | 20 | +0.600 ± 0.000 nats/token (3 seeds) |" in lines
