@@ -117,3 +117,22 @@ def test_prose_corpus_makes_both_headline_calls_at_the_code_corpus_margins():
   assert _verdict(prose_corpus.analyze(_prose_runs(0.05, 0.02))).startswith("**Disagrees.**")
   no_warmup_yet = [r for r in _prose_runs(0.3, 0.3) if r.overrides["optim.warmup_steps"]]
   assert _verdict(prose_corpus.analyze(no_warmup_yet)).startswith("**Inconclusive.**")
+
+
+def test_warmup_long_makes_warmup_stabilitys_call_at_2400_steps():
+  from experiments import warmup_long
+  points = warmup_long.get_sweep("cpu")
+  assert len(points) == 36 and {p["train.num_steps"] for p in points} == {2400}
+  assert {p["optim.warmup_steps"] for p in points} == {0, 240}
+
+  def runs(post_cost):
+    return [_run({a.PLACEMENT: p, "optim.warmup_steps": w, a.LR: lr, "seed": s},
+                 1.4 + 0.1 * abs(i - 1) + 0.01 * s
+                 + ((post_cost + 0.01 * s if p == "post" else 0.02) if w == 0 else 0.0))
+            for p, window in warmup_long.WINDOW["cpu"].items() for w in (0, 240)
+            for i, lr in enumerate(window) for s in range(3)]
+  half = T_975_2 * 0.01 / math.sqrt(3)
+  lines = runs(0.3)
+  said = _verdict(warmup_long.analyze(lines))
+  assert said.startswith("**Agrees.**") and f"+0.290 ± {half:.3f} nats/token" in said
+  assert _verdict(warmup_long.analyze(runs(0.0))).startswith("**Disagrees.**")

@@ -1,0 +1,79 @@
+"""warmup_stability's call past early training (issue 46): its decisive cells at 2,400 steps.
+
+  python launch.py --mode=sweep --sweep=experiments/warmup_long.py:cpu \
+      --sweep_dir=runs/studies/warmup_long --parallel=2 \
+      --reuse_runs_from=experiments/results/long_training
+
+warmup_stability judges the cost of dropping warm-up after the protocol's 600 steps (0.5
+tokens per parameter). Here the same call after 2,400 steps: post- and pre-norm, without warm-up
+and with the protocol's (10% of the run, 240 steps), over the three grid LRs around each one's
+best (`WINDOW`), 3 seeds. The runs with warm-up are long_training's (linked); the 18 without are
+new.
+
+The call (`experiments/paired.py`), warmup_stability's, fixed before the new runs: per seed,
+post-norm's cost of dropping warm-up (the clipped final eval loss without warm-up minus with it,
+each setting at its own best LR of the window) minus pre-norm's; it *agrees* when the 95%
+interval lies above `LOSS_MARGIN` (0.05 nats/token), *disagrees* when below.
+"""
+
+from experiments import analysis as a
+from experiments import paired, warmup_stability
+from experiments.presets import PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
+from transformer.sweep import preset, product
+
+CLAIM = warmup_stability.CLAIM
+FACTOR = 4  # long_training's length
+WINDOW = {"cpu": {"post": [3e-4, 1e-3, 3e-3], "pre": [1e-3, 3e-3, 1e-2]},
+          "gpu": {"post": [1e-4, 3e-4, 1e-3], "pre": [3e-4, 1e-3, 3e-3]}}
+LOSS_MARGIN = warmup_stability.LOSS_MARGIN
+WARM = "optim.warmup_steps"
+
+
+def get_sweep(size: str = "cpu"):
+  """Without warm-up first (the new runs), then with the protocol's (long_training's)."""
+  base = preset(PROTOCOL_SIZES, size)
+  fixed = protocol(size, varied=(WARM,), factor=FACTOR)
+  warmups = (0, protocol(size, factor=FACTOR)[WARM])
+  return [point for w in warmups for p in ("post", "pre") for point in product(
+      base, [fixed], {"model.norm_placement": [p]}, {WARM: [w]},
+      {"optim.learning_rate": WINDOW[size][p]}, {"seed": PROTOCOL_SEEDS})]
+
+
+def measure(runs) -> dict:
+  warmups = sorted({r.overrides[WARM] for r in runs})
+  sets = {(p, w): a.select(runs, model__norm_placement=p, optim__warmup_steps=w)
+          for p in ("post", "pre") for w in warmups}
+  costs = warmup_stability.costs(runs, sets, warmups[0], warmups[-1])
+  call = paired.difference("post-norm's cost minus pre-norm's", costs["post"][0].per_seed,
+                           costs["pre"][0].per_seed)
+  return {"costs": costs, "call": call, "warmups": warmups}
+
+
+def analyze(runs):
+  m = measure(runs)
+  lines = [a.protocol(runs), "", f"Cost of dropping warm-up after {runs[0].num_steps} steps "
+           f"(clipped final eval loss without warm-up minus with {m['warmups'][-1]} steps), "
+           "each setting at its own best LR of the window, paired by seed:", ""]
+  for _, (d, lr0, lr1) in sorted(m["costs"].items()):
+    lines.append(f"- {d.text()} (best LR {a.fmt_lr(lr0)} without warm-up, {a.fmt_lr(lr1)} "
+                 "with it)")
+  edges = [n for p in ("post", "pre") for w in m["warmups"]
+           for n in [a.edge_note(f"{p} at warm-up {w}: best LR",
+                                 paired.best_lr(a.select(runs, model__norm_placement=p,
+                                                         optim__warmup_steps=w)),
+                                 a.select(runs, model__norm_placement=p))] if n]
+  lines += [*(f"- {n}" for n in edges), ""]
+  return lines + [a.verdict(paired.judge(m["call"], LOSS_MARGIN),
+                            f"After {runs[0].num_steps} steps: "
+                            f"{paired.call_text(m['call'], LOSS_MARGIN)}.")]
+
+
+def summarize(runs):
+  m = measure(runs)
+  word, _ = a.verdict_of(analyze(runs))
+  return {"verdict": word, "numbers": [m["call"].text()],
+          "figure": "final_vs_optim_learning_rate.png", "placements": {}}
+
+
+THRESHOLDS = paired.loss_margin_thresholds()  # its matched LR: 3e-3, in both windows
+THRESHOLDS_NOT_READ = paired.NOT_READ
