@@ -15,6 +15,9 @@ each at its own best LR of the grid, paired by seed. It *agrees* when the 95% in
 above `LOSS_MARGIN` (0.01 nats/token), *disagrees* when it lies below it. Described beside it:
 HybridNorm minus post-norm the same way, and the stability half of the claim: each
 placement's LR sensitivity without the grid's two lowest LRs and its largest stable LR.
+
+Not tested: the paper's HybridNorm* variant (its first block treated differently), and its
+scale (language models of 150M-7B parameters trained on many more tokens).
 """
 
 from experiments import analysis as a
@@ -74,9 +77,11 @@ def analyze(runs):
   lines += [*(f"- {n}" for n in edges), *([""] if edges else [])]
   agrees = paired.judge(m["call"], LOSS_MARGIN)
   post_word = {True: "above", False: "below", None: "across"}[paired.judge(m["post"], 0.0)]
+  stable = ", ".join(f"{p} {a.fmt_lr(m['sensitivity']['stable'].get(p))}" for p in PLACEMENTS)
   return lines + [a.verdict(agrees, f"{paired.call_text(m['call'], LOSS_MARGIN)}. HybridNorm "
                             f"against post-norm: the interval of post minus hybrid lies "
-                            f"{post_word} zero.")]
+                            f"{post_word} zero. The stability half, described: the largest "
+                            f"stable LR is {stable}.")]
 
 
 FIGURE = "loss_heatmap.png"
