@@ -3,14 +3,16 @@ without its LR confound).
 
   python launch.py --mode=sweep --sweep=experiments/depth_lr.py:cpu \
       --sweep_dir=runs/studies/depth_lr --parallel=2 \
-      --reuse_runs_from=experiments/results/lr_sensitivity,experiments/results/depth
+      --reuse_runs_from=experiments/results/lr_sensitivity,experiments/results/depth,\
+experiments/results/hybrid_norm
 
 `depth` ran 12 and 24 layers only at each placement's 6-layer best LR (and 3e-3), so "trains at
 depth" and "improves with depth" were never judged at each depth's own best LR, and peri-norm
-was not run deeper than 6. Here pre, peri, DeepNorm and Admin (and post beside them) at 6 and 12
-layers over a window of three grid LRs around the 6-layer best (`WINDOW`), the protocol's
-warm-up, 3 seeds; 12-layer stacks scanned as in `depth`. The 6-layer points are lr_sensitivity's
-runs and the 12-layer ones at the LRs `depth` ran are its runs (linked).
+was not run deeper than 6. Here pre, peri, DeepNorm and Admin (and post and HybridNorm beside
+them, HybridNorm's depth row for issue 49) at 6 and 12 layers over a window of three grid LRs
+around the 6-layer best (`WINDOW`), the protocol's warm-up, 3 seeds; 12-layer stacks scanned as
+in `depth`. The 6-layer points are lr_sensitivity's and hybrid_norm's runs and the 12-layer
+ones at the LRs `depth` ran are its runs (linked).
 
 The call (`experiments/paired.py`), fixed before the new runs: per placement, the depth cost at
 each depth's own best LR in the window, the clipped final eval loss at 12 layers minus at 6,
@@ -35,10 +37,10 @@ CLAIM = ("Wang et al. 2022 (DeepNet) and Liu et al. 2020 (Admin): their placemen
 ATLAS = "Does the best LR move with depth, and does the depth gain survive per-depth tuning?"
 WINDOW = {"cpu": {"post": [3e-4, 1e-3, 3e-3], "pre": [1e-3, 3e-3, 1e-2],
                   "peri": [1e-3, 3e-3, 1e-2], "deepnorm": [1e-3, 3e-3, 1e-2],
-                  "admin": [1e-3, 3e-3, 1e-2]},
+                  "admin": [1e-3, 3e-3, 1e-2], "hybrid": [1e-3, 3e-3, 1e-2]},
           "gpu": {"post": [1e-4, 3e-4, 1e-3], "pre": [3e-4, 1e-3, 3e-3],
                   "peri": [3e-4, 1e-3, 3e-3], "deepnorm": [3e-4, 1e-3, 3e-3],
-                  "admin": [3e-4, 1e-3, 3e-3]}}
+                  "admin": [3e-4, 1e-3, 3e-3], "hybrid": [3e-4, 1e-3, 3e-3]}}
 GAINS = ("deepnorm", "admin")  # the placements the claim says gain from depth
 DEPTHS = {"cpu": [6, 12], "gpu": [12, 24]}
 LOSS_MARGIN = 0.02  # nats/token: a depth gain smaller than this is no gain
@@ -47,11 +49,11 @@ FIGURE = "loss_heatmap.png"
 
 
 def get_sweep(size: str = "cpu"):
-  """The judged placements first (DeepNorm, Admin, then pre, peri, post), deeper stacks
-  scanned."""
+  """The judged placements first (DeepNorm, Admin, then pre, peri, post, HybridNorm), deeper
+  stacks scanned."""
   base = preset(PROTOCOL_SIZES, size)
   points = []
-  for p in ("deepnorm", "admin", "pre", "peri", "post"):
+  for p in ("deepnorm", "admin", "pre", "peri", "post", "hybrid"):
     for d in DEPTHS[size]:
       scan = {"model.scan_layers": True} if d > LAYERS[size] else {}
       points += product(base, [{**protocol(size, varied=(DEPTH,)), **scan}],

@@ -164,7 +164,7 @@ def _depth_lr_runs(gain):
 
 def test_depth_lr_reads_each_depth_at_its_own_best_lr():
   from experiments import depth_lr
-  assert len(depth_lr.get_sweep("cpu")) == 90
+  assert len(depth_lr.get_sweep("cpu")) == 108
   gains = lambda p, s: 0.1 + 0.01 * s if p in depth_lr.GAINS else 0.0
   m = depth_lr.measure(_depth_lr_runs(gains))
   assert m["best"][("pre", 6)][0] == 3e-3 and m["best"][("pre", 12)][0] == 1e-3
