@@ -480,25 +480,31 @@ def test_the_summary_counts_runs_on_the_old_decay_mask_whether_saved_before_it_o
   assert report_summary.recipe_changes_since(runs[2:]) == []
 
 
+def _one_run_study(tmp_path, results, name: str, summary: str):
+  """A study folder `results/name` of one finished run (seed=0), whose sweep file
+  (`tmp_path/name.py`) returns `summary` (Python source) from `summarize`. Returns the folder."""
+  d = results / name
+  os.makedirs(d / "seed=0")
+  (d / "seed=0" / "metrics.jsonl").write_text(
+      json.dumps({"step": 5, "split": "eval", "loss": 1.5}) + "\n")
+  (tmp_path / f"{name}.py").write_text(
+      f"def get_sweep():\n  return [{{'seed': 0}}]\ndef summarize(runs):\n  return {summary}\n")
+  with open(d / MANIFEST, "w") as f:
+    json.dump({"sweep_file": str(tmp_path / f"{name}.py"), "config": "c.py", "claim": "C",
+               "overrides": [], "points": [{"name": "seed=0", "overrides": {"seed": 0},
+                                            "num_steps": 5}]}, f)
+  return d
+
+
 def test_summary_collects_every_study(tmp_path, monkeypatch):
   """A folder of studies: --mode=report writes README.md with each study's verdict, numbers,
   figure and regenerate command, and a per-placement table."""
   results = tmp_path / "results"
   for name, verdict in (("one", "agrees"), ("two", "disagrees")):
-    d = results / name
-    os.makedirs(d / "seed=0")
-    (d / "seed=0" / "metrics.jsonl").write_text(
-        json.dumps({"step": 5, "split": "eval", "loss": 1.5}) + "\n")
-    (tmp_path / f"{name}.py").write_text(
-        "def get_sweep():\n  return [{'seed': 0}]\n"
-        "def summarize(runs):\n"
-        f"  return {{'verdict': '{verdict}', 'numbers': ['x = 1 ± 0.1'], 'figure': 'f.png',"
-        f" 'placements': {{'pre': {{'q_{name}': '{name}-value'}}}}}}\n")
+    d = _one_run_study(tmp_path, results, name,
+                       f"{{'verdict': '{verdict}', 'numbers': ['x = 1 ± 0.1'], 'figure': 'f.png',"
+                       f" 'placements': {{'pre': {{'q_{name}': '{name}-value'}}}}}}")
     (d / "f.png").write_bytes(b"")
-    with open(d / MANIFEST, "w") as f:
-      json.dump({"sweep_file": str(tmp_path / f"{name}.py"), "config": "c.py", "claim": "C",
-                 "overrides": [], "points": [{"name": "seed=0", "overrides": {"seed": 0},
-                                              "num_steps": 5}]}, f)
   assert (sweep_points.holds_studies(str(results))
           and not sweep_points.holds_studies(str(results / "one")))
   path, verdicts = report_summary.write_summary(str(results))
@@ -534,19 +540,9 @@ def test_the_summary_atlas_has_one_line_per_atlas_study(tmp_path):
                     "under every neighbouring threshold (1 of 4 settings change it): x."),
              "plain": ("**Agrees.** Old claim.", "")}
   for name, (verdict, robust) in reports.items():
-    d = results / name
-    os.makedirs(d / "seed=0")
-    (d / "seed=0" / "metrics.jsonl").write_text(
-        json.dumps({"step": 5, "split": "eval", "loss": 1.5}) + "\n")
     atlas = f", 'atlas': 'Question {name}?'" if name != "plain" else ""
-    (tmp_path / f"{name}.py").write_text(
-        "def get_sweep():\n  return [{'seed': 0}]\n"
-        f"def summarize(runs):\n  return {{'verdict': 'agrees'{atlas}}}\n")
+    d = _one_run_study(tmp_path, results, name, f"{{'verdict': 'agrees'{atlas}}}")
     (d / "report.md").write_text(f"**Warning:** mixed.\n\n{verdict}\n\n{robust}\n")
-    with open(d / MANIFEST, "w") as f:
-      json.dump({"sweep_file": str(tmp_path / f"{name}.py"), "config": "c.py", "claim": "C",
-                 "overrides": [], "points": [{"name": "seed=0", "overrides": {"seed": 0},
-                                              "num_steps": 5}]}, f)
   text = open(report_summary.write_summary(str(results))[0]).read()
   atlas = text.split("## The placement atlas")[1].split("\n## ")[0]
   assert [l for l in atlas.splitlines() if l.startswith("- ")] == [
