@@ -64,6 +64,14 @@ def test_each_chapter_is_one_document_of_plain_text(fake_sword):
   assert not any("note" in t or "<" in t for t in chapters.values())
 
 
+def test_a_torn_module_file_is_one_line_naming_the_reinstall(fake_sword):
+  bzz = fake_sword / "engKJV2006eb" / "ot.bzz"
+  bzz.write_bytes(bzz.read_bytes()[:-20])  # the last book's block cut short
+  with pytest.raises(ValueError, match=r"ot\.bzz is damaged at byte \d+ .*reinstall it with "
+                     r"`apt-get install --reinstall sword-text-kjv sword-text-web`"):
+    list(sword.chapters(str(bzz)))
+
+
 def test_split_is_by_chapter_id_deterministic_and_shared_by_translations(fake_sword):
   files = local_files.list_source_files(str(fake_sword), (".bzz",))
   assert files == ["engKJV2006eb/ot.bzz", "engWEB2015eb/ot.bzz"]

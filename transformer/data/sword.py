@@ -66,7 +66,13 @@ def blocks(bzz_path: str) -> Iterator[str]:
     data = f.read()
   for offset, size, _ in struct.iter_unpack("<III", index[:len(index) // 12 * 12]):
     if size:
-      yield zlib.decompress(data[offset:offset + size]).decode("utf-8", errors="replace")
+      try:
+        block = zlib.decompress(data[offset:offset + size])
+      except zlib.error as e:  # a torn or truncated module file
+        raise ValueError(f"{bzz_path} is damaged at byte {offset} ({e}); reinstall it with "
+                         f"`apt-get install --reinstall {' '.join(PROSE_MODULES.values())}`."
+                         ) from None
+      yield block.decode("utf-8", errors="replace")
 
 
 def split_chapters(osis: str) -> list[tuple[str, str]]:
