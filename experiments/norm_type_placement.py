@@ -30,9 +30,9 @@ from experiments.presets import (PROTOCOL_LRS, PROTOCOL_MATCHED_LR, PROTOCOL_SEE
                                  PROTOCOL_SIZES, protocol)
 from transformer.sweep import preset, product
 
-CLAIM = ("Open question (issue 49): Zhu et al. 2025 (DyT) test DyT under pre-norm only; is a "
-         "norm type's cost against LayerNorm (RMSNorm's, DyT's) the same in post- and peri-norm "
-         "as in pre-norm?")
+CLAIM = ("Open question (issue 49): a norm type's cost against LayerNorm is the same in post- "
+         "and peri-norm as in pre-norm, for RMSNorm and DyT. Zhu et al. 2025 (DyT) test DyT "
+         "under pre-norm only.")
 ATLAS = "Does a norm type's cost against LayerNorm depend on the placement?"
 PLACEMENTS = ["post", "peri", "pre"]
 NORMS = {"layernorm": {}, "rmsnorm": {"model.norm": "rmsnorm"},

@@ -29,10 +29,10 @@ from experiments.presets import (PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, P
 from transformer.data.sword import PROSE_DIR
 from transformer.sweep import preset, product
 
-CLAIM = ("Issue 46's question of every verdict: is it a fact about placements or about the "
-         "corpus? Post-norm is more LR-sensitive than pre-norm (Wortsman et al. 2023's measure) "
-         "and pays more for dropping warm-up (Xiong et al. 2020), as on the Python-source "
-         "corpus, on English prose too.")
+CLAIM = ("Wortsman et al. 2023; Xiong et al. 2020, on a second corpus (issue 46): post-norm is "
+         "more LR-sensitive than pre-norm and pays more for dropping warm-up on English prose "
+         "too, as on the Python-source corpus, so the verdicts are facts about placements, "
+         "not about the corpus.")
 PROSE = {"data.source_dir": PROSE_DIR, "data.suffixes": ".bzz"}
 SENSITIVITY_MARGIN = 0.1  # nats/token: lr_sensitivity's LOSS_MARGIN
 WARMUP_MARGIN = 0.05  # nats/token: warmup_stability's LOSS_MARGIN

@@ -24,9 +24,9 @@ from experiments import atlas, lr_sensitivity, paired
 from experiments.presets import PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.sweep import preset, product
 
-CLAIM = ("Open question (no paper tests it): Wortsman et al. 2023 show qk-layernorm lowers LR "
-         "sensitivity in pre-norm models; post-norm is the placement with the LR cliff "
-         "(Xiong et al. 2020). Does qk-norm flatten post-norm's cliff?")
+CLAIM = ("Open question (issue 49): qk-norm flattens post-norm's LR cliff. Wortsman et al. 2023 "
+         "show qk-layernorm lowers LR sensitivity in pre-norm models; post-norm is the "
+         "placement with the cliff (Xiong et al. 2020); no paper tests the two together.")
 SETTINGS = (("post", True), ("post", False), ("pre", False))  # the new runs first
 LOSS_MARGIN = 0.05  # nats/token of trimmed LR sensitivity that qk-norm must remove
 
@@ -96,9 +96,12 @@ def analyze(runs):
       f"{_name(p, qk)}: largest stable LR", v["stable"], _runs(runs, p, qk))] if n]
   lines += [*(f"- {n}" for n in edges), *([""] if edges else [])]
   flat = {True: "above", False: "below", None: "across"}[paired.judge(m["vs_pre"], 0.0)]
+  stable = ", ".join(f"{_name(p, qk)} {a.fmt_lr(v['stable'])}"
+                     for (p, qk), v in m["settings"].items())
   return lines + [a.verdict(paired.judge(m["call"], LOSS_MARGIN),
                             f"{paired.call_text(m['call'], LOSS_MARGIN)}. Against pre-norm's "
-                            f"flatness, post-norm with qk-norm's interval lies {flat} zero.")]
+                            f"flatness, post-norm with qk-norm's interval lies {flat} zero. "
+                            f"Described: the largest stable LR is {stable}.")]
 
 
 FIGURE = "loss_heatmap.png"

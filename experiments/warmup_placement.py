@@ -32,10 +32,10 @@ from experiments.presets import (PROTOCOL_LRS, PROTOCOL_MATCHED_LR, PROTOCOL_SEE
                                  PROTOCOL_SIZES, STUDIED_PLACEMENTS, protocol)
 from transformer.sweep import preset, product
 
-CLAIM = ("Open question (issue 49): which placements need learning-rate warm-up? Xiong et al. "
-         "2020 answer it for post- and pre-norm only; the hypothesis tested is that the ones "
-         "normalizing after the residual addition (post, DeepNorm, Admin) need it and the ones "
-         "normalizing each sublayer's input (pre, peri) do not.")
+CLAIM = ("Open question (issue 49): the placements that normalize after the residual addition "
+         "need learning-rate warm-up and those that normalize each sublayer's input do not "
+         "(post, DeepNorm and Admin against pre and peri). Xiong et al. 2020 answer it for "
+         "post- and pre-norm only.")
 ATLAS = "Which placements need warm-up?"
 NEEDS_WARMUP = ("post", "deepnorm", "admin")
 NO_WARMUP = ("pre", "peri")
