@@ -98,12 +98,36 @@ def link_copies(sweep_dir: str, other: str) -> list[str]:
   return linked
 
 
+def relink_to_results(sweep_dir: str) -> int:
+  """Rewrites each symlinked point of `sweep_dir` whose target is a run of a committed study
+  (`<anything>/experiments/results/<study>/<point>`) as `../<study>/<point>`: where the packed
+  file goes, `experiments/results/<this study>/`, that is where the run is. A sweep run
+  outside the repository (or in `runs/studies/`) links by a path that breaks once the packed
+  file moves there. Returns the links rewritten."""
+  count = 0
+  for p in read_manifest(sweep_dir)["points"]:
+    link = os.path.join(sweep_dir, p["name"])
+    if not os.path.islink(link):
+      continue
+    target = os.path.normpath(os.path.join(sweep_dir, os.readlink(link)))
+    study, point = os.path.split(target)
+    results, study_name = os.path.split(study)
+    wanted = os.path.join("..", study_name, point)
+    if results.endswith(os.path.join("experiments", "results")) and os.readlink(link) != wanted:
+      os.remove(link)
+      os.symlink(wanted, link)
+      count += 1
+  return count
+
+
 def compress_sweep(sweep_dir: str, link_to: str = "") -> tuple[list[str], int]:
   """Links the copies of runs of `link_to` (comma-separated sweep dirs, as
-  `--reuse_runs_from`), then packs every point into `runs.jsonl.xz`. Returns the linked point
-  names and the number of runs packed (links aside)."""
+  `--reuse_runs_from`), points the links into committed studies where the packed file will
+  live (`relink_to_results`), then packs every point into `runs.jsonl.xz`. Returns the linked
+  point names and the number of runs packed (links aside)."""
   linked = [name for other in filter(None, link_to.split(","))
             for name in link_copies(sweep_dir, other)]
+  relink_to_results(sweep_dir)
   names = [p["name"] for p in read_manifest(sweep_dir)["points"]]
   runs, _ = packed_runs.pack(sweep_dir, names)
   return linked, runs

@@ -323,3 +323,24 @@ def test_the_tracked_tree_stays_light():
   total = sum(sizes.values())
   largest = sorted(sizes, key=sizes.get, reverse=True)[:3]
   assert total <= TRACKED_LIMIT_BYTES, (f"{total / 1e6:.1f} MB tracked; the largest: {largest}")
+
+
+def test_compress_points_links_into_committed_studies_where_the_packed_file_goes(tmp_path):
+  """A sweep run outside the repository links its reused points by a path from there
+  (`../../repo/experiments/results/lr_sensitivity/x`); packed as is, the link breaks once the
+  file moves to `experiments/results/<study>/`. compress rewrites it as `../lr_sensitivity/x`."""
+  rows = [{"step": 1, "split": "eval", "loss": 2.5}]
+  results = tmp_path / "repo" / "experiments" / "results"
+  _sweep(results / "lr_sensitivity", ["lr=1"])
+  _run(results / "lr_sensitivity" / "lr=1", 1, rows)
+  compress_results.compress_sweep(str(results / "lr_sensitivity"))
+  sweep = tmp_path / "runs" / "new_study"
+  _sweep(sweep, ["x=1", "x=2"])
+  os.symlink(os.path.relpath(results / "lr_sensitivity" / "lr=1", sweep), sweep / "x=1")
+  _run(sweep / "x=2", 2, rows)
+  assert read_metrics(str(sweep / "x=1")) == {"eval": rows}  # the sweep's own link resolves
+  assert compress_results.compress_sweep(str(sweep)) == ([], 1)
+  assert packed_runs.entries(str(sweep))["x=1"]["link"] == os.path.join("..", "lr_sensitivity",
+                                                                         "lr=1")
+  shutil.copytree(sweep, results / "new_study")  # where it is committed
+  assert read_metrics(str(results / "new_study" / "x=1")) == {"eval": rows}
