@@ -305,6 +305,23 @@ def test_runner_isolates_failures_and_skips_finished_points_on_rerun(tmp_path):
   assert [j for j in pids if os.path.exists(os.path.join(tmp_path, "sweep", j, "pid"))] == ["p1"]
 
 
+def test_a_point_linked_to_no_finished_run_fails_alone_in_one_line(tmp_path):
+  """A reused point whose link no longer reaches a finished run (it moved, or the packed file
+  that held it went elsewhere) is not started over the link: it fails with one line, and the
+  other points run."""
+  jobs = _jobs(tmp_path, ["ok", "ok", "ok"])
+  os.makedirs(tmp_path / "sweep")
+  os.symlink("../elsewhere/p1", jobs[1].workdir)
+  lines = []
+  out = run_jobs(jobs, parallel=2, poll_s=0.05, print_fn=lines.append)
+  assert sorted(j.name for j in out["finished"]) == ["p0", "p2"]
+  assert [j.name for j in out["failed"]] == ["p1"]
+  assert (f"[sweep] FAILED p1: its workdir links to ../elsewhere/p1, which holds no finished run "
+          f"from here; restore that run, or delete the link ({jobs[1].workdir}) to run the "
+          "point.") in lines
+  assert os.readlink(jobs[1].workdir) == "../elsewhere/p1"  # left as it was
+
+
 def test_parallel_points_on_a_cpu_host_share_the_cores():
   env = cpu_thread_env({"PATH": "/bin"}, parallel=2, cpus=2)
   assert env["XLA_FLAGS"] == ("--xla_cpu_multi_thread_eigen=false "

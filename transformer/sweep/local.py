@@ -177,6 +177,12 @@ class _Pool:
   def _start_next(self) -> None:
     """Starts the next job in a free slot, unless another process holds its workdir."""
     job = self.todo.pop(0)
+    if os.path.islink(job.workdir):  # a link to another run (--reuse_runs_from) not finished
+      self.outcome["failed"].append(job)
+      self.print_fn(f"[sweep] FAILED {job.name}: its workdir links to "
+                    f"{os.readlink(job.workdir)}, which holds no finished run from here; "
+                    f"restore that run, or delete the link ({job.workdir}) to run the point.")
+      return
     holder = workdir_lock.live_holder(job.workdir)
     if holder is not None:  # checked just before starting: nothing is written to its workdir
       self.outcome["in_use"].append(job)
