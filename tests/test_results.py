@@ -28,11 +28,11 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # lr_sensitivity's); qk_norm_logits: 30 runs and norms: 105 (15 of each linked to lr_sensitivity's);
 # depth: 90 runs (30 linked to lr_sensitivity's and warmup_stability's); warmup_length: 150
 # (60 linked); accelerator_replication: the 5 runs of the first GPU lease; clipping: 96 (48
-# linked to warmup_stability's); massive_activations: 30; qk_norm_post: 45 (30 linked to
-# lr_sensitivity's).
+# linked to warmup_stability's); massive_activations: 30; qk_norm_post and hybrid_norm: 45
+# each (30 linked to lr_sensitivity's).
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits", "norms", "depth",
            "warmup_length", "accelerator_replication", "clipping", "massive_activations",
-           "qk_norm_post")
+           "qk_norm_post", "hybrid_norm")
 REPORT_FILES = ("report.md", "results.csv")
 TRACKED_LIMIT_BYTES = 15_000_000  # issue 29: the whole tracked tree, what a clone carries
 

@@ -115,7 +115,8 @@ def _atlas_lines(results_dir: str, studies: Sequence[tuple[str, dict, dict]]) ->
   if not rows:
     return []
   return ["## The placement atlas", "",
-          "The questions no paper answers (issue 49), one line each: the study's verdict and "
+          "Issue 49's questions (the interactions no paper tabulates, and the claims "
+          "published since the studies were planned), one line each: the study's verdict and "
           "whether it holds when each threshold moves to its neighbours (the study's "
           "robustness section).", "", *rows, ""]
 
