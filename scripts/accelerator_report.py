@@ -307,7 +307,7 @@ def cmd_run(args) -> int:
   log(f"profile {profile}, budget {args.budget_s:.0f} s, {head['versions']}")
   parts = tuple(p for p in args.parts.split(",") if p)
   report = {**head, **run_parts(profile, args.out, args.budget_s, parts,
-                                tuple(r for r in args.bench_rows.split(",") if r))}
+                                tuple(r.strip() for r in args.bench_rows.split(";") if r.strip()))}
   report["host"]["load_average_end"] = tables.host()["load_average"]
   paths.write_text(os.path.join(args.out, JSON_NAME), json.dumps(report, indent=1,
                                                                   sort_keys=True))
@@ -350,7 +350,7 @@ def _check_run_args(parser, args) -> None:
   if unknown:
     parser.error(f"--parts: unknown part(s) {unknown}; choose from bench,replication")
   labels = {r["label"] for p in PROFILES.values() for r in bench_specs(p)}
-  wrong = sorted(set(r for r in args.bench_rows.split(",") if r) - labels)
+  wrong = sorted(set(r.strip() for r in args.bench_rows.split(";") if r.strip()) - labels)
   if wrong:
     parser.error(f"--bench_rows: no row named {wrong}; rows: {sorted(labels)}")
 
@@ -365,7 +365,8 @@ def main(argv=None) -> int:
   run.add_argument("--parts", default="bench,replication",
                    help="which of bench,replication to run after the probe")
   run.add_argument("--bench_rows", default="",
-                   help="only these bench rows, by label, comma-separated ('batch 64,...')")
+                   help="only these bench rows, by label, separated by ';' (labels hold commas: "
+                        "'xla attention, batch 16;batch 64')")
   merge = sub.add_parser("merge", help="results + README table from run folders")
   merge.add_argument("dirs", nargs="*")
   merge.add_argument("--combine", action="store_true",

@@ -176,6 +176,10 @@ def test_bench_rows_run_the_switches_before_the_largest_batches_and_can_be_picke
   assert [s["label"] for s in picked] == ["chunked loss, batch 16", "batch 64"]
   code, log = _run("run", "--out=/nonexistent/x", "--bench_rows=batch 3", timeout=60)
   assert code == 2 and "no row named ['batch 3']" in log
+  # a label holds a comma, so rows are separated by ';': both rows below are known labels
+  code, log = _run("run", "--out=/nonexistent/x",
+                   "--bench_rows=xla attention, batch 16; batch 3", timeout=60)
+  assert code == 2 and "no row named ['batch 3']" in log
 
 
 def test_a_gpu_trace_is_summed_per_kernel_and_kind_per_step():
