@@ -277,6 +277,8 @@ def run_parts(profile_name: str, out_dir: str, budget_s: float, parts: tuple[str
       continue
     t0 = time.monotonic()
     deadline = start + min(share_end, 1.0) * budget_s  # time a part leaves passes on
+    if part == "probe":  # it names the device (about 6-9 s on a GPU): never a sliver
+      deadline = max(deadline, start + min(20.0, budget_s))
     log(f"{part}: up to {deadline - t0:.0f} s")
     if part == "probe":
       result = worker("probe", {"label": "probe", "matmul": profile_name}, deadline)
@@ -339,7 +341,9 @@ def _merge_replication(directory: str, dest: str) -> None:
   os.makedirs(dest, exist_ok=True)
   shutil.copyfile(os.path.join(directory, RUNS_NAME), os.path.join(dest, "runs.jsonl.xz"))
   shutil.copyfile(os.path.join(directory, SWEEP_NAME), os.path.join(dest, "sweep.json"))
-  subprocess.run([sys.executable, "launch.py", "--mode=report", f"--sweep_dir={dest}"],
+  # relative to the repository, so results.csv's workdir column names no machine's path
+  subprocess.run([sys.executable, "launch.py", "--mode=report",
+                  f"--sweep_dir={os.path.relpath(dest, ROOT)}"],
                  cwd=ROOT, check=True, timeout=600)
 
 

@@ -50,8 +50,10 @@ def read_report(path: str) -> dict:
 
 def combine(earlier: dict, later: dict) -> dict:
   """`earlier` with each bench row that has no figures (stopped, skipped, failed) replaced by
-  `later`'s row of the same label where that one has them: a second call on the same device
-  completes the first. The replaced rows and the later command are named in `amended`."""
+  `later`'s row of the same label where that one has them, and `later`'s measured rows of a
+  label `earlier` lacks (a row whose settings changed since) appended: a second call on the
+  same device completes the first. The rows taken and the later command are named in
+  `amended`."""
   if slug(earlier) != slug(later):
     raise ReportError(f"cannot combine reports of {slug(earlier)} and {slug(later)}.")
   newer = {r["label"]: r for r in later["parts"].get("bench", {}).get("rows", [])
@@ -63,6 +65,11 @@ def combine(earlier: dict, later: dict) -> dict:
       taken.append(r["label"])
     else:
       rows.append(r)
+  known = {r["label"] for r in rows}
+  for label, r in newer.items():
+    if label not in known:
+      rows.append({**r, "measured_in": later["command"]})
+      taken.append(label)
   out = json.loads(json.dumps(earlier))
   out["parts"].setdefault("bench", {})["rows"] = rows
   if taken:
@@ -73,8 +80,12 @@ def combine(earlier: dict, later: dict) -> dict:
 
 
 def device_name(report: dict) -> str:
+  """The probe's device kind, else a bench row's (a short call's probe can run out of its
+  share), else the profile."""
   probe = report["parts"].get("probe", {})
-  return probe.get("device_kind") or report.get("profile", "?")
+  kinds = [r.get("device_kind") for r in report["parts"].get("bench", {}).get("rows", [])]
+  return (probe.get("device_kind") or next((k for k in kinds if k), None)
+          or report.get("profile", "?"))
 
 
 def slug(report: dict) -> str:

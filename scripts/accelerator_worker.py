@@ -102,6 +102,7 @@ def bench(spec: dict) -> dict:
   # Where a row's time goes: imports and config, then run_benchmark (init, compile, steps).
   result["phases_s"] = {"startup": round(started - STARTED, 1),
                         "run_benchmark": round(time.monotonic() - started, 1),
+                        "init": round(result["init_s"], 1),
                         "compile": round(result["compile_s"], 1)}
   return json.loads(json.dumps(result, default=float))
 

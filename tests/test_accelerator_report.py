@@ -55,6 +55,8 @@ def test_tiny_report_writes_both_files_and_merge_regenerates_the_table(tmp_path)
                                            + mem["compiled_output_bytes"]
                                            + mem["compiled_temp_bytes"]
                                            - mem["compiled_alias_bytes"]) > 0
+    phases = r["phases_s"]  # where a row's time goes: the parts lie inside the whole
+    assert phases["init"] + phases["compile"] <= phases["run_benchmark"] + 0.2, phases
   assert rows[1]["config"]["loss_chunk"] == 16 and rows[2]["config"]["vocab_pad_multiple"] == 1
   assert rows[0]["profile"]["device_timeline"] is False  # traced; a CPU has no device lane
   assert "/host:CPU" in rows[0]["profile"]["processes"]
@@ -82,6 +84,26 @@ def test_committed_readme_table_is_generated_from_the_committed_reports():
   committed = text[text.index(tables.BEGIN):text.index(tables.END) + len(tables.END)]
   generated = tables.readme_table(os.path.join(ROOT, "experiments", "results", "accelerator"))
   assert committed == "\n".join(generated)
+
+
+def test_the_readmes_switch_figures_are_the_committed_h200_rows():
+  with open(os.path.join(ROOT, "experiments", "results", "accelerator", "gpu-nvidia-h200.json"),
+            encoding="utf-8") as f:
+    rows = {r["label"]: r for r in json.load(f)["parts"]["bench"]["rows"]}
+  base, xla, chunk = (rows[k] for k in ("batch 16", "xla attention, batch 16",
+                                        "chunked loss, batch 16"))
+  ms = {k: r["step_s"] * 1e3 for k, r in (("base", base), ("xla", xla), ("chunk", chunk))}
+  gib = {k: r["memory"]["device_peak_bytes"] / 2**30
+         for k, r in (("base", base), ("xla", xla), ("chunk", chunk))}
+  phrases = [
+      f"**cuDNN attention is {ms['xla'] / ms['base']:.2f}x XLA's** at batch 16 "
+      f"({ms['base']:.1f} against {ms['xla']:.1f} ms; {gib['base']:.1f} against "
+      f"{gib['xla']:.1f} GiB)",
+      f"**the chunked loss (256 positions) costs {ms['chunk'] / ms['base'] - 1:.0%} step time "
+      f"for {1 - gib['chunk'] / gib['base']:.0%} less memory** ({ms['chunk']:.1f} against "
+      f"{ms['base']:.1f} ms; {gib['chunk']:.1f} against {gib['base']:.1f} GiB)"]
+  text = " ".join(open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().split())
+  assert [p for p in phrases if p not in text] == []
 
 
 @pytest.mark.parametrize("content, why", [(b"", "unreadable"), (b"\xff\xfe{", "unreadable"),
@@ -153,15 +175,27 @@ def test_a_second_call_fills_the_rows_the_first_could_not_measure():
   first = _report([_row("batch 8", 8, 0.02, 0.3), {"label": "batch 64", "stopped": "share"},
                    {"label": "xla attention, batch 16", "stopped": "not started"}])
   second = _report([_row("batch 64", 64, 0.13, 0.38), _row("batch 8", 8, 0.5, 0.01),
-                    {"label": "xla attention, batch 16", "error": "boom"}], command="second")
+                    {"label": "xla attention, batch 16", "error": "boom"},
+                    {"label": "chunked loss, batch 16", "stopped": "share"}], command="second")
   out = tables.combine(first, second)
   rows = {r["label"]: r for r in out["parts"]["bench"]["rows"]}
+  # nothing unmeasured is added
+  assert list(rows) == ["batch 8", "batch 64", "xla attention, batch 16"]
   assert rows["batch 8"]["step_s"] == 0.02  # a measured row is never replaced
   assert rows["batch 64"]["step_s"] == 0.13 and rows["batch 64"]["measured_in"] == "second"
   assert rows["xla attention, batch 16"] == {"label": "xla attention, batch 16",
                                              "stopped": "not started"}
   assert out["amended"] == "rows batch 64 measured by `second` (then, commit c)"
   assert first["parts"]["bench"]["rows"][1] == {"label": "batch 64", "stopped": "share"}
+  # a row whose label the first call lacks (its settings changed since) is appended
+  third = _report([{**_row("chunked loss, batch 16", 16, 0.04, 0.32),
+                    "device_kind": "NVIDIA H200"}], command="third")
+  third["parts"]["probe"] = {"stopped": "its share ran out"}  # the bench row names the device
+  assert tables.slug(third) == tables.slug(first) == "gpu-nvidia-h200"
+  out = tables.combine(out, third)
+  assert [r["label"] for r in out["parts"]["bench"]["rows"]][-1] == "chunked loss, batch 16"
+  assert out["parts"]["bench"]["rows"][-1]["measured_in"] == "third"
+  assert out["amended"].endswith("rows chunked loss, batch 16 measured by `third` (then, commit c)")
   other = _report([])
   other["parts"]["probe"]["device_kind"] = "NVIDIA H100 80GB HBM3"
   with pytest.raises(tables.ReportError, match="cannot combine"):
@@ -176,7 +210,7 @@ def test_bench_rows_run_the_switches_before_the_largest_batches_and_can_be_picke
   assert [s["label"] for s in picked] == ["chunked loss, batch 16", "batch 64"]
   code, log = _run("run", "--out=/nonexistent/x", "--bench_rows=batch 3", timeout=60)
   assert code == 2 and "no row named ['batch 3']" in log
-  # a label holds a comma, so rows are separated by ';': both rows below are known labels
+  # a label holds a comma, so rows are separated by ';': only 'batch 3' is unknown
   code, log = _run("run", "--out=/nonexistent/x",
                    "--bench_rows=xla attention, batch 16; batch 3", timeout=60)
   assert code == 2 and "no row named ['batch 3']" in log

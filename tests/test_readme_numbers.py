@@ -87,20 +87,24 @@ def _long_training_phrase() -> str:
 def _accelerator_phrases() -> list[str]:
   rows = [r for r in _rows("accelerator_replication") if r["status"] != "missing"]
   post = [r for r in rows if r["model.norm_placement"] == "post"]
-  pre = {float(r["optim.learning_rate"]): float(r["loss"]) for r in rows
-         if r["model.norm_placement"] == "pre" and r["status"] == "finished"}
+  trained = {p: {float(r["optim.learning_rate"]): float(r["loss"]) for r in rows
+                 if r["model.norm_placement"] == p and r["status"] == "finished"}
+             for p in ("pre", "peri")}
+  pre = trained["pre"]
   base = _baselines(rows[0])
   losses = [float(r["loss"]) for r in post]
   marked = sum(r["status"] == "collapsed" for r in post)
   number = {1: "one", 2: "two", 3: "three"}
   words = "all three" if marked == len(post) == 3 else f"{number.get(marked, marked)} of them"
-  pre_text = ", ".join(f"{loss:.3f} at {_lr(lr)}" for lr, loss in sorted(pre.items(),
+  text = {p: ", ".join(f"{loss:.3f} at {_lr(lr)}" for lr, loss in sorted(by_lr.items(),
                                                                           reverse=True))
+          for p, by_lr in trained.items()}
   return [f"at none of its {number[len(post)]} LRs** (final eval loss {min(losses):.3f}-"
           f"{max(losses):.3f} nats/token, the unigram level {base['unigram_nats']:.3f}; "
           f"{words} marked collapsed)",
-          f"**pre-norm did** ({pre_text}; the bigram level {base['bigram_nats']:.3f}), so post "
-          f"minus pre at each one's best LR is +{min(losses) - min(pre.values()):.2f} nats"]
+          f"**pre-norm did** ({text['pre']}; the bigram level {base['bigram_nats']:.3f}), so "
+          f"post minus pre at each one's best LR is +{min(losses) - min(pre.values()):.2f} "
+          f"nats, **and so did peri-norm** ({text['peri']})"]
 
 
 def _old_corpus_phrase() -> str:

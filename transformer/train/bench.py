@@ -226,9 +226,12 @@ def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2,
   config = task.config
   host_batch = bench_batch(task)
   par = build_parallel(task)
+  t0 = time.perf_counter()
   state = par.init_state(jax.random.PRNGKey(config.seed))
   n_params = count_params(par.params(state))
   batch = par.place_batch(host_batch)
+  jax.block_until_ready((state, batch))
+  init_s = time.perf_counter() - t0  # compiling and running the initializer, placing the batch
 
   t0 = time.perf_counter()
   compiled = par.compile_train_step(state, batch, jax.random.PRNGKey(1))
@@ -237,6 +240,7 @@ def run_benchmark(config: ExperimentConfig, steps: int = 10, warmup: int = 2,
                                              config.train.profile_range, workdir)
   result = _figures(config, par, n_params, compile_s, dispatched_s, float(metrics["loss"]))
   result["synced_step_s"] = float(np.median(times))
+  result["init_s"] = init_s
   result["memory"] = memory_figures(compiled)
   _log_figures(config, par, result, times)
   return result
