@@ -27,6 +27,7 @@ from experiments import lr_sensitivity, paired, warmup_stability
 from experiments.presets import (PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, PROTOCOL_WARMUP,
                                  protocol)
 from transformer.data.sword import PROSE_DIR
+from transformer.report.robustness import Threshold
 from transformer.sweep import preset, product
 
 CLAIM = ("Wortsman et al. 2023; Xiong et al. 2020, on a second corpus (issue 46): post-norm is "
@@ -118,5 +119,9 @@ def summarize(runs):
           "placements": {}}
 
 
-THRESHOLDS = (a.CONFIDENCE, paired.LEAVE_ONE_OUT, paired.MATCHED_LR)
+THRESHOLDS = (a.CONFIDENCE,  # the margins' neighbours are the code corpus studies' own
+              Threshold("LR sensitivity margin (nats/token)", None, "SENSITIVITY_MARGIN",
+                        (0.05, 0.2)),
+              Threshold("warm-up cost margin (nats/token)", None, "WARMUP_MARGIN", (0.03, 0.1)),
+              paired.LEAVE_ONE_OUT, paired.MATCHED_LR)
 THRESHOLDS_NOT_READ = paired.NOT_READ

@@ -32,7 +32,7 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # each (30 linked to lr_sensitivity's).
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits", "norms", "depth",
            "warmup_length", "accelerator_replication", "clipping", "massive_activations",
-           "qk_norm_post", "hybrid_norm")
+           "qk_norm_post", "hybrid_norm", "prose_corpus")
 REPORT_FILES = ("report.md", "results.csv")
 TRACKED_LIMIT_BYTES = 15_000_000  # issue 29: the whole tracked tree, what a clone carries
 
