@@ -309,7 +309,7 @@ def cmd_run(args) -> int:
   log(f"profile {profile}, budget {args.budget_s:.0f} s, {head['versions']}")
   parts = tuple(p for p in args.parts.split(",") if p)
   report = {**head, **run_parts(profile, args.out, args.budget_s, parts,
-                                tuple(r.strip() for r in args.bench_rows.split(";") if r.strip()))}
+                                bench_row_labels(args.bench_rows))}
   report["host"]["load_average_end"] = tables.host()["load_average"]
   paths.write_text(os.path.join(args.out, JSON_NAME), json.dumps(report, indent=1,
                                                                   sort_keys=True))
@@ -347,6 +347,11 @@ def _merge_replication(directory: str, dest: str) -> None:
                  cwd=ROOT, check=True, timeout=600)
 
 
+def bench_row_labels(text: str) -> tuple[str, ...]:
+  """`--bench_rows`' labels: separated by ';', since a switch row's label holds a comma."""
+  return tuple(r.strip() for r in text.split(";") if r.strip())
+
+
 def _check_run_args(parser, args) -> None:
   if args.budget_s <= 0:
     parser.error(f"--budget_s={args.budget_s} must be > 0")
@@ -354,7 +359,7 @@ def _check_run_args(parser, args) -> None:
   if unknown:
     parser.error(f"--parts: unknown part(s) {unknown}; choose from bench,replication")
   labels = {r["label"] for p in PROFILES.values() for r in bench_specs(p)}
-  wrong = sorted(set(r.strip() for r in args.bench_rows.split(";") if r.strip()) - labels)
+  wrong = sorted(set(bench_row_labels(args.bench_rows)) - labels)
   if wrong:
     parser.error(f"--bench_rows: no row named {wrong}; rows: {sorted(labels)}")
 
