@@ -39,6 +39,7 @@ NORMS = {"layernorm": {}, "rmsnorm": {"model.norm": "rmsnorm"},
          "dyt": {"model.norm": "dyt", "model.dyt_alpha_init": 0.5}}
 LOSS_MARGIN = 0.05  # nats/token: an interaction smaller than this is no interaction
 FIGURE = "loss_heatmap.png"
+NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "dyt": "DyT"}
 
 
 def get_sweep(size: str = "cpu"):
@@ -86,6 +87,21 @@ def measure(runs) -> dict:
   return {"read": read, "cost": cost, "inter": inter}
 
 
+def notes(runs, m) -> list[str]:
+  """Bullets for the settings the grid does not locate: the LR read at the grid's edge, and
+  the settings where every run collapsed (their cost is the cost of not training)."""
+  out = []
+  for p in PLACEMENTS:
+    for n in NORMS:
+      mine = [r for r in runs if r.overrides[a.PLACEMENT] == p and norm_of(r) == n]
+      if mine and all(r.status == "collapsed" for r in mine):
+        out.append(f"- {p}, {n}: every run collapsed, at every LR of the grid (final eval "
+                   "loss at the unigram level), so its cost is the cost of not training.")
+      elif note := a.edge_note(f"{p}, {n}: the LR read", m["read"][(p, n)][0], mine):
+        out.append(f"- {note}")
+  return out + [""] if out else []
+
+
 def analyze(runs):
   m = measure(runs)
   rows = [[p, n, a.fmt_lr(m["read"][(p, n)][0]), a.ci(list(m["read"][(p, n)][1].values())),
@@ -96,18 +112,29 @@ def analyze(runs):
            "eval loss there (nats/token, mean ± 95% CI over seeds) and its cost against "
            "LayerNorm in the same placement (paired by seed):", "",
            *a.table(["placement", "norm", "LR read", "loss there", "minus LayerNorm"], rows),
-           "", "The interaction, paired by seed:", ""]
-  words = []
-  for d in m["inter"].values():
-    words.append(within(d, LOSS_MARGIN))
-    where = {True: "within", False: "outside", None: "across the edge of"}[words[-1]]
+           "", *notes(runs, m), "The interaction, paired by seed:", ""]
+  words = {}
+  for (n, p), d in m["inter"].items():
+    words[(n, p)] = within(d, LOSS_MARGIN)
+    where = {True: "within", False: "outside", None: "across the edge of"}[words[(n, p)]]
     lines.append(f"- {d.text()}; its 95% interval lies {where} ± {LOSS_MARGIN:g}")
-  agrees = (True if all(w is True for w in words) else
-            False if any(w is False for w in words) else None)
-  return lines + ["", a.verdict(agrees, "A norm type's cost against LayerNorm is the same in "
-                                "post- and peri-norm as in pre-norm" + (
-                                    "" if agrees else " only where the lines above say so")
-                                + " (the four interactions above).")]
+  values = list(words.values())
+  agrees = (True if all(w is True for w in values) else
+            False if any(w is False for w in values) else None)
+  return lines + ["", a.verdict(agrees, answer(words))]
+
+
+def answer(words: dict) -> str:
+  """The one-sentence answer: per norm type, the placements where its cost against LayerNorm
+  is pre-norm's (interaction within the margin), differs (outside) or is not resolved."""
+  parts = []
+  for n in ("rmsnorm", "dyt"):
+    by = {w: [p for (m, p), v in words.items() if m == n and v is w] for w in (True, False, None)}
+    said = [f"the same in {'- and '.join(by[True])}-norm as in pre-norm"] if by[True] else []
+    said += [f"different in {'- and '.join(by[False])}-norm"] if by[False] else []
+    said += [f"not resolved in {'- and '.join(by[None])}-norm"] if by[None] else []
+    parts.append(f"{NAMES[n]}'s cost against LayerNorm is " + ", ".join(said))
+  return "; ".join(parts) + f" (interactions within ± {LOSS_MARGIN:g} nats/token, paired by seed)."
 
 
 def figures(runs, sweep_dir):

@@ -29,10 +29,11 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # depth: 90 runs (30 linked to lr_sensitivity's and warmup_stability's); warmup_length: 150
 # (60 linked); accelerator_replication: the 8 runs of the second GPU lease; clipping: 96 (48
 # linked to warmup_stability's); massive_activations: 30; qk_norm_post and hybrid_norm: 45
-# each (30 linked to lr_sensitivity's); prose_corpus: 75 on the prose corpus.
+# each (30 linked to lr_sensitivity's); prose_corpus: 75 on the prose corpus;
+# norm_type_placement: 135 (75 linked to lr_sensitivity's and norms').
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits", "norms", "depth",
            "warmup_length", "accelerator_replication", "clipping", "massive_activations",
-           "qk_norm_post", "hybrid_norm", "prose_corpus")
+           "qk_norm_post", "hybrid_norm", "prose_corpus", "norm_type_placement")
 REPORT_FILES = ("report.md", "results.csv")
 TRACKED_LIMIT_BYTES = 15_000_000  # issue 29: the whole tracked tree, what a clone carries
 

@@ -111,11 +111,34 @@ def test_norm_type_placement_calls_the_interaction_within_its_margin():
   # DyT costs 0.3 (+0.01 s) more in post-norm than in pre-norm: an interaction.
   post = _norm_runs(lambda p, n, s: (0.3 + 0.01 * s if p == "post" else 0.0) if n == "dyt"
                     else 0.0)
-  assert _verdict(ntp.analyze(post)).startswith("**Disagrees.**")
+  assert _verdict(ntp.analyze(post)) == (
+      "**Disagrees.** RMSNorm's cost against LayerNorm is the same in post- and peri-norm as in "
+      "pre-norm; DyT's cost against LayerNorm is the same in peri-norm as in pre-norm, "
+      "different in post-norm (interactions within ± 0.05 nats/token, paired by seed).")
   # 0.05 (+0.01 s) more: the interval crosses the margin's edge.
   edge = _norm_runs(lambda p, n, s: (0.04 + 0.01 * s if p == "peri" else 0.0) if n == "rmsnorm"
                     else 0.0)
-  assert _verdict(ntp.analyze(edge)).startswith("**Inconclusive.**")
+  assert _verdict(ntp.analyze(edge)).startswith(
+      "**Inconclusive.** RMSNorm's cost against LayerNorm is the same in post-norm as in "
+      "pre-norm, not resolved in peri-norm; DyT's")
+
+
+def test_norm_type_placement_names_a_setting_that_never_trained_and_an_edge_lr():
+  """Post-norm DyT collapsed at every LR (the committed study's case) is named as such, not
+  read as a located best LR; peri RMSNorm best at the grid's smallest LR gets the edge note."""
+  from experiments import norm_type_placement as ntp
+  runs = _norm_runs(lambda p, n, s: 0.0)
+  for r in runs:
+    if r.overrides[a.PLACEMENT] == "post" and ntp.norm_of(r) == "dyt":
+      r.status = "collapsed"
+    if r.overrides[a.PLACEMENT] == "peri" and ntp.norm_of(r) == "rmsnorm":
+      r.metrics["eval"][-1]["loss"] -= 0.5 * (r.overrides[a.LR] == LRS[0])
+  lines = ntp.analyze(runs)
+  assert ("- post, dyt: every run collapsed, at every LR of the grid (final eval loss at the "
+          "unigram level), so its cost is the cost of not training.") in lines
+  assert ("- peri, rmsnorm: the LR read: 0.0003 is the grid's smallest LR, so it is an upper "
+          "bound (not located).") in lines
+  assert not any(line.startswith("- pre, ") for line in lines)
 
 
 def _warmup_runs(cost):
