@@ -87,16 +87,32 @@ def measure(runs) -> dict:
   return {"read": read, "cost": cost, "inter": inter}
 
 
+def init_rms(runs) -> str:
+  """The per-layer residual RMS at the first diagnostics step (initialization), mean over
+  `runs`, as '0.288, 0.094, ...' from layer 0 up; 'not recorded' without diagnostics."""
+  profiles = [a.at_init(r, "residual_rms") for r in runs]
+  profiles = [q for q in profiles if q]
+  if not profiles:
+    return "not recorded"
+  return ", ".join(f"{sum(q[i] for q in profiles) / len(profiles):.3g}"
+                   for i in sorted(profiles[0]))
+
+
 def notes(runs, m) -> list[str]:
   """Bullets for the settings the grid does not locate: the LR read at the grid's edge, and
   the settings where every run collapsed (their cost is the cost of not training)."""
   out = []
   for p in PLACEMENTS:
+    layernorm = [r for r in runs if r.overrides[a.PLACEMENT] == p and norm_of(r) == "layernorm"]
     for n in NORMS:
       mine = [r for r in runs if r.overrides[a.PLACEMENT] == p and norm_of(r) == n]
       if mine and all(r.status == "collapsed" for r in mine):
         out.append(f"- {p}, {n}: every run collapsed, at every LR of the grid (final eval "
-                   "loss at the unigram level), so its cost is the cost of not training.")
+                   "loss at the unigram level), so its cost is the cost of not training. At "
+                   f"initialization its residual stream's RMS after each layer is "
+                   f"{init_rms(mine)}; with LayerNorm in {p}-norm, "
+                   f"{init_rms(layernorm)}"
+                   " (mean over its runs).")
       elif note := a.edge_note(f"{p}, {n}: the LR read", m["read"][(p, n)][0], mine):
         out.append(f"- {note}")
   return out + [""] if out else []

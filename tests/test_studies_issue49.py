@@ -135,10 +135,20 @@ def test_norm_type_placement_names_a_setting_that_never_trained_and_an_edge_lr()
       r.metrics["eval"][-1]["loss"] -= 0.5 * (r.overrides[a.LR] == LRS[0])
   lines = ntp.analyze(runs)
   assert ("- post, dyt: every run collapsed, at every LR of the grid (final eval loss at the "
-          "unigram level), so its cost is the cost of not training.") in lines
+          "unigram level), so its cost is the cost of not training. At initialization its "
+          "residual stream's RMS after each layer is not recorded; with LayerNorm in post-norm, "
+          "not recorded (mean over its runs).") in lines
   assert ("- peri, rmsnorm: the LR read: 0.0003 is the grid's smallest LR, so it is an upper "
           "bound (not located).") in lines
   assert not any(line.startswith("- pre, ") for line in lines)
+
+
+def test_norm_type_placement_init_rms_is_the_per_layer_mean_over_runs():
+  from experiments import norm_type_placement as ntp
+  rows = [[{"step": 0, "split": "diagnostics", "decoder/layer_0/residual_rms": v0,
+            "decoder/layer_1/residual_rms": v1}] for v0, v1 in ((0.3, 0.1), (0.1, 0.05))]
+  runs = [_run({a.PLACEMENT: "post", a.LR: 1e-3, "seed": s}, 3.4, rows[s]) for s in (0, 1)]
+  assert ntp.init_rms(runs) == "0.2, 0.075"
 
 
 def _warmup_runs(cost):
