@@ -363,3 +363,20 @@ def test_provenance_that_is_not_utf8_is_read_around(tmp_path):
   good = json.dumps({"command": "ok"}).encode()
   (tmp_path / provenance.FILE).write_bytes(b"\xff\xfe garbage\n" + good + b"\n\x80")
   assert provenance.read_records(str(tmp_path)) == [{"command": "ok"}]
+
+
+def test_a_resumed_runs_wall_time_leaves_out_the_pause(tmp_path):
+  """Stopped after 12 s of rows, resumed an hour later for 140 s more: 152 s, not 3,752 (the
+  committed Cost lines once counted the pause; norm_type_placement's said 3.97 h for 2.26)."""
+  import datetime
+  from transformer.report.runs import Run, wall_seconds
+  t0 = datetime.datetime(2026, 11, 27, 4, 34, 31, tzinfo=datetime.timezone.utc).timestamp()
+  later = t0 + 3600
+  records = [{"time": datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat(
+      timespec="seconds"), "resumed_from": r} for t, r in ((t0, None), (later, 25))]
+  (tmp_path / "provenance.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+  rows = {"train": [{"step": s, "time": t} for s, t in
+                    ((0, t0 + 5), (25, t0 + 17), (50, later + 20), (600, later + 160))]}
+  assert wall_seconds(Run("p", {}, 600, str(tmp_path), rows)) == pytest.approx(152)
+  (tmp_path / "provenance.jsonl").write_text(json.dumps(records[0]) + "\n")  # one start
+  assert wall_seconds(Run("p", {}, 600, str(tmp_path), rows)) == pytest.approx(3755)

@@ -227,7 +227,8 @@ def test_the_budget_section_places_the_best_run_against_the_bigram_level(tmp_pat
   assert "(1 of 4 runs have no record.)" in text
   # a: 60 s, b: 90 s (c is linked, d has no rows): median 75 s, 150 s = 0.0417 h in all.
   assert lines[-2] == ("**Cost:** 2 runs trained for this study, 1 linked from other studies; "
-                       "wall time per run (first to last metrics row) median 75 s, 0.04 h in "
+                       "wall time per run (first to last metrics row of each start, pauses "
+                       "left out) median 75 s, 0.04 h in "
                        "all (0.02 h elapsed if run two at a time).")
   assert lines[-4] == ("**Budget:** 2-4 tokens per parameter (1,000-2,000 tokens per run); best "
                        "run `a` ends at 2.0000 nats/token, 0.400 below the bigram level; 2 of 3 "

@@ -87,6 +87,7 @@ def cost_line(runs: Sequence[Run]) -> str:
   if not walls:
     return line + "."
   median = statistics.median(walls)
-  return line + (f"; wall time per run (first to last metrics row) median {median:.0f} s, "
+  return line + ("; wall time per run (first to last metrics row of each start, pauses left "
+                 f"out) median {median:.0f} s, "
                  f"{sum(walls) / 3600:.2f} h in all ({sum(walls) / 7200:.2f} h elapsed if run "
                  "two at a time).")

@@ -4,7 +4,9 @@ incomplete or missing. The report's other parts (statistics, figures, summary) t
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
+import datetime
 import hashlib
 import json
 import math
@@ -90,10 +92,28 @@ def collapsed(final_eval_loss: float, entropy: float) -> bool:
 
 
 def wall_seconds(run: Run) -> Optional[float]:
-  """The run's wall time, seconds from its first to its last metrics row (start-up and the
-  first compilation before the first row are not in it); None without timed rows."""
-  times = [row["time"] for rows in run.metrics.values() for row in rows if "time" in row]
-  return max(times) - min(times) if times else None
+  """The run's wall time: per start of the run (its provenance records), seconds from the
+  first to the last metrics row written after that start, summed. A run stopped and resumed
+  later does not count the pause; start-up and the first compilation before each start's first
+  row are not in it. None without timed rows."""
+  times = sorted(row["time"] for rows in run.metrics.values() for row in rows if "time" in row)
+  if not times:
+    return None
+  starts = sorted(t for t in (start_time(r) for r in provenance.read_records(run.workdir)[1:])
+                  if t is not None)
+  segments: dict[int, list[float]] = {}
+  for t in times:
+    segments.setdefault(bisect.bisect_right(starts, t), []).append(t)
+  return sum(max(seg) - min(seg) for seg in segments.values())
+
+
+def start_time(record: dict) -> Optional[float]:
+  """A provenance record's start time (ISO 8601, whole seconds) as epoch seconds, None when
+  absent or unreadable."""
+  try:
+    return datetime.datetime.fromisoformat(record["time"]).timestamp()
+  except (KeyError, TypeError, ValueError):
+    return None
 
 
 def entropy_key(data: Any, identity: Optional[str]) -> str:
