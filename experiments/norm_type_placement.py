@@ -110,9 +110,8 @@ def notes(runs, m) -> list[str]:
         out.append(f"- {p}, {n}: every run collapsed, at every LR of the grid (final eval "
                    "loss at the unigram level), so its cost is the cost of not training. At "
                    f"initialization its residual stream's RMS after each layer is "
-                   f"{init_rms(mine)}; with LayerNorm in {p}-norm, "
-                   f"{init_rms(layernorm)}"
-                   " (mean over its runs).")
+                   f"{init_rms(mine)}; with LayerNorm in {p}-norm, {init_rms(layernorm)} "
+                   "(mean over its runs).")
       elif note := a.edge_note(f"{p}, {n}: the LR read", m["read"][(p, n)][0], mine):
         out.append(f"- {note}")
   return out + [""] if out else []
