@@ -23,7 +23,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from transformer.sweep.points import read_manifest  # noqa: E402
+from transformer.sweep.points import point_command, read_manifest  # noqa: E402
 from transformer.workdir import read_metrics  # noqa: E402
 
 DEFAULT_STUDY = os.path.join("experiments", "results", "lr_sensitivity")
@@ -36,18 +36,18 @@ def eval_losses(workdir: str) -> dict:
 
 
 def retrain(study: str, point: str, workdir: str) -> dict:
-  """Trains the point (the study's config file and the point's overrides) into `workdir` with
-  `launch.py`; returns its `{step: eval loss}`."""
+  """Trains the point into `workdir` with the command its sweep ran (`point_command`: the
+  study's config file, the sweep's shared overrides and the point's); returns its
+  `{step: eval loss}`."""
   manifest = read_manifest(study)
   found = [p for p in manifest["points"] if p["name"] == point]
   if not found:
     raise SystemExit(f"check_reuse: {study} has no point {point!r}; its points are in "
                      f"{os.path.join(study, 'sweep.json')}")
-  overrides = found[0]["overrides"]
-  command = [sys.executable, os.path.join(ROOT, "launch.py"), "--mode=train",
-             f"--config={manifest.get('config', 'configs/default.py')}", f"--workdir={workdir}"]
-  command += [f"--config.{k}={v}" for k, v in overrides.items() if k != "seed"]
-  command += [f"--config.seed={overrides['seed']}"] if "seed" in overrides else []
+  command = point_command(os.path.join(ROOT, "launch.py"),
+                          manifest.get("config", "configs/default.py"),
+                          manifest.get("overrides", []), found[0]["overrides"], workdir,
+                          sys.executable)
   subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
   return eval_losses(workdir)
 
