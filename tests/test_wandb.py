@@ -16,7 +16,7 @@ import pytest
 from transformer.config import ConfigError
 from transformer.train import wandb_writer
 from transformer.train.writers import MetricWriter
-from tests.wandb_records import history_steps, run_of
+from tests.wandb_records import history_steps, run_of, settled_history_steps
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -76,7 +76,7 @@ def test_a_sink_resumes_a_hyphenated_id_without_wandb_warnings(tmp_path, monkeyp
   out = "".join(capfd.readouterr())
   assert "reinit" not in out and "deprecated" not in out.lower(), out
   files = glob.glob(str(tmp_path / "wandb/offline-run-*/run-run-2024-07-a.wandb"))
-  assert len(files) == 1 and history_steps(files[0], "train/loss") == [5]
+  assert len(files) == 1 and settled_history_steps(files[0], "train/loss") == [5]
 
 
 def test_missing_wandb_is_one_line_naming_the_extra(monkeypatch):

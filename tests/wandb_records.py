@@ -8,6 +8,7 @@ blocks, each `crc32 (4) | length (2, little endian) | type (1: full, 2: first, 3
 """
 
 import struct
+import time
 
 from wandb.proto import wandb_internal_pb2
 
@@ -49,6 +50,21 @@ def history_steps(path: str, key: str) -> list[int]:
     if key in items:
       steps.append(int(r.history.step.num) if r.history.HasField("step")
                    else int(items["_step"]))
+  return steps
+
+
+def settled_history_steps(path: str, key: str, timeout_s: float = 30.0) -> list[int]:
+  """`history_steps` once the rows have reached the file, for a run finished in this process.
+
+  wandb's service process writes the `.wandb` file, flushing on an interval
+  (`wandb_writer.FLUSH_SECONDS`); once in CI, on 2 busy cores, the file read right after
+  `run.finish()` returned held no history row yet. Waits at most `timeout_s` for one.
+  """
+  deadline = time.monotonic() + timeout_s
+  steps = history_steps(path, key)
+  while not steps and time.monotonic() < deadline:
+    time.sleep(0.2)
+    steps = history_steps(path, key)
   return steps
 
 
