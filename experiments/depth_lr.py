@@ -26,6 +26,8 @@ LR minus at its own best).
 
 from __future__ import annotations
 
+import math
+
 from experiments import analysis as a
 from experiments import atlas, paired
 from experiments.presets import LAYERS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
@@ -77,8 +79,9 @@ def measure(runs) -> dict:
     at_lr6 = paired.seed_losses([r for r in sets[(p, deep)] if r.overrides[a.LR] == lr6])
     retune[p] = paired.difference(f"{p} at {deep} layers, the {shallow}-layer best LR minus "
                                   "its own", at_lr6, best[(p, deep)][1])
+  lrs = {k: sorted({r.overrides[a.LR] for r in v}) for k, v in sets.items()}
   return {"placements": placements, "depths": depths, "best": best, "cost": cost,
-          "retune": retune}
+          "retune": retune, "lrs": lrs}
 
 
 def _call(m) -> object:
@@ -111,8 +114,38 @@ def analyze(runs):
   lines += ["", *(f"- {n}" for n in edges)] if edges else []
   return lines + ["", a.verdict(_call(m), "DeepNorm and Admin gain from depth (their depth "
                                 f"cost's interval below -{LOSS_MARGIN:g}) where post-norm does "
-                                "not, each depth at its own best LR" + (
-                                    "" if _call(m) else ": see the lines above") + ".")]
+                                "not, each depth at its own best LR. " + depth_costs(m)
+                                + " " + lr_shift(m))]
+
+
+def depth_costs(m) -> str:
+  """The depth cost (deep minus shallow, each at its best LR) of the judged placements and
+  post-norm, one clause each."""
+  said = []
+  for p in (*GAINS, "post"):
+    if p in m["cost"]:
+      mean, half = m["cost"][p].interval
+      said.append(f"{p} {mean:+.3f}" + ("" if math.isnan(half) else f" ± {half:.3f}"))
+  shallow, deep = m["depths"][0], m["depths"][-1]
+  return (f"Depth cost ({deep} minus {shallow} layers, nats/token, paired by seed): "
+          + ", ".join(said) + ".")
+
+
+def lr_shift(m) -> str:
+  """The atlas question's other half in one sentence: per placement, whether the best LR of its
+  window moves from the shallow depth to the deep one (a best LR on the window's edge is a
+  bound, said so)."""
+  shallow, deep = m["depths"][0], m["depths"][-1]
+  groups: dict = {}
+  for p in m["placements"]:
+    lr6, lr12 = m["best"][(p, shallow)][0], m["best"][(p, deep)][0]
+    move = "stays" if lr6 == lr12 else ("falls" if lr12 < lr6 else "rises")
+    edge = lr12 in (m["lrs"][(p, deep)][0], m["lrs"][(p, deep)][-1]) and lr12 != lr6
+    groups.setdefault(move, []).append(f"{p} ({a.fmt_lr(lr6)} to {a.fmt_lr(lr12)}"
+                                       + (", the window's edge" if edge else "") + ")")
+  said = [f"{move} for {', '.join(names)}" for move, names in groups.items()]
+  return (f"From {shallow} to {deep} layers the best LR of a three-LR window "
+          + "; ".join(said) + ".")
 
 
 def figures(runs, sweep_dir):

@@ -205,10 +205,31 @@ def test_depth_lr_reads_each_depth_at_its_own_best_lr():
   assert m["retune"]["pre"].per_seed == pytest.approx({0: 0.1, 1: 0.1, 2: 0.1})
   lines = depth_lr.analyze(_depth_lr_runs(gains))
   assert _verdict(lines).startswith("**Agrees.**")
+  assert ("Depth cost (12 minus 6 layers, nats/token, paired by seed): deepnorm -0.110 ± "
+          in _verdict(lines) and ", post +0.000 ± 0.000." in _verdict(lines))
+  # Every placement's best LR falls one step, onto the 12-layer window's lowest LR.
+  assert _verdict(lines).endswith("From 6 to 12 layers the best LR of a three-LR window falls "
+                                  "for post (0.001 to 0.0003, the window's edge), pre (0.003 to "
+                                  "0.001, the window's edge), " + ", ".join(
+                                      f"{p} (0.003 to 0.001, the window's edge)"
+                                      for p in ("peri", "deepnorm", "admin", "hybrid")) + ".")
   assert any(l.startswith("- deepnorm, 12 minus 6 layers, each at its best LR: -0.110 ± ")
              for l in lines)
   assert _verdict(depth_lr.analyze(_depth_lr_runs(
       lambda p, s: 0.1 if p == "deepnorm" else -0.1))).startswith("**Disagrees.**")
+
+
+def test_depth_lr_says_where_the_best_lr_stays_and_where_it_moves():
+  from experiments import depth_lr
+  window = {("pre", 12): [1e-3, 3e-3, 1e-2], ("post", 12): [3e-4, 1e-3, 3e-3],
+            ("peri", 12): [1e-3, 3e-3, 1e-2]}
+  best = {("pre", 6): 3e-3, ("pre", 12): 3e-3, ("post", 6): 1e-3, ("post", 12): 3e-3,
+          ("peri", 6): 1e-2, ("peri", 12): 3e-3}
+  m = {"depths": [6, 12], "placements": ["pre", "post", "peri"], "lrs": window,
+       "best": {k: (lr, {}) for k, lr in best.items()}}
+  assert depth_lr.lr_shift(m) == (
+      "From 6 to 12 layers the best LR of a three-LR window stays for pre (0.003 to 0.003); "
+      "rises for post (0.001 to 0.003, the window's edge); falls for peri (0.01 to 0.003).")
 
 
 def _long_run(overrides, final, evals=()):
