@@ -197,7 +197,7 @@ def _depth_lr_runs(gain):
 
 def test_depth_lr_reads_each_depth_at_its_own_best_lr():
   from experiments import depth_lr
-  assert len(depth_lr.get_sweep("cpu")) == 108
+  assert len(depth_lr.get_sweep("cpu")) == 114  # 108 and 6 added below 2 windows' edge
   gains = lambda p, s: 0.1 + 0.01 * s if p in depth_lr.GAINS else 0.0
   m = depth_lr.measure(_depth_lr_runs(gains))
   assert m["best"][("pre", 6)][0] == 3e-3 and m["best"][("pre", 12)][0] == 1e-3
@@ -208,7 +208,7 @@ def test_depth_lr_reads_each_depth_at_its_own_best_lr():
   assert ("Depth cost (12 minus 6 layers, nats/token, paired by seed): deepnorm -0.110 ± "
           in _verdict(lines) and ", post +0.000 ± 0.000." in _verdict(lines))
   # Every placement's best LR falls one step, onto the 12-layer window's lowest LR.
-  assert _verdict(lines).endswith("From 6 to 12 layers the best LR of a three-LR window falls "
+  assert _verdict(lines).endswith("From 6 to 12 layers the best LR of its window falls "
                                   "for post (0.001 to 0.0003, the window's edge), pre (0.003 to "
                                   "0.001, the window's edge), " + ", ".join(
                                       f"{p} (0.003 to 0.001, the window's edge)"
@@ -228,7 +228,7 @@ def test_depth_lr_says_where_the_best_lr_stays_and_where_it_moves():
   m = {"depths": [6, 12], "placements": ["pre", "post", "peri"], "lrs": window,
        "best": {k: (lr, {}) for k, lr in best.items()}}
   assert depth_lr.lr_shift(m) == (
-      "From 6 to 12 layers the best LR of a three-LR window stays for pre (0.003 to 0.003); "
+      "From 6 to 12 layers the best LR of its window stays for pre (0.003 to 0.003); "
       "rises for post (0.001 to 0.003, the window's edge); falls for peri (0.01 to 0.003).")
 
 
