@@ -33,7 +33,8 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # norm_type_placement: 135 (75 linked to lr_sensitivity's and norms').
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits", "norms", "depth",
            "warmup_length", "accelerator_replication", "clipping", "massive_activations",
-           "qk_norm_post", "hybrid_norm", "prose_corpus", "norm_type_placement", "depth_lr")
+           "qk_norm_post", "hybrid_norm", "prose_corpus", "norm_type_placement", "depth_lr",
+           "depth_post")
 REPORT_FILES = ("report.md", "results.csv")
 TRACKED_LIMIT_BYTES = 15_000_000  # issue 29: the whole tracked tree, what a clone carries
 
