@@ -27,8 +27,6 @@ LR minus at its own best).
 
 from __future__ import annotations
 
-import math
-
 from experiments import analysis as a
 from experiments import atlas, paired
 from experiments.presets import LAYERS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
@@ -133,8 +131,7 @@ def depth_costs(m) -> str:
   said = []
   for p in (*GAINS, "post"):
     if p in m["cost"]:
-      mean, half = m["cost"][p].interval
-      said.append(f"{p} {mean:+.3f}" + ("" if math.isnan(half) else f" ± {half:.3f}"))
+      said.append(f"{p} {m['cost'][p].estimate()}")
   shallow, deep = m["depths"][0], m["depths"][-1]
   return (f"Depth cost ({deep} minus {shallow} layers, nats/token, paired by seed): "
           + ", ".join(said) + ".")

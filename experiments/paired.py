@@ -106,11 +106,14 @@ class Difference:
   def interval(self) -> tuple[float, float]:
     return mean_ci(list(self.per_seed.values()))
 
-  def text(self) -> str:
+  def estimate(self) -> str:
+    """The mean and its half-width, `+0.123 ± 0.045` (the mean alone from one seed)."""
     mean, half = self.interval
-    spread = "" if math.isnan(half) else f" ± {half:.3f}"
+    return f"{mean:+.3f}" + ("" if math.isnan(half) else f" ± {half:.3f}")
+
+  def text(self) -> str:
     unit = f" {self.unit}" if self.unit else ""
-    return f"{self.label}: {mean:+.3f}{spread}{unit} ({len(self.per_seed)} seeds)"
+    return f"{self.label}: {self.estimate()}{unit} ({len(self.per_seed)} seeds)"
 
 
 def difference(label: str, a: dict, b: dict, unit: str = "nats/token") -> Difference:
