@@ -30,7 +30,8 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # (60 linked); accelerator_replication: the 8 runs of the second GPU lease; clipping: 96 (48
 # linked to warmup_stability's); massive_activations: 30; qk_norm_post and hybrid_norm: 45
 # each (30 linked to lr_sensitivity's); prose_corpus: 75 on the prose corpus;
-# norm_type_placement: 135 (75 linked to lr_sensitivity's and norms').
+# norm_type_placement: 135 (75 linked to lr_sensitivity's and norms'); depth_lr: 114 (69 linked
+# to lr_sensitivity's, hybrid_norm's and depth's); depth_post: 54 of post-norm at 6-24 layers.
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits", "norms", "depth",
            "warmup_length", "accelerator_replication", "clipping", "massive_activations",
            "qk_norm_post", "hybrid_norm", "prose_corpus", "norm_type_placement", "depth_lr",
