@@ -205,7 +205,8 @@ def test_a_second_call_fills_the_rows_the_first_could_not_measure():
 def test_bench_rows_run_the_switches_before_the_largest_batches_and_can_be_picked():
   labels = [s["label"] for s in report.bench_specs(report.PROFILES["gpu"])]
   assert labels == ["batch 8", "batch 16", "xla attention, batch 16", "chunked loss, batch 16",
-                    "vocabulary not padded, batch 16", "batch 32", "batch 64"]
+                    "vocabulary not padded, batch 16", "scanned layers, batch 16", "batch 32",
+                    "batch 64"]
   picked = report.bench_specs(report.PROFILES["gpu"], ("batch 64", "chunked loss, batch 16"))
   assert [s["label"] for s in picked] == ["chunked loss, batch 16", "batch 64"]
   code, log = _run("run", "--out=/nonexistent/x", "--bench_rows=batch 3", timeout=60)
