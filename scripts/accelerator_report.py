@@ -76,7 +76,7 @@ PROFILES = {
                          ("chunked loss", {"train.loss_chunk": 256}),
                          ("vocabulary not padded", {"model.vocab_pad_multiple": 1}),
                          ("scanned layers", {"model.scan_layers": True})],
-            "bench_steps": 10, "profile": [6, 8], "replication": "gpu", "parallel": 1,
+            "bench_steps": 10, "trace_steps": [6, 8], "replication": "gpu", "parallel": 1,
             "shares": {"probe": 0.04, "bench": 0.56, "replication": 0.40}},
     "cpu": {"config": "configs/default.py", "base": {}, "batches": [16], "switch_batch": 16,
             "switches": [], "bench_steps": 20, "replication": "",
@@ -85,7 +85,7 @@ PROFILES = {
              "switch_batch": 2,
              "switches": [("chunked loss", {"train.loss_chunk": 16}),
                           ("vocabulary not padded", {"model.vocab_pad_multiple": 1})],
-             "bench_steps": 3, "profile": [2, 2], "replication": "tiny", "parallel": 2,
+             "bench_steps": 3, "trace_steps": [2, 2], "replication": "tiny", "parallel": 2,
              "shares": {"probe": 0.1, "bench": 0.4, "replication": 0.5}},
 }
 
@@ -193,7 +193,8 @@ def bench_specs(profile: dict, only: tuple[str, ...] = ()) -> list[dict]:
   def batch_row(b: int) -> dict:
     row = {**base, "label": f"batch {b}",
            "overrides": {**profile["base"], "train.batch_size": b}}
-    return {**row, "profile": profile["profile"]} if b == at and profile.get("profile") else row
+    traced = b == at and profile.get("trace_steps")
+    return {**row, "trace_steps": profile["trace_steps"]} if traced else row
 
   switches = [{**base, "label": f"{name}, batch {at}", "switch": name,
                "overrides": {**profile["base"], "train.batch_size": at, **change}}

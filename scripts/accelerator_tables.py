@@ -18,7 +18,7 @@ MFU_GAP = 0.45  # GPT-2 small on an H100/H200 below this MFU is named as a gap
 MEMORY_GAP = 0.10  # measured peak device memory this far from XLA's compiled figure: a gap
 BENCH_HEADER = ["row", "kind", "params", "batch x tokens", "dtype", "attention", "vocab pad",
                 "loss chunk", "step ms", "tokens/s", "MFU", "device peak GiB",
-                "compiled GiB", "compile s", "row s"]
+                "compiled GiB", "init s", "compile s", "row s"]
 
 
 class ReportError(Exception):
@@ -51,9 +51,10 @@ def read_report(path: str) -> dict:
 def combine(earlier: dict, later: dict) -> dict:
   """`earlier` with each bench row that has no figures (stopped, skipped, failed) replaced by
   `later`'s row of the same label where that one has them, and `later`'s measured rows of a
-  label `earlier` lacks (a row whose settings changed since) appended: a second call on the
-  same device completes the first. The rows taken and the later command are named in
-  `amended`."""
+  label `earlier` lacks (a row whose settings changed since) appended, and `later`'s
+  replication part, where it ran one, in place of `earlier`'s (merge commits that call's
+  study runs): a second call on the same device completes the first. What was taken and the
+  later command are named in `amended`."""
   if slug(earlier) != slug(later):
     raise ReportError(f"cannot combine reports of {slug(earlier)} and {slug(later)}.")
   newer = {r["label"]: r for r in later["parts"].get("bench", {}).get("rows", [])
@@ -72,9 +73,15 @@ def combine(earlier: dict, later: dict) -> dict:
       taken.append(label)
   out = json.loads(json.dumps(earlier))
   out["parts"].setdefault("bench", {})["rows"] = rows
-  if taken:
-    note = (f"rows {', '.join(taken)} measured by `{later['command']}` "
-            f"({later['started']}, commit {later['commit']})")
+  # merge copies a later call's study runs over the committed ones: its part describes them
+  replication = later["parts"].get("replication")
+  if replication:
+    out["parts"]["replication"] = replication
+  what = ([f"rows {', '.join(taken)}"] if taken else []) + (
+      ["the replication"] if replication else [])
+  if what:
+    note = (f"{' and '.join(what)} measured by `{later['command']}` ({later['started']}, "
+            f"commit {later['commit']})")
     out["amended"] = "; ".join(x for x in (earlier.get("amended"), note) if x)
   return out
 
@@ -111,6 +118,12 @@ def bench_outcome(row: dict) -> str:
   return f"{row['step_s'] * 1e3:.1f} ms/step, {row['tokens_per_s']:,.0f} tokens/s{mfu}"
 
 
+def _seconds(value) -> str:
+  """A duration to 0.1 s, or "-" where the row did not record it (rows measured before
+  `init_s` was)."""
+  return f"{value:.1f}" if isinstance(value, (int, float)) else "-"
+
+
 def bench_cells(row: dict) -> list[str]:
   """The cells of one bench row under BENCH_HEADER (the outcome spans them when it failed)."""
   if "step_s" not in row:
@@ -122,7 +135,7 @@ def bench_cells(row: dict) -> list[str]:
           f"{row['step_s'] * 1e3:.1f}", f"{row['tokens_per_s']:,.0f}",
           f"{row['mfu']:.1%}" if row.get("mfu") is not None else "n/a",
           _gib(mem.get("device_peak_bytes")), _gib(mem.get("compiled_total_bytes")),
-          f"{row['compile_s']:.1f}",
+          _seconds(row.get("init_s")), f"{row['compile_s']:.1f}",
           f"{row['elapsed_s']:.0f}" if isinstance(row.get("elapsed_s"), (int, float)) else "-"]
 
 
@@ -210,7 +223,7 @@ def _parts(report: dict) -> list[str]:
 def profile_lines(row: dict) -> list[str]:
   """A profiled row's device time per step: by kind of kernel, and its top kernels."""
   prof = row.get("profile")
-  if not prof:
+  if not isinstance(prof, dict):  # no trace summary: the row was stopped, failed or not traced
     return []
   head = ["", f"## Profile: {row['label']}", ""]
   if prof.get("error"):
@@ -254,8 +267,9 @@ def markdown(report: dict) -> str:
            "Each row a process of its own (its peak device memory is its own); step time "
            "dispatched back to back, blocked once at the end (transformer/train/bench.py). "
            "device peak: `memory_stats()['peak_bytes_in_use']`; compiled: XLA's memory "
-           "analysis of the same step (arguments + outputs + temporaries - aliased); row s: the "
-           "row's whole process (start, init, compile, steps) as the report timed it.", "",
+           "analysis of the same step (arguments + outputs + temporaries - aliased); init s: "
+           "compiling and running the initializer and placing the batch; row s: the row's "
+           "whole process (start, init, compile, steps) as the report timed it.", "",
            *table(BENCH_HEADER, [bench_cells(r) for r in rows]), "", "## Gaps", "",
            *([f"- {g}" for g in found] or ["None of the issue's thresholds is crossed."]),
            *[line for r in rows for line in profile_lines(r)], *_replication(report)]

@@ -69,7 +69,7 @@ def bench(spec: dict) -> dict:
   from transformer.errors import out_of_memory
   from transformer.train import bench as bench_lib
   from transformer.train import runtime
-  profile = spec.get("profile")  # [first, last] timed steps to trace
+  profile = spec.get("trace_steps")  # [first, last] timed steps to trace
   overrides = dict(spec["overrides"], **({"train.profile_steps": f"{profile[0]},{profile[1]}"}
                                          if profile else {}))
   config = load_config(spec["config"], overrides)

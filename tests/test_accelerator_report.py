@@ -106,6 +106,30 @@ def test_the_readmes_switch_figures_are_the_committed_h200_rows():
   assert [p for p in phrases if p not in text] == []
 
 
+def test_the_readmes_scanned_layers_figures_are_the_third_leases_rows():
+  results = os.path.join(ROOT, "experiments", "results", "accelerator")
+  with open(os.path.join(results, "calls", "gpu-nvidia-h200-2026-11-27T1844.json"),
+            encoding="utf-8") as f:
+    (unrolled,) = json.load(f)["parts"]["bench"]["rows"]  # that call ran batch 16 alone
+  with open(os.path.join(results, "gpu-nvidia-h200.json"), encoding="utf-8") as f:
+    scanned = next(r for r in json.load(f)["parts"]["bench"]["rows"]
+                   if r["label"] == "scanned layers, batch 16")
+  assert unrolled["label"] == "batch 16" and unrolled["config"]["scan"] is False
+  assert scanned["config"]["scan"] is True
+  u, s = unrolled, scanned
+  saved = (u["init_s"] + u["compile_s"]) - (s["init_s"] + s["compile_s"])
+  even = saved / (s["step_s"] - u["step_s"])
+  phrases = [f"of the batch-16 row's {u['elapsed_s']:.1f} s, **{u['init_s']:.1f} s are the "
+             f"initializer**",
+             f"**scanned layers start {saved:.0f} s sooner and step "
+             f"{s['step_s'] / u['step_s'] - 1:.0%} slower** (initializer {s['init_s']:.1f} "
+             f"against {u['init_s']:.1f} s, step compiled in {s['compile_s']:.1f} against "
+             f"{u['compile_s']:.1f} s; {s['step_s'] * 1e3:.1f} against {u['step_s'] * 1e3:.1f} "
+             f"ms per step): they pay off in runs under about {round(even, -2):,.0f} steps"]
+  text = " ".join(open(os.path.join(ROOT, "README.md"), encoding="utf-8").read().split())
+  assert [p for p in phrases if p not in text] == []
+
+
 @pytest.mark.parametrize("content, why", [(b"", "unreadable"), (b"\xff\xfe{", "unreadable"),
                                           (b'{"schema": 1, "parts"', "unreadable"),
                                           (b"[1, 2]", "not an accelerator report")])
@@ -171,6 +195,33 @@ def _report(rows, command="first", amended=None):
   return {**rep, "amended": amended} if amended else rep
 
 
+def _full_report(rows):
+  """`_report` with the header fields `markdown` writes (versions, budget, host)."""
+  return {**_report(rows), "versions": {"jax": "0.11.2"}, "budget_s": 100.0,
+          "elapsed_s": 61.0, "host": {"cpu_cores": 16, "load_average": [0.0, 0.0, 0.0]}}
+
+
+def test_a_report_whose_traced_row_was_stopped_still_writes_its_markdown():
+  # a third H200 lease: the batch-16 row, the one traced, ran out of its share; the spec's
+  # trace steps once shared the key of the trace summary, and markdown() raised on them
+  spec = next(s for s in report.bench_specs(report.PROFILES["gpu"]) if s.get("trace_steps"))
+  stopped = {**spec, "stopped": "bench batch 16: stopped, its share of the time ran out"}
+  assert "profile" not in stopped
+  text = tables.markdown(_full_report([stopped]))
+  assert "| batch 16 | stopped: bench batch 16: stopped" in text
+  assert "## Profile" not in text
+  config = {"kind": "decoder_lm", "batch": 16, "length": 1024, "dtype": "bfloat16",
+            "attention": "cudnn", "vocab_pad_multiple": 64, "loss_chunk": 0}
+  measured = {**_row("batch 16", 16, 0.04, 0.35, peak=13.44 * 2**30,
+                     compiled=13.44 * 2**30), "config": config, "params": 124.5e6,
+              "init_s": 42.44, "compile_s": 19.5, "elapsed_s": 69.5}
+  row_line = next(line for line in tables.markdown(_full_report([measured])).splitlines()
+                  if line.startswith("| batch 16 |"))
+  assert row_line.endswith("| 13.44 | 13.44 | 42.4 | 19.5 | 70 |")  # init s beside compile s
+  del measured["init_s"]  # rows measured before init_s was recorded
+  assert "| 13.44 | - | 19.5 | 70 |" in tables.markdown(_full_report([measured]))
+
+
 def test_a_second_call_fills_the_rows_the_first_could_not_measure():
   first = _report([_row("batch 8", 8, 0.02, 0.3), {"label": "batch 64", "stopped": "share"},
                    {"label": "xla attention, batch 16", "stopped": "not started"}])
@@ -196,6 +247,13 @@ def test_a_second_call_fills_the_rows_the_first_could_not_measure():
   assert [r["label"] for r in out["parts"]["bench"]["rows"]][-1] == "chunked loss, batch 16"
   assert out["parts"]["bench"]["rows"][-1]["measured_in"] == "third"
   assert out["amended"].endswith("rows chunked loss, batch 16 measured by `third` (then, commit c)")
+  # a later call's study replaces the earlier's (merge commits its runs), and says so
+  fourth = _report([_row("batch 8", 8, 0.5, 0.01)], command="fourth")
+  fourth["parts"]["replication"] = {"points_finished": ["a", "b"]}
+  out = tables.combine(out, fourth)
+  assert out["parts"]["replication"] == {"points_finished": ["a", "b"]}
+  assert out["parts"]["bench"]["rows"][0]["step_s"] == 0.02
+  assert out["amended"].endswith("; the replication measured by `fourth` (then, commit c)")
   other = _report([])
   other["parts"]["probe"]["device_kind"] = "NVIDIA H100 80GB HBM3"
   with pytest.raises(tables.ReportError, match="cannot combine"):
