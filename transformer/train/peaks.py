@@ -51,6 +51,9 @@ PEAK_FLOPS = {  # device_kind prefix -> {model.dtype: FLOP/s}
 # float32 matmul of this size (jit-compiled, timed a few times), cached per machine.
 CPU_PEAK_MATMUL_SIZE = 2048
 CPU_PEAK_REPEATS = 5
+# A measurement taken while the 1-minute load average was at least this many runnable
+# processes per core shared the cores with other work (a sweep's other runs): likely too low.
+BUSY_LOAD_PER_CORE = 0.75
 
 
 def cache_dir() -> str:
@@ -105,9 +108,24 @@ def _cpu_key() -> str:
   return f"{_cpu_model()} | {_cpu_cores()} cores | jax {jax.__version__}"
 
 
-def _new_entry(flops: float) -> dict:
-  return {"flops_per_sec": flops, "matmul_size": CPU_PEAK_MATMUL_SIZE,
-          "measured": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+def _load_average() -> Optional[float]:
+  """The 1-minute load average (runnable processes), or None where the OS gives none."""
+  try:
+    return round(os.getloadavg()[0], 2)
+  except (OSError, AttributeError):
+    return None
+
+
+def _busy(load: Optional[float]) -> bool:
+  return load is not None and load >= BUSY_LOAD_PER_CORE * _cpu_cores()
+
+
+def _measured_entry() -> dict:
+  """A new measurement, with the load the cores carried when it started."""
+  load = _load_average()
+  return {"flops_per_sec": measure_matmul_flops(), "matmul_size": CPU_PEAK_MATMUL_SIZE,
+          "measured": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+          "load_average": load}
 
 
 def _write_cache(path: str, cache: dict) -> None:
@@ -122,8 +140,13 @@ def _write_cache(path: str, cache: dict) -> None:
 
 def _cpu_source(entry: dict, path: str) -> str:
   n = entry.get("matmul_size", CPU_PEAK_MATMUL_SIZE)
+  load = entry.get("load_average")
+  busy = (f", load average {load} on {_cpu_cores()} cores: other work shared them, so the "
+          "peak is likely low and MFU high; it is measured again once they are free"
+          if _busy(load) else "")
   return (f"measured float32 {n}x{n} matmul on {_cpu_cores()} CPU cores, "
-          f"{entry['flops_per_sec'] / 1e9:,.0f} GFLOP/s ({entry['measured']}; cached in {path})")
+          f"{entry['flops_per_sec'] / 1e9:,.0f} GFLOP/s ({entry['measured']}{busy}; cached in "
+          f"{path})")
 
 
 def cpu_peak_flops(directory: Optional[str] = None) -> tuple[float, str]:
@@ -131,15 +154,19 @@ def cpu_peak_flops(directory: Optional[str] = None) -> tuple[float, str]:
 
   Measured once per (CPU model, cores usable by this process, JAX version) and cached in
   `cpu_peak_path(directory)`; delete that file to measure again. A figure measured while other
-  processes shared the cores is too low: `remeasure_cpu_peak` raises it (it never lowers it).
+  processes shared the cores is too low: its source says so (the load average it was measured
+  at), and it is measured again (`remeasure_cpu_peak`, which never lowers it) by the first call
+  that finds the cores free.
   """
   path = cpu_peak_path(directory)
   key = _cpu_key()
   cache = _read_cache(path)
   entry = cache.get(key)
   if not _valid_entry(entry):
-    entry = cache[key] = _new_entry(measure_matmul_flops())
+    entry = cache[key] = _measured_entry()
     _write_cache(path, cache)
+  elif _busy(entry.get("load_average")) and not _busy(_load_average()):
+    return remeasure_cpu_peak(directory)
   return entry["flops_per_sec"], _cpu_source(entry, path)
 
 
@@ -150,11 +177,15 @@ def remeasure_cpu_peak(directory: Optional[str] = None) -> tuple[float, str]:
   A peak only goes up: a measurement on busy cores never lowers it."""
   path = cpu_peak_path(directory)
   key = _cpu_key()
-  new = _new_entry(measure_matmul_flops())
+  new = _measured_entry()
   cache = _read_cache(path)  # read after measuring: keep what a concurrent run wrote meanwhile
   entry = cache.get(key)
   if not _valid_entry(entry) or new["flops_per_sec"] > entry["flops_per_sec"]:
     entry = cache[key] = new
+    _write_cache(path, cache)
+  elif _busy(entry.get("load_average")) and not _busy(new["load_average"]):
+    # a measurement on free cores found no more: the busy one was not low after all
+    entry = cache[key] = {**entry, "load_average": new["load_average"]}
     _write_cache(path, cache)
   return entry["flops_per_sec"], _cpu_source(entry, path)
 
