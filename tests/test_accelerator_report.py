@@ -108,7 +108,8 @@ def test_the_readmes_switch_figures_are_the_committed_h200_rows():
 
 def test_the_readmes_scanned_layers_figures_are_the_third_leases_rows():
   results = os.path.join(ROOT, "experiments", "results", "accelerator")
-  with open(os.path.join(results, "calls", "gpu-nvidia-h200-2026-11-27T1844.json"),
+  with open(os.path.join(ROOT, "experiments", "results", "accelerator_calls",
+                         "gpu-nvidia-h200-2026-11-27T1844.json"),
             encoding="utf-8") as f:
     (unrolled,) = json.load(f)["parts"]["bench"]["rows"]  # that call ran batch 16 alone
   with open(os.path.join(results, "gpu-nvidia-h200.json"), encoding="utf-8") as f:
