@@ -220,19 +220,22 @@ def run_bench(profile: dict, deadline: float, only: tuple[str, ...] = ()) -> dic
   return {"rows": rows}
 
 
-def run_replication(size: str, parallel: int, deadline: float, out_dir: str, work: str
-                    ) -> dict:
-  """The study's sweep in a child, SIGINT at the deadline; finished runs packed into out_dir."""
+def run_replication(size: str, parallel: int, deadline: float, out_dir: str, work: str,
+                    study: str = "") -> dict:
+  """The study's sweep in a child, SIGINT at the deadline; finished runs packed into out_dir.
+  `study`: another sweep spec (`FILE.py:SIZE`) in place of the replication, its points fed
+  the same token file (`data.name=token_file`), its report made from the packed runs here."""
   from transformer import packed_runs  # no JAX in this process
   from transformer.data.local_tokens import write_local_token_file
   tokens, sweep_dir = os.path.join(work, "tokens"), os.path.join(work, "replication")
   meta = write_local_token_file(tokens)
   log(f"replication: token file of {meta['source']['resolved_dir']}: "
       f"{meta['splits']['train']['tokens']:,} train tokens")
-  sweep = f"experiments/accelerator_replication.py:{size}"
+  sweep = study or f"experiments/accelerator_replication.py:{size}"
   code, out = run_child(["launch.py", "--mode=sweep", f"--sweep={sweep}",
                          f"--sweep_dir={sweep_dir}", "--config=configs/default.py",
-                         f"--parallel={parallel}", f"--config.data.source_dir={tokens}"],
+                         f"--parallel={parallel}", "--config.data.name=token_file",
+                         f"--config.data.source_dir={tokens}"],
                         deadline, "replication",
                         stop_signal=signal.SIGINT, grace_s=90)
   names = sorted(n for n in os.listdir(sweep_dir)
@@ -265,7 +268,7 @@ def _finished(workdir: str) -> bool:
 
 
 def run_parts(profile_name: str, out_dir: str, budget_s: float, parts: tuple[str, ...],
-              only: tuple[str, ...] = ()) -> dict:
+              only: tuple[str, ...] = (), study: str = "", parallel: int = 0) -> dict:
   """Probe, then `parts` (bench, replication) in turn, each to its share's end (time a part
   leaves passes on; a part left out gives its share to the next)."""
   profile = PROFILES[profile_name]
@@ -289,8 +292,8 @@ def run_parts(profile_name: str, out_dir: str, budget_s: float, parts: tuple[str
     else:
       work = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"accelerator-{os.getpid()}")
       try:
-        result = run_replication(profile["replication"], profile["parallel"], deadline,
-                                 out_dir, work)
+        result = run_replication(profile["replication"], parallel or profile["parallel"],
+                                 deadline, out_dir, work, study)
       finally:
         shutil.rmtree(work, ignore_errors=True)  # checkpoints: GBs on a GPU, never reported
     result["elapsed_s"] = round(time.monotonic() - t0, 1)
@@ -311,7 +314,7 @@ def cmd_run(args) -> int:
   log(f"profile {profile}, budget {args.budget_s:.0f} s, {head['versions']}")
   parts = tuple(p for p in args.parts.split(",") if p)
   report = {**head, **run_parts(profile, args.out, args.budget_s, parts,
-                                bench_row_labels(args.bench_rows))}
+                                bench_row_labels(args.bench_rows), args.study, args.parallel)}
   report["host"]["load_average_end"] = tables.host()["load_average"]
   paths.write_text(os.path.join(args.out, JSON_NAME), json.dumps(report, indent=1,
                                                                   sort_keys=True))
@@ -360,6 +363,11 @@ def _check_run_args(parser, args) -> None:
   unknown = sorted(set(p for p in args.parts.split(",") if p) - {"bench", "replication"})
   if unknown:
     parser.error(f"--parts: unknown part(s) {unknown}; choose from bench,replication")
+  if args.parallel < 0:
+    parser.error(f"--parallel={args.parallel} must be >= 1 (0: the profile's)")
+  if args.study and not os.path.isfile(os.path.join(ROOT, args.study.split(":")[0])):
+    parser.error(f"--study={args.study}: no such sweep file; give FILE.py:SIZE, e.g. "
+                 "experiments/long_runs.py:cpu")
   labels = {r["label"] for p in PROFILES.values() for r in bench_specs(p)}
   wrong = sorted(set(bench_row_labels(args.bench_rows)) - labels)
   if wrong:
@@ -378,6 +386,12 @@ def main(argv=None) -> int:
   run.add_argument("--bench_rows", default="",
                    help="only these bench rows, by label, separated by ';' (labels hold commas: "
                         "'xla attention, batch 16;batch 64')")
+  run.add_argument("--study", default="",
+                   help="the replication part runs this sweep spec (FILE.py:SIZE) instead, on "
+                        "the same token file; merge leaves its runs alone (copy them by hand)")
+  run.add_argument("--parallel", type=int, default=0,
+                   help="points at a time in the replication part (0: the profile's; on one "
+                        "GPU the points share it, memory not preallocated)")
   merge = sub.add_parser("merge", help="results + README table from run folders")
   merge.add_argument("dirs", nargs="*")
   merge.add_argument("--combine", action="store_true",

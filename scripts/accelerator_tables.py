@@ -253,8 +253,10 @@ def _replication(report: dict) -> list[str]:
           f"{len(part['points_finished'])} points finished"
           + (" before its share of the time ran out" if part["stopped"] else "") + ": "
           + (", ".join(part["points_finished"]) or "none") + ".",
-          "Its report (figures, verdict): `experiments/results/accelerator_replication/"
-          "report.md`, written by `merge`.", "", "Runner:", "",
+          ("Its report (figures, verdict): `experiments/results/accelerator_replication/"
+           "report.md`, written by `merge`." if "accelerator_replication" in part["sweep"] else
+           "Its runs: `replication_runs.jsonl.xz` and `replication_sweep.json` beside this file "
+           "(`merge` leaves another study's runs alone)."), "", "Runner:", "",
           *(f"    {line}" for line in part["runner"])]
 
 
