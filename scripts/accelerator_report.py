@@ -63,6 +63,7 @@ from transformer import paths  # noqa: E402 -- imports neither JAX nor TensorFlo
 SCHEMA = 1
 JSON_NAME, MD_NAME = "accelerator_report.json", "accelerator_report.md"
 RUNS_NAME, SWEEP_NAME = "replication_runs.jsonl.xz", "replication_sweep.json"
+STOP_GRACE_S = 90.0  # the study's sweep gets this long (at most a fifth of its share) to stop
 VERSIONS = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "ml_collections")
 GPT2_GPU = "configs/gpt2_small.py:gpu"
 TINY_MODEL = {"model.d_model": 32, "model.num_heads": 2, "model.d_ff": 64,
@@ -225,33 +226,61 @@ def run_replication(size: str, parallel: int, deadline: float, out_dir: str, wor
   """The study's sweep in a child, SIGINT at the deadline; finished runs packed into out_dir.
   `study`: another sweep spec (`FILE.py:SIZE`) in place of the replication, its points fed
   the same token file (`data.name=token_file`), its report made from the packed runs here."""
-  from transformer import packed_runs  # no JAX in this process
-  from transformer.data.local_tokens import write_local_token_file
+  from transformer.data.local_tokens import write_local_token_file  # no JAX in this process
   tokens, sweep_dir = os.path.join(work, "tokens"), os.path.join(work, "replication")
   meta = write_local_token_file(tokens)
   log(f"replication: token file of {meta['source']['resolved_dir']}: "
       f"{meta['splits']['train']['tokens']:,} train tokens")
   sweep = study or f"experiments/accelerator_replication.py:{size}"
+  resumed = _resume(study, sweep_dir)
+  # The sweep is stopped early enough that its stop (each point saving, then exiting) ends by
+  # the share's end: on the first long_runs lease it did not, and the lease killed the call.
+  grace = min(STOP_GRACE_S, 0.2 * max(0.0, deadline - time.monotonic()))
   code, out = run_child(["launch.py", "--mode=sweep", f"--sweep={sweep}",
                          f"--sweep_dir={sweep_dir}", "--config=configs/default.py",
                          f"--parallel={parallel}", "--config.data.name=token_file",
                          f"--config.data.source_dir={tokens}"],
-                        deadline, "replication",
-                        stop_signal=signal.SIGINT, grace_s=90)
-  names = sorted(n for n in os.listdir(sweep_dir)
-                 if os.path.isdir(os.path.join(sweep_dir, n))) if os.path.isdir(sweep_dir) else []
-  finished = [n for n in names if _finished(os.path.join(sweep_dir, n))]
-  if finished:
-    packed_runs.pack(sweep_dir, finished)
-    shutil.copyfile(os.path.join(sweep_dir, "runs.jsonl.xz"), os.path.join(out_dir, RUNS_NAME))
-  if os.path.exists(os.path.join(sweep_dir, "sweep.json")):
-    shutil.copyfile(os.path.join(sweep_dir, "sweep.json"), os.path.join(out_dir, SWEEP_NAME))
+                        deadline - grace, "replication",
+                        stop_signal=signal.SIGINT, grace_s=grace)
+  finished = _pack_finished(sweep_dir, out_dir)
   lines = [line for line in out.splitlines() if line.startswith("[sweep]")]
   return {"sweep": sweep, "exit": code, "points_finished": finished,
-          "stopped": code is None, "runner": lines[-6:],
+          "resumed_from": resumed, "stopped": code is None, "runner": lines[-6:],
           "corpus": {"dir": meta["source"]["resolved_dir"],
                      "train_tokens": meta["splits"]["train"]["tokens"],
                      "validation_tokens": meta["splits"]["validation"]["tokens"]}}
+
+
+def _resume(study: str, sweep_dir: str) -> dict:
+  """A study's runs committed in `experiments/in_progress/<name>/` (earlier leases) go into
+  `sweep_dir` packed, so its sweep skips them and the runs file written back holds them too."""
+  from transformer import packed_runs  # no JAX
+  name = os.path.basename(study.split(":")[0]).removesuffix(".py") if study else ""
+  src = os.path.join(ROOT, "experiments", "in_progress", name, "runs.jsonl.xz")
+  if not name or not os.path.isfile(src):
+    return {}
+  os.makedirs(sweep_dir, exist_ok=True)
+  shutil.copyfile(src, os.path.join(sweep_dir, "runs.jsonl.xz"))
+  done = sorted(packed_runs.entries(sweep_dir))
+  log(f"replication: {len(done)} runs of {name} already done (packed in {src})")
+  return {"path": os.path.relpath(src, ROOT), "runs": len(done)}
+
+
+def _pack_finished(sweep_dir: str, out_dir: str) -> list[str]:
+  """Packs the finished run folders of `sweep_dir` with the runs it already held packed, into
+  out_dir's runs file (and copies its sweep.json); the names of the runs that finished here."""
+  from transformer import packed_runs  # no JAX
+  if not os.path.isdir(sweep_dir):
+    return []
+  names = sorted(n for n in os.listdir(sweep_dir) if os.path.isdir(os.path.join(sweep_dir, n)))
+  finished = [n for n in names if _finished(os.path.join(sweep_dir, n))]
+  earlier = sorted(packed_runs.entries(sweep_dir))
+  if finished or earlier:
+    packed_runs.pack(sweep_dir, sorted(set(finished) | set(earlier)))
+    shutil.copyfile(os.path.join(sweep_dir, "runs.jsonl.xz"), os.path.join(out_dir, RUNS_NAME))
+  if os.path.exists(os.path.join(sweep_dir, "sweep.json")):
+    shutil.copyfile(os.path.join(sweep_dir, "sweep.json"), os.path.join(out_dir, SWEEP_NAME))
+  return finished
 
 
 def _finished(workdir: str) -> bool:

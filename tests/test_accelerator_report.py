@@ -162,6 +162,59 @@ def test_a_stopped_study_gets_sigint_and_time_to_save():
   assert code is None and "saved" in out, out
 
 
+def _finished_run(workdir, steps: int, loss: float) -> None:
+  os.makedirs(workdir)
+  with open(os.path.join(workdir, "config.json"), "w") as f:
+    json.dump({"train": {"num_steps": steps}}, f)
+  with open(os.path.join(workdir, "metrics.jsonl"), "w") as f:
+    f.write(json.dumps({"step": steps, "split": "eval", "loss": loss}) + "\n")
+
+
+def test_a_study_resumes_from_its_in_progress_runs_and_returns_them_with_the_new(
+    tmp_path, monkeypatch):
+  """`--study`: the runs an earlier lease committed to experiments/in_progress/<study>/ are
+  put in the sweep dir first (so the sweep skips them), and the runs file that comes back holds
+  them beside the runs finished in this call, not in their place; the sweep is interrupted
+  early enough that its stop ends inside the share."""
+  from transformer import packed_runs
+  root, work, out = tmp_path / "repo", tmp_path / "work", tmp_path / "out"
+  earlier = root / "experiments" / "in_progress" / "long_runs_gpu"
+  _finished_run(str(earlier / "a=1"), 5, 1.5)
+  packed_runs.pack(str(earlier), ["a=1"])
+  os.makedirs(out)
+  monkeypatch.setattr(report, "ROOT", str(root))
+  import transformer.data.local_tokens as local_tokens
+  monkeypatch.setattr(local_tokens, "write_local_token_file", lambda path: {
+      "source": {"resolved_dir": "stdlib"},
+      "splits": {"train": {"tokens": 10}, "validation": {"tokens": 2}}})
+  seen = {}
+
+  def fake_sweep(args, deadline, what, stop_signal, grace_s):
+    sweep_dir = next(a.split("=", 1)[1] for a in args if a.startswith("--sweep_dir="))
+    seen.update(skipped=sorted(packed_runs.entries(sweep_dir)), stop_at=deadline, grace=grace_s)
+    _finished_run(os.path.join(sweep_dir, "a=2"), 5, 1.4)  # finished in this call
+    os.makedirs(os.path.join(sweep_dir, "a=3"))  # stopped before its end: not returned
+    return None, "[sweep] finished 1 of 3"
+
+  monkeypatch.setattr(report, "run_child", fake_sweep)
+  share_end = time.monotonic() + 1000
+  result = report.run_replication("cpu", 8, share_end, str(out), str(work),
+                                  study="experiments/long_runs_gpu.py:cpu")
+  assert seen["skipped"] == ["a=1"]
+  assert seen["grace"] == report.STOP_GRACE_S
+  assert seen["stop_at"] + seen["grace"] <= share_end + 1e-6
+  assert result["points_finished"] == ["a=2"] and result["stopped"]
+  assert result["resumed_from"]["runs"] == 1
+  shutil.copyfile(out / report.RUNS_NAME, tmp_path / "runs.jsonl.xz")
+  assert sorted(packed_runs.entries(str(tmp_path))) == ["a=1", "a=2"]
+
+
+def test_a_study_that_is_not_a_file_is_refused_before_anything_runs(tmp_path):
+  code, log = _run("run", f"--out={tmp_path}", "--study=experiments/no_such.py:cpu")
+  assert code == 2 and "--study=experiments/no_such.py:cpu: no such sweep file" in log
+  assert os.listdir(tmp_path) == []
+
+
 def _row(label, batch, step_s, mfu, peak=None, compiled=None, switch=None):
   row = {"label": label, "step_s": step_s, "mfu": mfu, "tokens_per_s": 1.0,
          "config": {"batch": batch}, "memory": {"device_peak_bytes": peak,

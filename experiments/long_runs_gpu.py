@@ -1,0 +1,42 @@
+"""`long_runs` on one GPU: the same 33 points, their calls and their report, trained inside GPU
+leases instead of 9 hours of 2 CPU cores.
+
+  python3 scripts/accelerator_report.py run --out=$OUT --parts=replication \
+      --study=experiments/long_runs_gpu.py:cpu --parallel=8 --budget_s=480
+
+(on the GPU host, with `JAX_DEFAULT_MATMUL_PRECISION=highest` so that float32 matmuls are
+float32, not TF32; the install step is the accelerator report's, README.) The report's
+replication part writes the host's Python standard library as a token file
+(`transformer/data/local_tokens.py`, the same byte-level corpus the CPU studies read through
+TFDS, but of that host's Python: 3.12.3 on the leased H200s) and runs these points on it,
+8 at a time sharing the one GPU. Because the corpus, its order and the platform differ, these
+runs are never mixed with the CPU studies' runs: every point is trained here, the 600- and
+2,400-step ones that `long_runs:cpu` links too.
+
+Measured on the first lease (H200, 2026-11-27, the runs' logs): with 8 points at a time each
+took 405-431 s for 9,600 steps; the next 8 were still compiling when that call was cut off.
+So one 480 s call finishes about 8 long runs; the 25 points left need about two more leases.
+A call resumes from the runs committed in `experiments/in_progress/long_runs_gpu/`.
+The calls and the margin are `long_runs`'s, fixed before its runs.
+"""
+
+import dataclasses
+
+from experiments import long_runs
+
+CLAIM = long_runs.CLAIM
+ATLAS = long_runs.ATLAS + " (one GPU, the host's stdlib as a token file)"
+TOKEN_FILE = {"data.name": "token_file"}  # data.source_dir: the host's, given by the report
+
+
+def get_sweep(size: str = "cpu"):
+  """`long_runs`' points, in its order, each reading the token file."""
+  return [{**point, **TOKEN_FILE} for point in long_runs.get_sweep(size)]
+
+
+analyze = long_runs.analyze
+summarize = long_runs.summarize
+# The robustness table moves `long_runs`' margin, the one its analysis reads.
+THRESHOLDS = tuple(dataclasses.replace(t, module="experiments.long_runs")
+                   if t.module is None else t for t in long_runs.THRESHOLDS)
+THRESHOLDS_NOT_READ = long_runs.THRESHOLDS_NOT_READ
