@@ -94,9 +94,23 @@ def analyze(runs):
   complete = all(p in m["costs"] for p in NEEDS_WARMUP + NO_WARMUP)
   agrees = (True if complete and all(w is True for w in judged) else
             False if any(w is False for w in judged) else None)
-  return lines + ["", a.verdict(agrees, "Post, DeepNorm and Admin need warm-up and pre and peri "
-                                "do not, by the costs above" + (
-                                    "" if agrees else ", only where the lines say so") + ".")]
+  return lines + ["", a.verdict(agrees, _answer(m["costs"]))]
+
+
+def _answer(costs) -> str:
+  """The verdict's sentence: which placements need warm-up by the margin, which do not."""
+  names = {"deepnorm": "DeepNorm", "admin": "Admin"}
+  sides = {p: paired.judge(d, LOSS_MARGIN) for p, (d, _) in costs.items()}
+  parts = []
+  for side, one, many in ((True, "needs warm-up", "need warm-up"), (False, "does not", "do not"),
+                          (None, "is not resolved", "are not resolved")):
+    group = [names.get(p, p) for p, s in sides.items() if s is side]
+    if group:
+      parts.append(f"{', '.join(group)} {one if len(group) == 1 else many}")
+  found = "; ".join(parts)
+  return (f"{found[0].upper()}{found[1:]}, by the cost of dropping it against the margin "
+          f"({LOSS_MARGIN:g} nats/token); the hypothesis was that post, DeepNorm and Admin need "
+          "it and pre and peri do not.")
 
 
 def figures(runs, sweep_dir):

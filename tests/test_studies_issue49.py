@@ -176,7 +176,9 @@ def test_warmup_placement_judges_each_placement_on_its_side_of_the_margin(tmp_pa
          "its 95% interval lies below the margin 0.05 (hypothesis: described, not judged)" in lines
   # Peri paying as much as post: on the wrong side.
   lines = wp.analyze(_warmup_runs(lambda p, s: needs(p, s) if p != "peri" else 0.2))
-  assert _verdict(lines).startswith("**Disagrees.**")
+  assert _verdict(lines).startswith("**Disagrees.** Post, peri, DeepNorm, Admin need warm-up; "
+                                     "pre, mix do not, by the cost of dropping it against the "
+                                     "margin (0.05 nats/token); the hypothesis was")
   assert [f for _, f in wp.figures(_warmup_runs(needs), str(tmp_path))] == [wp.FIGURE]
 
 
