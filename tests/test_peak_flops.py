@@ -56,6 +56,24 @@ def test_every_listed_device_is_consistent_and_names_its_source():
     assert sheet in source
 
 
+class _FakeGpu:
+  platform, device_kind = "gpu", "NVIDIA H200"
+
+
+@pytest.mark.parametrize("precision, peak, kind", [
+    (None, 495e12, "TF32 tensor-core"), ("highest", 67e12, "FP32 (CUDA-core)"),
+    ("float32", 67e12, "FP32 (CUDA-core)"), ("tensorfloat32", 495e12, "TF32 tensor-core")])
+def test_a_gpu_float32_peak_follows_the_default_matmul_precision(monkeypatch, precision, peak,
+                                                                 kind):
+  """`JAX_DEFAULT_MATMUL_PRECISION=highest` runs float32 matmuls without TF32, so MFU is against
+  the CUDA-core FP32 peak (7x lower on an H200); bfloat16 keeps its tensor-core peak."""
+  monkeypatch.setattr(jax, "devices", lambda *a: [_FakeGpu()])
+  with jax.default_matmul_precision(precision):
+    got, source = peaks.peak_flops_per_device(0.0, "float32")
+    assert got == peak and kind in source
+    assert peaks.peak_flops_per_device(0.0, "bfloat16")[0] == 989e12
+
+
 def test_override_wins():
   assert peaks.peak_flops_per_device(1e12, "bfloat16") == (1e12, "train.peak_flops_per_device")
 

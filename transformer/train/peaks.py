@@ -47,6 +47,15 @@ PEAK_FLOPS = {  # device_kind prefix -> {model.dtype: FLOP/s}
     "TPU v6e": {"bfloat16": 918e12, "float32": 918e12},
 }
 
+# NVIDIA GPUs when float32 matmuls run in full float32 (`JAX_DEFAULT_MATMUL_PRECISION=highest`
+# or `float32`): the CUDA-core FP32 peak of the same data sheets (H100 SXM5 67, PCIe 51, NVL 60;
+# H200 SXM 67, NVL 60; GH200 as H100 SXM5; A100 19.5 TFLOPS), not the TF32 tensor-core one.
+FULL_FLOAT32_PEAK_FLOPS = {
+    "NVIDIA H100 80GB HBM3": 67e12, "NVIDIA H100 PCIe": 51e12, "NVIDIA H100 NVL": 60e12,
+    "NVIDIA H200": 67e12, "NVIDIA H200 NVL": 60e12, "NVIDIA GH200": 67e12, "NVIDIA A100": 19.5e12,
+}
+FULL_FLOAT32_PRECISIONS = ("highest", "float32")
+
 # CPU: no data sheet fits every machine, so the peak is measured: the best rate of a square
 # float32 matmul of this size (jit-compiled, timed a few times), cached per machine.
 CPU_PEAK_MATMUL_SIZE = 2048
@@ -216,6 +225,16 @@ def data_sheet_peak(device_kind: str, dtype: str) -> Optional[float]:
   return None
 
 
+def full_float32_matmuls() -> bool:
+  """True when JAX's default matmul precision makes float32 matmuls full float32 (no TF32)."""
+  return str(jax.config.jax_default_matmul_precision or "").lower() in FULL_FLOAT32_PRECISIONS
+
+
+def _longest_prefix(table: dict, device_kind: str) -> Optional[float]:
+  name = max((n for n in table if device_kind.startswith(n)), key=len, default=None)
+  return table[name] if name else None
+
+
 def peak_flops_per_device(override: float = 0.0, dtype: str = "float32",
                           cache: Optional[str] = None) -> tuple[Optional[float], str]:
   """Peak FLOP/s of one device of this run for compute `dtype`, and where the figure comes from.
@@ -230,6 +249,12 @@ def peak_flops_per_device(override: float = 0.0, dtype: str = "float32",
   device = jax.devices()[0]
   if device.platform == "cpu":
     return _per_cpu_device(*cpu_peak_flops(cache))
+  if device.platform == "gpu" and dtype == "float32" and full_float32_matmuls():
+    peak = _longest_prefix(FULL_FLOAT32_PEAK_FLOPS, device.device_kind)
+    if peak:
+      return peak, (f"data sheet, FP32 (CUDA-core) dense peak of {device.device_kind}: "
+                    "float32 matmuls at jax_default_matmul_precision="
+                    f"{jax.config.jax_default_matmul_precision}")
   peak = data_sheet_peak(device.device_kind, dtype)
   if peak:
     kind = "TF32 tensor-core" if dtype == "float32" and device.platform == "gpu" else dtype
