@@ -50,6 +50,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from importlib import metadata
 
@@ -64,6 +65,7 @@ SCHEMA = 1
 JSON_NAME, MD_NAME = "accelerator_report.json", "accelerator_report.md"
 RUNS_NAME, SWEEP_NAME = "replication_runs.jsonl.xz", "replication_sweep.json"
 STOP_GRACE_S = 90.0  # the study's sweep gets this long (at most a fifth of its share) to stop
+SNAPSHOT_EVERY_S = 60.0  # the runs finished so far are packed into --out this often
 VERSIONS = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "ml_collections")
 GPT2_GPU = "configs/gpt2_small.py:gpu"
 TINY_MODEL = {"model.d_model": 32, "model.num_heads": 2, "model.d_ff": 64,
@@ -236,12 +238,13 @@ def run_replication(size: str, parallel: int, deadline: float, out_dir: str, wor
   # The sweep is stopped early enough that its stop (each point saving, then exiting) ends by
   # the share's end: on the first long_runs lease it did not, and the lease killed the call.
   grace = min(STOP_GRACE_S, 0.2 * max(0.0, deadline - time.monotonic()))
-  code, out = run_child(["launch.py", "--mode=sweep", f"--sweep={sweep}",
-                         f"--sweep_dir={sweep_dir}", "--config=configs/default.py",
-                         f"--parallel={parallel}", "--config.data.name=token_file",
-                         f"--config.data.source_dir={tokens}"],
-                        deadline - grace, "replication",
-                        stop_signal=signal.SIGINT, grace_s=grace)
+  with Snapshots(sweep_dir, out_dir, os.path.join(work, "snapshot")):
+    code, out = run_child(["launch.py", "--mode=sweep", f"--sweep={sweep}",
+                           f"--sweep_dir={sweep_dir}", "--config=configs/default.py",
+                           f"--parallel={parallel}", "--config.data.name=token_file",
+                           f"--config.data.source_dir={tokens}"],
+                          deadline - grace, "replication",
+                          stop_signal=signal.SIGINT, grace_s=grace)
   finished = _pack_finished(sweep_dir, out_dir)
   lines = [line for line in out.splitlines() if line.startswith("[sweep]")]
   return {"sweep": sweep, "exit": code, "points_finished": finished,
@@ -249,6 +252,59 @@ def run_replication(size: str, parallel: int, deadline: float, out_dir: str, wor
           "corpus": {"dir": meta["source"]["resolved_dir"],
                      "train_tokens": meta["splits"]["train"]["tokens"],
                      "validation_tokens": meta["splits"]["validation"]["tokens"]}}
+
+
+class Snapshots:
+  """While the study's sweep runs, every SNAPSHOT_EVERY_S the runs finished so far (and those it
+  resumed from) are packed into out_dir's runs file, so a call killed from outside (a lease's
+  time limit: what is under --out still comes back) keeps them. The copies are packed, never
+  the sweep's own folders, which the sweep still reads."""
+
+  def __init__(self, sweep_dir: str, out_dir: str, staging: str):
+    self.sweep_dir, self.out_dir, self.staging = sweep_dir, out_dir, staging
+    self.copied: set = set()
+    self.stopped = threading.Event()
+    self.thread = threading.Thread(target=self._loop, daemon=True)
+
+  def __enter__(self):
+    os.makedirs(self.staging, exist_ok=True)
+    resumed = os.path.join(self.sweep_dir, "runs.jsonl.xz")
+    if os.path.isfile(resumed):
+      shutil.copyfile(resumed, os.path.join(self.staging, "runs.jsonl.xz"))
+    self.thread.start()
+    return self
+
+  def __exit__(self, *exc):
+    self.stopped.set()
+    self.thread.join()
+
+  def _loop(self) -> None:
+    while not self.stopped.wait(SNAPSHOT_EVERY_S):
+      try:
+        self.take()
+      except Exception as e:  # noqa: BLE001 -- a snapshot is a spare; the final pack still runs
+        log(f"replication: snapshot failed ({type(e).__name__}: {e})")
+
+  def take(self) -> int:
+    """Packs the runs that finished since the last call; how many."""
+    from transformer import packed_runs  # no JAX
+    names = sorted(os.listdir(self.sweep_dir)) if os.path.isdir(self.sweep_dir) else []
+    new = [n for n in names if n not in self.copied and
+           os.path.isdir(os.path.join(self.sweep_dir, n)) and
+           _finished(os.path.join(self.sweep_dir, n))]
+    for name in new:
+      src, dst = os.path.join(self.sweep_dir, name), os.path.join(self.staging, name)
+      os.makedirs(dst, exist_ok=True)
+      for f in os.listdir(src):  # the record's files; checkpoints are folders
+        if os.path.isfile(os.path.join(src, f)):
+          shutil.copyfile(os.path.join(src, f), os.path.join(dst, f))
+    if new:
+      packed_runs.pack(self.staging, sorted(set(packed_runs.entries(self.staging)) | set(new)))
+      tmp = os.path.join(self.out_dir, RUNS_NAME + ".tmp")
+      shutil.copyfile(os.path.join(self.staging, "runs.jsonl.xz"), tmp)
+      os.replace(tmp, os.path.join(self.out_dir, RUNS_NAME))
+      self.copied.update(new)
+    return len(new)
 
 
 def _resume(study: str, sweep_dir: str) -> dict:

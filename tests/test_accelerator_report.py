@@ -174,8 +174,9 @@ def test_a_study_resumes_from_its_in_progress_runs_and_returns_them_with_the_new
     tmp_path, monkeypatch):
   """`--study`: the runs an earlier lease committed to experiments/in_progress/<study>/ are
   put in the sweep dir first (so the sweep skips them), and the runs file that comes back holds
-  them beside the runs finished in this call, not in their place; the sweep is interrupted
-  early enough that its stop ends inside the share."""
+  them beside the runs finished in this call, not in their place, and already while the sweep
+  runs (a call killed from outside keeps them); the sweep is interrupted early enough that its
+  stop ends inside the share."""
   from transformer import packed_runs
   root, work, out = tmp_path / "repo", tmp_path / "work", tmp_path / "out"
   earlier = root / "experiments" / "in_progress" / "long_runs_gpu"
@@ -194,13 +195,24 @@ def test_a_study_resumes_from_its_in_progress_runs_and_returns_them_with_the_new
     seen.update(skipped=sorted(packed_runs.entries(sweep_dir)), stop_at=deadline, grace=grace_s)
     _finished_run(os.path.join(sweep_dir, "a=2"), 5, 1.4)  # finished in this call
     os.makedirs(os.path.join(sweep_dir, "a=3"))  # stopped before its end: not returned
+    snapshot = out / report.RUNS_NAME  # while the sweep still runs, as a killed call leaves it
+    for _ in range(200):
+      if snapshot.exists():
+        shutil.copyfile(snapshot, tmp_path / "snapshot" / "runs.jsonl.xz")
+        seen["snapshot"] = sorted(packed_runs.entries(str(tmp_path / "snapshot")))
+        if seen["snapshot"] == ["a=1", "a=2"]:
+          break
+      time.sleep(0.05)
+    assert os.path.isdir(os.path.join(sweep_dir, "a=2")), "the sweep's own folder stays"
     return None, "[sweep] finished 1 of 3"
 
+  os.makedirs(tmp_path / "snapshot")
+  monkeypatch.setattr(report, "SNAPSHOT_EVERY_S", 0.05)
   monkeypatch.setattr(report, "run_child", fake_sweep)
   share_end = time.monotonic() + 1000
   result = report.run_replication("cpu", 8, share_end, str(out), str(work),
                                   study="experiments/long_runs_gpu.py:cpu")
-  assert seen["skipped"] == ["a=1"]
+  assert seen["skipped"] == ["a=1"] and seen["snapshot"] == ["a=1", "a=2"]
   assert seen["grace"] == report.STOP_GRACE_S
   assert seen["stop_at"] + seen["grace"] <= share_end + 1e-6
   assert result["points_finished"] == ["a=2"] and result["stopped"]
