@@ -273,3 +273,35 @@ def test_long_runs_find_when_post_catches_pre_and_dyts_budget_trend():
   # DyT: -0.05 at 600 steps, +0.1 + 0.01 s at 9,600: the cost grew by 0.16 (+- by seed).
   assert "DyT's cost at 9600 steps minus at 600: +0.160 ± " in text
   assert _verdict(lines).startswith("**Agrees.**")
+
+
+def _qk_depth_runs(deep_cost):
+  """Every point of qk_norm_depth: loss 2.0 + 0.1 per LR step from 1e-3 + 0.01 per seed, plus
+  `deep_cost(qk, seed)` at 12 layers."""
+  from experiments import qk_norm_depth as qd
+  runs = []
+  for p in qd.get_sweep("cpu"):
+    qk, d, lr, s = p[qd.QK], p[qd.DEPTH], p[a.LR], p["seed"]
+    loss = 2.0 + 0.1 * abs(math.log10(lr / 1e-3)) + 0.01 * s + (deep_cost(qk, s) if d == 12
+                                                                   else 0.0)
+    runs.append(_run({qd.QK: qk, qd.DEPTH: d, a.PLACEMENT: "post", a.LR: lr, "seed": s}, loss))
+  return runs
+
+
+def test_qk_norm_depth_judges_the_depth_cost_qk_norm_removes(tmp_path):
+  """Post-norm's depth cost 0.8 (+0.01 per seed) without qk-norm; with it 0.2 (agrees: 0.6
+  removed), 0.78 (disagrees: 0.02 < 0.05 removed) or 0.6 + 0.3 per seed (across the margin)."""
+  from experiments import qk_norm_depth as qd
+  assert len(qd.get_sweep("cpu")) == 54 and qd.deep_lrs("cpu") == [1e-4, 3e-4, 1e-3, 3e-3]
+  without = lambda s: 0.8 + 0.01 * s
+  lines = qd.analyze(_qk_depth_runs(lambda qk, s: 0.2 if qk else without(s)))
+  assert _verdict(lines).startswith("**Agrees.** post-norm's depth cost with qk-norm minus "
+                                    "without it: -0.610 ± ")
+  assert "- post, 12 minus 6 layers, each at its best LR: +0.810 ± 0.025 nats/token (3 seeds)" \
+      in lines
+  lines = qd.analyze(_qk_depth_runs(lambda qk, s: 0.78 + 0.01 * s if qk else without(s)))
+  assert _verdict(lines).startswith("**Disagrees.**")
+  lines = qd.analyze(_qk_depth_runs(lambda qk, s: 0.6 + 0.3 * s if qk else without(s)))
+  assert _verdict(lines).startswith("**Inconclusive.**")
+  assert [f for _, f in qd.figures(_qk_depth_runs(lambda qk, s: 0.2), str(tmp_path))] == \
+      [qd.FIGURE]
