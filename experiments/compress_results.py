@@ -12,6 +12,8 @@ For the points of the sweep dir (its `sweep.json`):
   its config, metrics (ungzipped), provenance and baselines record; `log.txt` (the point's
   console output), checkpoints and TensorBoard files are dropped (no report reads them). The
   folders are removed once the file is written. The same runs give the same bytes.
+- `sweep.json` becomes `sweep.json.xz` (`transformer.sweep.points.pack_manifest`; the points
+  repeat the study's shared overrides, so it packs to 3% of its size).
 
 Run it again after more points finish: their folders join the packed file.
 `python experiments/compress_results.py --unpack DIR` writes the folders back.
@@ -31,7 +33,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from transformer import packed_runs, paths
-from transformer.sweep.points import read_manifest, run_identity
+from transformer.sweep.points import (MANIFEST, PACKED_MANIFEST, pack_manifest, read_manifest,
+                                      run_identity)
 from transformer.report.runs import STUDY_BASELINES, read_cache, recorded_baselines
 from transformer.workdir import CONFIG_FILE, METRICS_FILE, METRICS_GZ
 
@@ -124,12 +127,14 @@ def compress_sweep(sweep_dir: str, link_to: str = "") -> tuple[list[str], int]:
   """Links the copies of runs of `link_to` (comma-separated sweep dirs, as
   `--reuse_runs_from`), points the links into committed studies where the packed file will
   live (`relink_to_results`), then packs every point into `runs.jsonl.xz`. Returns the linked
-  point names and the number of runs packed (links aside)."""
+  point names and the number of runs packed (links aside). Packs the manifest too."""
   linked = [name for other in filter(None, link_to.split(","))
             for name in link_copies(sweep_dir, other)]
   relink_to_results(sweep_dir)
   names = [p["name"] for p in read_manifest(sweep_dir)["points"]]
   runs, _ = packed_runs.pack(sweep_dir, names)
+  if os.path.exists(os.path.join(sweep_dir, MANIFEST)):
+    pack_manifest(sweep_dir)
   return linked, runs
 
 
@@ -183,7 +188,7 @@ def main(argv=None) -> None:
       continue
     linked, count = compress_sweep(sweep_dir, args.link_to)
     print(f"{sweep_dir}: {len(linked)} runs linked to {args.link_to or '-'}, {count} runs "
-          f"packed into {packed_runs.PACK}")
+          f"packed into {packed_runs.PACK}, the manifest into {PACKED_MANIFEST}")
 
 
 if __name__ == "__main__":

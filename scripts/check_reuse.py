@@ -23,7 +23,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from transformer.sweep.points import point_command, read_manifest  # noqa: E402
+from transformer.sweep.points import manifest_path, point_command, read_manifest  # noqa: E402
 from transformer.workdir import read_metrics  # noqa: E402
 
 DEFAULT_STUDY = os.path.join("experiments", "results", "lr_sensitivity")
@@ -43,7 +43,7 @@ def retrain(study: str, point: str, workdir: str) -> dict:
   found = [p for p in manifest["points"] if p["name"] == point]
   if not found:
     raise SystemExit(f"check_reuse: {study} has no point {point!r}; its points are in "
-                     f"{os.path.join(study, 'sweep.json')}")
+                     f"{manifest_path(study)}")
   command = point_command(os.path.join(ROOT, "launch.py"),
                           manifest.get("config", "configs/default.py"),
                           manifest.get("overrides", []), found[0]["overrides"], workdir,

@@ -79,7 +79,7 @@ def test_every_committed_report_states_protocol_baselines_and_robustness():
   budget it was judged against, and how the call moves at the neighbouring thresholds."""
   missing = []
   for study in sorted(os.listdir(RESULTS)):
-    if not os.path.exists(os.path.join(RESULTS, study, "sweep.json")):
+    if not sweep_points.manifest_path(os.path.join(RESULTS, study)):
       continue  # diagnose_init_12l: a --mode=diagnose report, not a study
     with open(os.path.join(RESULTS, study, "report.md"), encoding="utf-8") as f:
       text = f.read()
@@ -126,8 +126,10 @@ def test_committed_studies_are_packed():
              if os.path.isdir(os.path.join(RESULTS, study, name))]
   assert folders == [], f"run compress_results.py on {sorted(folders)[:3]}"
   for study in os.listdir(RESULTS):
-    if os.path.exists(os.path.join(RESULTS, study, "sweep.json")):
+    if sweep_points.manifest_path(os.path.join(RESULTS, study)):
       assert os.path.exists(os.path.join(RESULTS, study, packed_runs.PACK)), study
+      assert not os.path.exists(os.path.join(RESULTS, study, sweep_points.MANIFEST)), (
+          f"{study}: its sweep.json is not packed; run compress_results.py on it")
 
 
 def test_every_committed_run_is_its_point():
@@ -137,7 +139,7 @@ def test_every_committed_run_is_its_point():
   (compress_results.py --inline_links copies them into the older study first)."""
   checked, wrong = 0, []
   for study in sorted(os.listdir(RESULTS)):
-    if not os.path.exists(os.path.join(RESULTS, study, "sweep.json")):
+    if not sweep_points.manifest_path(os.path.join(RESULTS, study)):
       continue
     for point in sweep_points.read_manifest(os.path.join(RESULTS, study))["points"]:
       workdir = os.path.join(RESULTS, study, point["name"])
@@ -204,8 +206,8 @@ def test_compress_links_copies_and_packs_reproducibly(tmp_path):
   _run(b / "run=2", 2, rows)  # same metrics, another config: its own run
   _run(b / "run=3", 1, rows + rows)  # same config, other metrics: its own run
   assert compress_results.compress_sweep(str(b), str(a)) == (["run=1"], 2)  # run=4 never ran
-  assert sorted(os.listdir(a)) == ["runs.jsonl.xz", "sweep.json"]  # the folders are gone
-  assert sorted(os.listdir(b)) == ["runs.jsonl.xz", "sweep.json"]
+  assert sorted(os.listdir(a)) == ["runs.jsonl.xz", "sweep.json.xz"]  # the folders are gone
+  assert sorted(os.listdir(b)) == ["runs.jsonl.xz", "sweep.json.xz"]
   entries = packed_runs.entries(str(b))
   assert entries["run=1"] == {"name": "run=1", "link": os.path.join("..", "a", "lr=1")}
   assert sorted(entries["run=3"]["files"]) == ["baselines.json", "config.json",
@@ -222,6 +224,40 @@ def test_compress_links_copies_and_packs_reproducibly(tmp_path):
   assert json.loads((b / "run=2" / "config.json").read_text()) == {"optim": {"learning_rate": 2}}
   assert (b / "run=3" / "metrics.jsonl").read_text().count("\n") == 2  # its two lines
   assert read_metrics(str(b / "run=3")) == {"eval": rows}  # one row a step, as before
+
+
+def test_a_packed_manifest_reads_as_the_plain_one_and_yields_to_a_new_sweep_json(tmp_path):
+  """compress packs sweep.json into sweep.json.xz (the same manifest, the same bytes); a sweep
+  run again in that dir writes sweep.json, which readers then take."""
+  _sweep(tmp_path / "s", ["p=1", "p=2"])
+  plain = json.loads((tmp_path / "s" / "sweep.json").read_text())
+  packed = sweep_points.pack_manifest(str(tmp_path / "s"))
+  assert os.listdir(tmp_path / "s") == ["sweep.json.xz"]
+  assert lzma.decompress(open(packed, "rb").read()) != b""  # a real xz file
+  assert sweep_points.read_manifest(str(tmp_path / "s")) == plain
+  first = open(packed, "rb").read()
+  (tmp_path / "s" / "sweep.json").write_text(json.dumps(plain))
+  sweep_points.pack_manifest(str(tmp_path / "s"))
+  assert open(packed, "rb").read() == first
+  newer = {**plain, "points": plain["points"][:1]}
+  (tmp_path / "s" / "sweep.json").write_text(json.dumps(newer))
+  assert sweep_points.manifest_path(str(tmp_path / "s")).endswith("sweep.json")
+  assert sweep_points.read_manifest(str(tmp_path / "s")) == newer
+
+
+@pytest.mark.parametrize("damage", ["torn", "empty", "not_xz", "not_utf8"])
+def test_a_damaged_packed_manifest_is_one_line(tmp_path, damage):
+  _sweep(tmp_path / "s", ["p"])
+  path = sweep_points.pack_manifest(str(tmp_path / "s"))
+  data = open(path, "rb").read()
+  damaged = {"torn": data[: len(data) // 2], "empty": b"", "not_xz": b"{not xz",
+             "not_utf8": lzma.compress(b"\xff\xfe{}")}[damage]
+  with open(path, "wb") as f:
+    f.write(damaged)
+  with pytest.raises(UserFileError) as e:
+    sweep_points.read_manifest(str(tmp_path / "s"))
+  assert "\n" not in str(e.value) and path in str(e.value)
+  assert open(path, "rb").read() == damaged  # reading never rewrites it
 
 
 def test_compress_links_copies_of_runs_of_several_studies(tmp_path):

@@ -42,6 +42,11 @@ def _run_dir(root: str) -> str:
   os.makedirs(sweep)
   with open(os.path.join(sweep, points.MANIFEST), "w") as f:
     json.dump({"sweep_file": "x.py", "points": []}, f)
+  packed = os.path.join(root, "packed")  # a committed study's manifest: sweep.json.xz
+  os.makedirs(packed)
+  with open(os.path.join(packed, points.MANIFEST), "w") as f:
+    json.dump({"sweep_file": "x.py", "config": "c.py", "overrides": [], "points": []}, f)
+  points.pack_manifest(packed)
   return root
 
 
@@ -56,6 +61,7 @@ READERS = {
     "tokens/train.bin": lambda root: token_file.token_file_data(
         os.path.join(root, "tokens"), 8, 4, 0),
     "sweep/sweep.json": lambda root: points.read_manifest(os.path.join(root, "sweep")),
+    "packed/sweep.json.xz": lambda root: points.read_manifest(os.path.join(root, "packed")),
 }
 _ONE_LINE_ERRORS = (ConfigError, RunError, CommandLineError)
 

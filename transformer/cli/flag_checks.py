@@ -16,6 +16,7 @@ from typing import Any, Collection, Mapping, Optional, Sequence
 from transformer import paths
 from transformer.cli import modes
 from transformer.errors import CommandLineError
+from transformer.sweep.points import manifest_path
 from transformer.sweep.slurm import SlurmResources
 
 MODES = modes.NAMES
@@ -305,17 +306,16 @@ def _check_sweep_dir(path: str, flag: str) -> None:
   if paths.has_scheme(path):
     paths.check_backend(path, flag)
     if not paths.bounded(f"{flag}={path} cannot be read",
-                         lambda: paths.isfile(paths.join(path, "sweep.json")),
-                         error=CommandLineError):
-      raise CommandLineError(f"{flag}={path} holds no sweep.json, so no sweep; give a "
-                             "directory made by --mode=sweep.")
+                         lambda: bool(manifest_path(path)), error=CommandLineError):
+      raise CommandLineError(f"{flag}={path} holds no sweep.json (nor sweep.json.xz), so no "
+                             "sweep; give a directory made by --mode=sweep.")
     return
   if not os.path.isdir(path):
     kind = "is a file, not a directory" if os.path.exists(path) else "does not exist"
     raise CommandLineError(f"{flag}={path} {kind}; give a directory made by --mode=sweep.")
-  if not os.path.isfile(os.path.join(path, "sweep.json")):
-    raise CommandLineError(f"{flag}={path} holds no sweep.json, so no sweep; give a directory "
-                           "made by --mode=sweep.")
+  if not manifest_path(path):
+    raise CommandLineError(f"{flag}={path} holds no sweep.json (nor sweep.json.xz), so no "
+                           "sweep; give a directory made by --mode=sweep.")
 
 
 _SLURM_TIME = re.compile(r"^(\d+-\d+(:\d+){0,2}|\d+(:\d+){0,2})$", re.ASCII)

@@ -20,10 +20,11 @@ VERDICT_WORDS = ("**Agrees.**", "**Partly agrees.**", "**Disagrees.**", "**Incon
 
 
 def write_summary(results_dir: str) -> tuple[str, list[str]]:
-  """Writes `results_dir/README.md` from every study under it (a subfolder with sweep.json
-  whose sweep file defines `summarize(runs)`): per study its claim, verdict, headline numbers,
-  main figure and the command that regenerates its report; then one table per placement
-  across the studies. Returns (the path, the verdict lines printed by --mode=report)."""
+  """Writes `results_dir/README.md` from every study under it (a subfolder with a manifest,
+  sweep.json or sweep.json.xz, whose sweep file defines `summarize(runs)`): per study its
+  claim, verdict, headline numbers, main figure and the command that regenerates its report;
+  then one table per placement across the studies. Returns (the path, the verdict lines
+  printed by --mode=report)."""
   studies, per_placement, columns, verdicts, data_rows = [], {}, [], [], []
   for name in sorted(os.listdir(results_dir)):
     study = _read_study(results_dir, name)
@@ -58,7 +59,7 @@ def _read_study(results_dir: str, name: str) -> Optional[tuple[dict, list[Run], 
   points are pending, the inconclusive verdict) of the study `results_dir/name`; None when it
   is no study, its sweep file does not load (said) or defines no `summarize`."""
   sweep_dir = os.path.join(results_dir, name)
-  if not os.path.exists(os.path.join(sweep_dir, sweep_lib.MANIFEST)):
+  if not sweep_lib.manifest_path(sweep_dir):
     return None
   manifest = sweep_lib.read_manifest(sweep_dir)
   try:

@@ -1,7 +1,8 @@
 """The report of a sweep: read every point's workdir, write a table, a CSV and plots.
 
 `python launch.py --mode=report --sweep_dir=DIR` (also run at the end of `--mode=sweep`) reads
-`DIR/sweep.json` (the points) and each point's `metrics.jsonl`, and writes into DIR:
+`DIR/sweep.json` (the points; `sweep.json.xz` in a packed study) and each point's
+`metrics.jsonl`, and writes into DIR:
 
 - `results.csv`: one row per point (swept fields, status, final eval metrics, wall time);
 - `report.md`: per group of points that differ only in `seed`, the mean and 95% confidence
