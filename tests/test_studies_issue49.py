@@ -292,7 +292,7 @@ def test_qk_norm_depth_judges_the_depth_cost_qk_norm_removes(tmp_path):
   """Post-norm's depth cost 0.8 (+0.01 per seed) without qk-norm; with it 0.2 (agrees: 0.6
   removed), 0.78 (disagrees: 0.02 < 0.05 removed) or 0.6 + 0.3 per seed (across the margin)."""
   from experiments import qk_norm_depth as qd
-  assert len(qd.get_sweep("cpu")) == 54 and qd.deep_lrs("cpu") == [1e-4, 3e-4, 1e-3, 3e-3]
+  assert len(qd.get_sweep("cpu")) == 60 and qd.deep_lrs("cpu") == [3e-5, 1e-4, 3e-4, 1e-3, 3e-3]
   without = lambda s: 0.8 + 0.01 * s
   lines = qd.analyze(_qk_depth_runs(lambda qk, s: 0.2 if qk else without(s)))
   assert _verdict(lines).startswith("**Agrees.** post-norm's depth cost with qk-norm minus "
