@@ -5,13 +5,12 @@ report.md's caption names) and `layer_profiles`."""
 
 from __future__ import annotations
 
-import io
 import math
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from transformer import paths
+from transformer.png import save_png  # the studies draw with report_figures.save_png too
 from transformer.report.runs import LAYER_NAME, NOT_METRICS, Run, group_label, groups, swept_fields
 from transformer.report.stats import initial_loss, mean_ci
 
@@ -22,8 +21,6 @@ def load_pyplot():
   import matplotlib.pyplot as plt
   return plt
 
-
-PNG_COLORS = 64  # plots are lines on white: a palette keeps their colours, 3-4x smaller
 
 # The per-layer diagnostics the report's generic figures draw: the quantities the
 # norm-placement papers argue from (gradient norm and update size per layer, Xiong et al. 2020
@@ -39,19 +36,6 @@ def key_diagnostic(name: str) -> bool:
   """A metric name (layer index as `*`, e.g. `decoder/*/self_attention/attn_max_logit`) that
   the generic diagnostics figures draw."""
   return name.endswith(KEY_DIAGNOSTICS)
-
-
-def save_png(plt, fig, path: str, dpi: int) -> None:
-  """Writes `fig` to `path` as a palette PNG and closes it. The bytes depend only on the
-  figure (no date or software version in the file), so a regenerated report is identical."""
-  from PIL import Image  # loaded with matplotlib, only when drawing
-  buf = io.BytesIO()
-  fig.savefig(buf, format="png", dpi=dpi)
-  plt.close(fig)
-  image = Image.open(buf).convert("RGB")
-  image = image.quantize(PNG_COLORS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-  with paths.open_file(path, "wb") as f:
-    image.save(f, format="png", optimize=True)
 
 
 def _mean_curve(runs: Sequence[Run], split: str, key: str):
