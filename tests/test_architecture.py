@@ -253,7 +253,7 @@ def test_the_registry_imports_nothing_it_names_by_path():
 FLOORS = (
     ("errors",),                      # error classes and exit statuses
     ("paths",),                       # local and gs:// files, atomic writes
-    ("config", "packed_runs"),        # validated config; studies' packed runs
+    ("config", "packed_runs", "png"),  # validated config; studies' packed runs; figure files
     ("user_files", "datasets"),       # files a user hands in; the dataset registry
     ("model", "data"),                # Linen modules and their FLOPs; input pipelines
     ("provenance", "kinds"),          # where data came from; the model-kind registry
