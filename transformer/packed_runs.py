@@ -31,7 +31,7 @@ from transformer.errors import UserFileError
 PACK = "runs.jsonl.xz"
 SKIPPED = ("log.txt", ".lock")  # console output and the run lock: not the run's record
 SKIPPED_IF_EMPTY = ("checkpoint_errors.log",)  # written by every run; empty when all went well
-_PRESET = 9 | lzma.PRESET_EXTREME  # 40% smaller than gzip -9 on these files
+XZ_PRESET = 9 | lzma.PRESET_EXTREME  # 40% smaller than gzip -9 on these files (manifests too)
 
 
 class PackError(UserFileError):
@@ -160,7 +160,7 @@ def pack(sweep_dir: str, names: list[str]) -> tuple[int, int]:
 
 def _write(sweep_dir: str, lines: list[str]) -> None:
   """Replaces the sweep's packed file by `lines` (JSON entries), atomically."""
-  data = lzma.compress(("\n".join(lines) + "\n").encode("utf-8"), preset=_PRESET)
+  data = lzma.compress(("\n".join(lines) + "\n").encode("utf-8"), preset=XZ_PRESET)
   paths.write_bytes(os.path.join(sweep_dir, PACK), data)
 
 

@@ -418,7 +418,7 @@ def pack_manifest(sweep_dir: str) -> str:
   read_manifest(sweep_dir)  # whole, or a clear error before anything is replaced
   text = user_files.read_text(plain, _MANIFEST_WHAT)
   packed = paths.join(sweep_dir, PACKED_MANIFEST)
-  paths.write_bytes(packed, lzma.compress(text.encode("utf-8"), preset=9 | lzma.PRESET_EXTREME))
+  paths.write_bytes(packed, lzma.compress(text.encode("utf-8"), preset=packed_runs.XZ_PRESET))
   os.remove(plain)
   return packed
 
