@@ -3,6 +3,7 @@
 import json
 import os
 
+import jax
 import numpy as np
 import pytest
 
@@ -91,3 +92,24 @@ def test_max_new_tokens_that_fill_the_context_are_a_command_line_error():
   notes = []
   out = generate_texts(config, model, params, tok, ["ab"], max_new_tokens=15, log=notes.append)
   assert len(out) == 1 and "kept its last 0 tokens, dropped the first 2" in notes[0]
+
+
+def test_decoding_compiles_once_per_model_settings_and_prompt_length():
+  # Every eval of a run writes samples, and --mode=sample --num_samples=N decodes N times:
+  # each call must reuse the program, not trace and compile a new one.
+  from transformer.tasks import generate
+  config, model, params, tok = _random_lm(max_len=32)
+  compiled = generate._lm_continue._cache_size
+  before = compiled()
+  first = generate.generate_texts(config, model, params, tok, ["abc"], max_new_tokens=5)
+  assert compiled() == before + 1
+  # An equal model built again, new parameter values, another seed and prompt: no new program.
+  again = kinds.get(config.model.kind).build_model(config.model)
+  doubled = jax.tree.map(lambda x: 2 * x, params)
+  for m, p, seed, text in ((model, params, 0, "abc"), (again, doubled, 3, "xyz")):
+    generate.generate_texts(config, m, p, tok, [text], max_new_tokens=5, seed=seed)
+  assert compiled() == before + 1
+  assert generate.generate_texts(config, again, params, tok, ["abc"], max_new_tokens=5) == first
+  generate.generate_texts(config, model, params, tok, ["abc"], max_new_tokens=6)
+  generate.generate_texts(config, model, params, tok, ["abcd"], max_new_tokens=5)
+  assert compiled() == before + 3  # another length of output, another length of prompt
