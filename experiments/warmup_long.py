@@ -14,6 +14,11 @@ The call (`experiments/paired.py`), warmup_stability's, fixed before the new run
 post-norm's cost of dropping warm-up (the clipped final eval loss without warm-up minus with it,
 each setting at its own best LR of the window) minus pre-norm's; it *agrees* when the 95%
 interval lies above `LOSS_MARGIN` (0.05 nats/token), *disagrees* when below.
+
+Extended after those 18 runs, the call unchanged: post-norm's best LR fell on its window's
+lowest LR without warm-up (3e-4) and on its highest with it (3e-3), so neither optimum was
+located. One LR beyond each edge (`EXTENDED`): 1e-4 without warm-up (3 new runs) and 1e-2 with
+it (long_training's runs, linked).
 """
 
 from experiments import analysis as a
@@ -25,18 +30,23 @@ CLAIM = warmup_stability.CLAIM
 FACTOR = 4  # long_training's length
 WINDOW = {"cpu": {"post": [3e-4, 1e-3, 3e-3], "pre": [1e-3, 3e-3, 1e-2]},
           "gpu": {"post": [1e-4, 3e-4, 1e-3], "pre": [3e-4, 1e-3, 3e-3]}}
+# LRs beyond a window's edge where its best fell, per (placement, warm-up steps).
+EXTENDED = {"cpu": {("post", 0): [1e-4], ("post", 240): [1e-2]}, "gpu": {}}
 LOSS_MARGIN = warmup_stability.LOSS_MARGIN
 WARM = "optim.warmup_steps"
 
 
 def get_sweep(size: str = "cpu"):
-  """Without warm-up first (the new runs), then with the protocol's (long_training's)."""
+  """Without warm-up first (the new runs), then with the protocol's (long_training's), then
+  the `EXTENDED` LRs."""
   base = preset(PROTOCOL_SIZES, size)
   fixed = protocol(size, varied=(WARM,), factor=FACTOR)
   warmups = (0, protocol(size, factor=FACTOR)[WARM])
-  return [point for w in warmups for p in ("post", "pre") for point in product(
-      base, [fixed], {"model.norm_placement": [p]}, {WARM: [w]},
-      {"optim.learning_rate": WINDOW[size][p]}, {"seed": PROTOCOL_SEEDS})]
+  lrs = {(p, w): WINDOW[size][p] for w in warmups for p in ("post", "pre")}
+  beyond = {key: extra for key, extra in EXTENDED[size].items() if key in lrs}
+  return [point for table in (lrs, beyond) for (p, w), grid in table.items()
+          for point in product(base, [fixed], {"model.norm_placement": [p]}, {WARM: [w]},
+                               {"optim.learning_rate": grid}, {"seed": PROTOCOL_SEEDS})]
 
 
 def measure(runs) -> dict:
