@@ -122,8 +122,11 @@ def test_prose_corpus_makes_both_headline_calls_at_the_code_corpus_margins():
 def test_warmup_long_makes_warmup_stabilitys_call_at_2400_steps():
   from experiments import warmup_long
   points = warmup_long.get_sweep("cpu")
-  assert len(points) == 36 and {p["train.num_steps"] for p in points} == {2400}
+  assert len(points) == 42 and {p["train.num_steps"] for p in points} == {2400}
   assert {p["optim.warmup_steps"] for p in points} == {0, 240}
+  # The extension beyond post-norm's window edges comes last, 3 seeds per LR.
+  assert [(p["optim.warmup_steps"], p["optim.learning_rate"]) for p in points[36:]] == \
+      [(0, 1e-4)] * 3 + [(240, 1e-2)] * 3
 
   def runs(post_cost):
     return [_run({a.PLACEMENT: p, "optim.warmup_steps": w, a.LR: lr, "seed": s},
