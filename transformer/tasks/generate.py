@@ -4,7 +4,6 @@ Used by `--mode=sample` and by the samples written at every eval."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable
 
 import jax
@@ -45,29 +44,11 @@ def keep_last(ids: list[int], room: int) -> tuple[list[int], int]:
 # Decoding compiled once per model, settings and input shape, not once per call: jit's cache
 # keys on the static arguments (a Flax module compares by its fields), so the samples written
 # at every eval of a run, and each of `--mode=sample --num_samples=N`, reuse one program.
-_SAMPLING = ("model", "max_new", "eos_id", "pad_id", "temperature", "top_k", "top_p")
-
-
-@functools.partial(jax.jit, static_argnames=_SAMPLING)
-def _lm_continue(params: Any, prompt: jax.Array, rng: jax.Array, *, model: DecoderLM,
-                 max_new: int, eos_id: int, pad_id: int, temperature: float, top_k: int,
-                 top_p: float) -> jax.Array:
-  """`decode.lm_generate`: `prompt: [1, prompt_len]` -> `[1, max_new]` new tokens."""
-  return decode.lm_generate(model, params, prompt, max_new, eos_id=eos_id, rng=rng,
-                            temperature=temperature, top_k=top_k, top_p=top_p, pad_id=pad_id)
-
-
-@functools.partial(jax.jit,
-                   static_argnames=_SAMPLING + ("bos_id", "beam_size", "length_penalty"))
-def _seq2seq_decode(params: Any, sources: jax.Array, rng: jax.Array, *, model: EncoderDecoder,
-                    max_new: int, bos_id: int, eos_id: int, pad_id: int, beam_size: int,
-                    length_penalty: float, temperature: float, top_k: int,
-                    top_p: float) -> jax.Array:
-  """`decode.seq2seq_decode`: `sources: [batch, src_len]` -> `[batch, max_new]` tokens."""
-  return decode.seq2seq_decode(model, params, sources, max_new, bos_id=bos_id, eos_id=eos_id,
-                               beam_size=beam_size, length_penalty=length_penalty,
-                               pad_id=pad_id, rng=rng, temperature=temperature, top_k=top_k,
-                               top_p=top_p)
+# Both take (model, params, inputs, max_new, ...) with the model and max_new static.
+_SAMPLING = ("eos_id", "pad_id", "temperature", "top_k", "top_p")
+_lm_continue = jax.jit(decode.lm_generate, static_argnums=(0, 3), static_argnames=_SAMPLING)
+_seq2seq_decode = jax.jit(decode.seq2seq_decode, static_argnums=(0, 3),
+                          static_argnames=_SAMPLING + ("bos_id", "beam_size", "length_penalty"))
 
 
 def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: list[str], *,
@@ -100,11 +81,11 @@ def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: lis
             f"(--max_new_tokens): kept its last {len(kept)} tokens, dropped the first "
             f"{dropped}.")
       rows.append(start + kept)
-    settings = dict(model=model, max_new=max_new_tokens, eos_id=tok.eos_id, pad_id=tok.pad_id,
-                    temperature=temperature, top_k=top_k, top_p=top_p)
+    settings = dict(eos_id=tok.eos_id, pad_id=tok.pad_id, rng=rng, temperature=temperature,
+                    top_k=top_k, top_p=top_p)
     # Prompts differ in length and the cache has no left padding: one by one.
-    outs = [np.asarray(_lm_continue(params, jnp.asarray([row], jnp.int32), rng, **settings))[0]
-            for row in rows]
+    outs = [np.asarray(_lm_continue(model, params, jnp.asarray([row], jnp.int32), max_new_tokens,
+                                    **settings))[0] for row in rows]
   elif isinstance(model, EncoderDecoder):  # generative "seq2seq"
     src_len = config.data.src_len
     encoded = [list(tok.encode(t)) for t in texts]
@@ -115,10 +96,10 @@ def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: lis
             f"the last {len(ids) - (src_len - 1)}.")
     sources = _pad_rows([ids[:src_len - 1] + [tok.eos_id] for ids in encoded], src_len)
     outs = np.asarray(_seq2seq_decode(
-        params, jnp.asarray(sources), rng, model=model, max_new=max_new_tokens,
-        bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, beam_size=beam_size,
-        length_penalty=config.model.length_penalty, temperature=temperature, top_k=top_k,
-        top_p=top_p))
+        model, params, jnp.asarray(sources), max_new_tokens, bos_id=tok.bos_id,
+        eos_id=tok.eos_id, pad_id=tok.pad_id, beam_size=beam_size,
+        length_penalty=config.model.length_penalty, rng=rng, temperature=temperature,
+        top_k=top_k, top_p=top_p))
   else:
     raise ConfigError(f"--mode=sample needs a generative run (decoder_lm or encoder_decoder); "
                       f"this is a {config.model.kind!r} run.")
