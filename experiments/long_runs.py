@@ -11,7 +11,8 @@ steps (about 8 tokens per parameter), warm-up scaled with the run (10%), eval ev
 post, pre and peri at LR 3e-3 (each one's best at 2,400 steps) and 1e-3, 3 seeds (18 runs, the
 3e-3 ones first). And pre-norm with DyT (alpha_0 0.5) beside LayerNorm at LR 3e-3 at 600 steps
 (norms' and lr_sensitivity's runs, linked), 2,400 (LayerNorm: long_training's, linked) and
-9,600 steps (6 new DyT runs). 24 runs are new, about 45 minutes each two at a time on 2 cores.
+9,600 steps (6 new DyT runs). 24 runs are new, about 70 minutes each two at a time on 2 cores
+(the first two: 4,199 s and 4,231 s, beside the test suite for half of it).
 
 The calls (`experiments/paired.py`), fixed before the runs:
 1. Liu et al. 2020: post-norm, when it trains, ends better than pre-norm. Statistic: pre-norm's
