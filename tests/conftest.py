@@ -1,22 +1,26 @@
-"""Test setup: 8 fake CPU devices (set before JAX is imported), quiet TensorFlow."""
+"""Test setup: 8 fake CPU devices and fast compiles (both set before JAX is imported), quiet
+TensorFlow."""
 
 import os
+import sys
 import tempfile
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=8").strip()
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+from tests.xla_flags import FAST_COMPILE  # noqa: E402
+
+# LLVM at -O0 for the tests' XLA programs; a flag already in XLA_FLAGS is kept as set.
+_fast = "" if "xla_backend_optimization_level" in os.environ.get("XLA_FLAGS", "") else FAST_COMPILE
+os.environ["XLA_FLAGS"] = " ".join(filter(None, [
+    os.environ.get("XLA_FLAGS", ""), "--xla_force_host_platform_device_count=8", _fast]))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The measured CPU peak (for MFU) is cached per test session, not in the user's ~/.cache.
 os.environ.setdefault("TRANSFORMER_CACHE_DIR", tempfile.mkdtemp(prefix="transformer-cache-"))
 
-import sys
-
-import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-  sys.path.insert(0, ROOT)
+import pytest  # noqa: E402
 
 
 @pytest.fixture

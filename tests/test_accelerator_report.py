@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+from tests.xla_flags import FAST_COMPILE
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
@@ -35,8 +37,8 @@ def _readme_copy(tmp_path) -> str:
 
 @pytest.mark.timeout(1200)  # about 100 s alone; several minutes beside the suite on 2 cores
 def test_tiny_report_writes_both_files_and_merge_regenerates_the_table(tmp_path):
-  env = dict(os.environ, TRANSFORMER_CACHE_DIR=str(tmp_path / "cache"),
-             TMPDIR=str(tmp_path), XLA_FLAGS="")  # one CPU device, as a GPU host has one GPU
+  env = dict(os.environ, TRANSFORMER_CACHE_DIR=str(tmp_path / "cache"),  # one CPU device,
+             TMPDIR=str(tmp_path), XLA_FLAGS=FAST_COMPILE)  # as a GPU host has one GPU
   out = str(tmp_path / "out")
   code, log = _run("run", "--profile=tiny", f"--out={out}", "--budget_s=1000", env=env,
                    timeout=1100)

@@ -56,9 +56,12 @@ def test_is_causal_equals_the_explicit_causal_mask_and_the_reference(rows_kind):
   dense, dense_grads = _attention_and_grads(make("xla", False), params, x, explicit, rows)
   ref, ref_grads = _attention_and_grads(make("reference", True), params, x, segment, rows)
   ref_dense, _ = _attention_and_grads(make("reference", False), params, x, explicit, rows)
-  # XLA's is_causal combines the same boolean masks: bit for bit today's dense-mask path.
+  # XLA's is_causal combines the same boolean masks: bit for bit today's dense-mask path
+  # forward. The gradients are bit for bit too at XLA's default LLVM -O3; under the tests'
+  # -O0 (tests/xla_flags.py) the two backward programs round differently in the last bit.
   np.testing.assert_array_equal(flag, dense)
-  jax.tree.map(np.testing.assert_array_equal, flag_grads, dense_grads)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6),
+               flag_grads, dense_grads)
   np.testing.assert_array_equal(ref, ref_dense)
   np.testing.assert_allclose(flag[rows], ref[rows], rtol=1e-5, atol=1e-6)
   jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests import multihost_worker as worker
+from tests.xla_flags import cpu_devices
 from transformer.config import ParallelConfig
 from transformer.train import optim
 from transformer.train.checkpoint import Checkpointer
@@ -24,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _env(devices):
   env = dict(os.environ)
-  env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+  env["XLA_FLAGS"] = cpu_devices(devices)
   env["JAX_PLATFORMS"] = "cpu"
   return env
 

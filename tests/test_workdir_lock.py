@@ -16,6 +16,7 @@ import time
 import pytest
 
 from tests.test_preemption import ROOT, _overrides
+from tests.xla_flags import cpu_devices
 from transformer import workdir_lock as wl
 from transformer.sweep.local import Job, run_jobs
 
@@ -125,7 +126,7 @@ def test_a_two_process_run_refused_on_process_0_stops_both(tiny_corpus, tmp_path
   with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1",
+  env = dict(os.environ, XLA_FLAGS=cpu_devices(1),
              JAX_PLATFORMS="cpu")
   procs = [subprocess.Popen(
       _launch_args(str(workdir), tiny_corpus) + [
