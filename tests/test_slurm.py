@@ -9,7 +9,9 @@ TRANSFORMER_REQUIRE_SLURM=1 (CI) a missing cluster fails them instead.
   - `srun --ntasks=2` starts two JAX processes that find each other through JAX's own
     SlurmCluster detector (no coordinator flags) and end with one process's parameters;
   - `scontrol requeue` of a running point: the run saves on SLURM's SIGTERM, SLURM starts the
-    task again (--requeue), it resumes, and it ends equal to an uninterrupted run.
+    task again (--requeue), it resumes, and it ends equal to an uninterrupted run;
+  - the time-limit warning (SIGUSR1 to the batch shell): the shell has the run save and
+    requeues the task, which resumes; sent while the run still imports, it requeues too.
 
 Every job is waited for with a bound, and cancelled when its test ends.
 """
@@ -42,6 +44,10 @@ _LIVE = ("idle", "mixed", "allocated", "completing")
 _ENDED = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
           "BOOT_FAIL", "DEADLINE", "PREEMPTED")
 NUM_STEPS = 60
+# The requeued run must still be training when its SIGTERM comes, a poll after step 3: with the
+# session's compilation cache warm, a 60-step run once ended first.
+REQUEUE_STEPS = 1000
+ENDLESS = 1_000_000  # a run that cannot end before a test stops it
 
 
 def _cluster_problem() -> str:
@@ -86,31 +92,55 @@ def _job_states(job: str) -> list[str]:
   return re.findall(r"\bJobState=(\S+)", r.stdout)
 
 
-def _wait_for(what: str, check, timeout: float, logs=()):
-  """Polls `check()` until it returns something true; fails naming `what` (and the logs'
-  tails) after `timeout` seconds."""
+def _tails(logs) -> str:
+  return "".join(f"\n--- {p}:\n{_read(p)[-3000:]}" for p in logs)
+
+
+def _wait_for(what: str, check, timeout: float, logs=(), every: float = 2.0):
+  """Polls `check()` every `every` seconds until it returns something true; fails naming
+  `what` (and the logs' tails) after `timeout` seconds."""
   deadline = time.monotonic() + timeout
   while True:
     value = check()
     if value:
       return value
     if time.monotonic() > deadline:
-      tails = "".join(f"\n--- {p}:\n{_read(p)[-3000:]}" for p in logs)
-      pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}{tails}")
-    time.sleep(2)
+      pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}{_tails(logs)}")
+    time.sleep(every)
 
 
-def _restart_and_finish(task: str, log, what: str) -> str:
-  """Waits for the requeued `task` to be pending, starts it now (SLURM holds a requeued job
-  back for two minutes, its EligibleTime), waits for it to complete; returns its log."""
-  _wait_for(what, lambda: _job_states(task) == ["PENDING"] or "start 2 on" in _read(log),
-            REQUEUES_WITHIN_S, [log])
+def _wait_for_step(log, step: int):
+  """Waits for the run to log a train step >= `step` (polled often: the tiny run is fast)."""
+  _wait_for(f"the point to train past step {step - 1}",
+            lambda: [int(s) for s in re.findall(r"^step\s+(\d+)/", _read(log), re.M)
+                     if int(s) >= step], STARTS_WITHIN_S, [log], every=0.2)
+
+
+def _wait_until_requeued(task: str, log, what: str) -> None:
+  """Waits for `task` to be pending again (or started again); fails at once if it ended."""
+  def requeued():
+    states = _job_states(task)
+    if states and all(x in _ENDED for x in states):
+      pytest.fail(f"{task} ended {states} instead of {what}{_tails([log])}")
+    return states == ["PENDING"] or "start 2 on" in _read(log)
+  _wait_for(what, requeued, REQUEUES_WITHIN_S, [log])
+
+
+def _start_now(task: str) -> None:
+  """Starts a requeued task now: SLURM holds one back for two minutes (its EligibleTime)."""
   # slurmd revokes the old run's credential when it ends, and refuses a credential made in the
   # same second ("Killing non-startable batch JobId=..: Job credential revoked", the task then
   # FAILED): SLURM's own two-minute hold avoids that; a forced start must wait a second too.
   time.sleep(2)
   subprocess.run(["scontrol", "update", f"jobid={task}", "StartTime=now"], capture_output=True,
                  timeout=30)
+
+
+def _restart_and_finish(task: str, log, what: str) -> str:
+  """Waits for the requeued `task` to be pending, starts it now, waits for it to complete;
+  returns its log."""
+  _wait_until_requeued(task, log, what)
+  _start_now(task)
   states = _wait_until_ended(task, ENDS_WITHIN_S, [log])
   text = _read(log)
   assert states == ["COMPLETED"], (states, text[-4000:])
@@ -138,7 +168,8 @@ def _overrides(corpus, num_steps: int) -> list[str]:
             "data.eval_batches": 2, "model.d_model": 32, "model.num_heads": 4,
             "model.num_layers": 2, "model.d_ff": 64, "model.dropout_rate": 0.1,
             "train.batch_size": 8, "train.num_steps": num_steps, "train.log_every": 1,
-            "train.eval_every": 20, "checkpoint.every_steps": 1000, "checkpoint.keep": 5}
+            "train.eval_every": min(max(20, num_steps // 4), 1000),
+            "checkpoint.every_steps": 1000, "checkpoint.keep": 5}
   return [f"--config.{k}={v}" for k, v in values.items()]
 
 
@@ -250,20 +281,18 @@ def test_a_requeued_point_saves_resumes_and_equals_an_uninterrupted_run(jobs, ti
   start = time.monotonic()
   straight = str(tmp_path / "straight")
   r = _launch(["--config=configs/default.py:smoke", f"--workdir={straight}", "--config.seed=0",
-               *_overrides(tiny_corpus, NUM_STEPS)])  # also builds the dataset
+               *_overrides(tiny_corpus, REQUEUE_STEPS)])  # also builds the dataset
   assert r.returncode == 0, r.stdout + r.stderr
 
   out = tmp_path / "sweep"
-  job = _submit_sweep(_sweep_file(tmp_path, [0]), out, tiny_corpus, NUM_STEPS, jobs)
+  job = _submit_sweep(_sweep_file(tmp_path, [0]), out, tiny_corpus, REQUEUE_STEPS, jobs)
   task, log = f"{job}_0", out / "slurm" / f"{job}_0.out"
-  _wait_for("the point to train past step 3",
-            lambda: [int(s) for s in re.findall(r"^step\s+(\d+)/", _read(log), re.M)
-                     if int(s) >= 3], STARTS_WITHIN_S, [log])
+  _wait_for_step(log, 3)
   r = subprocess.run(["scontrol", "requeue", task], capture_output=True, text=True, timeout=30)
   assert r.returncode == 0, r.stderr
   text = _restart_and_finish(task, log, "the requeued task to be pending")
   stopped = int(re.search(r"Stopped at step (\d+) \(SIGTERM\)", text).group(1))
-  assert 3 <= stopped < NUM_STEPS, text[-4000:]
+  assert 3 <= stopped < REQUEUE_STEPS, text[-4000:]
   assert "start 2 on" in text and f"at step {stopped}." in text, text[-4000:]  # resumed there
   point = str(out / "seed=0")
   # Row for row the uninterrupted run's (times and throughput aside), the first step after the
@@ -271,29 +300,61 @@ def test_a_requeued_point_saves_resumes_and_equals_an_uninterrupted_run(jobs, ti
   rows, expected = _rows(point), _rows(straight)
   assert rows == expected
   assert rows[-1] == expected[-1] and rows[-1]["split"] == "eval"  # the final eval, equal
-  a, b = _final_params(point, NUM_STEPS), _final_params(straight, NUM_STEPS)
+  a, b = _final_params(point, REQUEUE_STEPS), _final_params(straight, REQUEUE_STEPS)
   for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a), jax.tree.leaves(b)):
     np.testing.assert_array_equal(x, y, err_msg=jax.tree_util.keystr(path))
   print(f"\n[slurm] requeued point vs uninterrupted run: {time.monotonic() - start:.0f}s")
 
 
-def test_the_time_limit_warning_saves_and_requeues_the_task(jobs, tiny_corpus, tmp_path):
+def _time_limit_signal(task: str) -> None:
   """What `--signal=B:USR1@120` does before the time limit, sent now: SIGUSR1 to the batch
-  shell alone (`scancel --batch`). The shell asks the run to save, then requeues the task."""
+  shell alone (`scancel --batch`)."""
+  r = subprocess.run(["scancel", "--batch", "--signal=USR1", task], capture_output=True,
+                     text=True, timeout=30)
+  assert r.returncode == 0, r.stderr
+
+
+def test_the_time_limit_warning_saves_and_requeues_the_task(jobs, tiny_corpus, tmp_path):
+  """The time-limit warning while the run trains: the shell asks the run to save, then
+  requeues the task, which resumes there. The run is far too long to end before the signal
+  (a 60-step run once did, its evals compiled ahead by the session's compilation cache); the
+  resumed one is cancelled once it has trained on."""
+  start = time.monotonic()
+  _prepare_dataset(tiny_corpus)
+  out = tmp_path / "sweep"
+  job = _submit_sweep(_sweep_file(tmp_path, [0]), out, tiny_corpus, ENDLESS, jobs)
+  task, log = f"{job}_0", out / "slurm" / f"{job}_0.out"
+  _wait_for_step(log, 3)
+  _time_limit_signal(task)
+  _wait_until_requeued(task, log, "the task to requeue itself")
+  text = _read(log)
+  assert "time limit near" in text, text[-4000:]
+  stopped = int(re.search(r"Stopped at step (\d+) \(SIGTERM\)", text).group(1))
+  _start_now(task)
+  resumed = f"at step {stopped}."
+  _wait_for("the requeued task to resume and train on",
+            lambda: (t := _read(log)).count("start 2 on") and resumed in t
+            and re.search(rf"^step\s+{stopped + 1}/", t, re.M), STARTS_WITHIN_S, [log])
+  assert _job_states(task) == ["RUNNING"]
+  print(f"\n[slurm] time-limit warning, save and self-requeue: {time.monotonic() - start:.0f}s")
+
+
+def test_the_time_limit_warning_before_the_run_can_save_requeues_it(jobs, tiny_corpus,
+                                                                    tmp_path):
+  """The warning while the run still imports (no handler yet): SIGTERM ends it (143) and the
+  shell requeues the task all the same; the new start trains from the beginning to the end."""
   start = time.monotonic()
   _prepare_dataset(tiny_corpus)
   out = tmp_path / "sweep"
   job = _submit_sweep(_sweep_file(tmp_path, [0]), out, tiny_corpus, NUM_STEPS, jobs)
   task, log = f"{job}_0", out / "slurm" / f"{job}_0.out"
-  _wait_for("the point to train past step 3",
-            lambda: re.search(r"^step\s+([3-9]|\d\d+)/", _read(log), re.M), STARTS_WITHIN_S,
-            [log])
-  r = subprocess.run(["scancel", "--batch", "--signal=USR1", task], capture_output=True,
-                     text=True, timeout=30)
-  assert r.returncode == 0, r.stderr
+  _wait_for("the task to start", lambda: "start 1 on" in _read(log), STARTS_WITHIN_S, [log],
+            every=0.1)
+  _time_limit_signal(task)
   text = _restart_and_finish(task, log, "the task to requeue itself")
-  assert "time limit near" in text and "(SIGTERM)" in text, text[-4000:]
-  stopped = int(re.search(r"Stopped at step (\d+) \(SIGTERM\)", text).group(1))
-  assert "start 2 on" in text and f"at step {stopped}." in text, text[-4000:]
-  assert _rows(out / "seed=0")[-1]["step"] == NUM_STEPS
-  print(f"\n[slurm] time-limit warning, save and self-requeue: {time.monotonic() - start:.0f}s")
+  assert "time limit near" in text and "SIGTERM received" not in text, text[-4000:]
+  first, second = text.split("start 2 on")
+  assert not re.search(r"^step\s+\d+/", first, re.M), first[-4000:]  # it never trained
+  assert "Resumed" not in second and _rows(out / "seed=0")[-1]["step"] == NUM_STEPS
+  print(f"\n[slurm] time-limit warning during imports, self-requeue: "
+        f"{time.monotonic() - start:.0f}s")

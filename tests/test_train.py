@@ -2,6 +2,8 @@
 
 import dataclasses
 import json
+import os
+import signal
 
 import flax.linen as nn
 import jax
@@ -14,10 +16,11 @@ from configs.default import get_config
 from transformer.config import (CheckpointConfig, ConfigError, ModelConfig, OptimConfig,
                                 from_config_dict)
 from transformer.model.models import DecoderLM
-from transformer.train import optim, steps
+from transformer.train import checkpoint, optim, steps
 from transformer.tasks.losses import cross_entropy_sums
 from transformer.train.loop import train_and_evaluate
 from transformer.train.state import create_state
+from transformer.workdir import checkpoint_steps
 
 
 def _tiny_config(corpus, **train):
@@ -99,6 +102,33 @@ def test_resume_reproduces_an_uninterrupted_run_exactly(tiny_corpus, tmp_path):
 
   # A finished run, launched again, ends at once with the same figures.
   assert train_and_evaluate(cfg, str(resumed))["bits_per_byte"] == final_resumed["bits_per_byte"]
+
+
+def test_a_sigterm_while_the_final_checkpoint_is_written_waits_for_it(tiny_corpus, tmp_path,
+                                                                        monkeypatch):
+  """SLURM's time-limit signal a moment late: SIGTERM after the last step, while the final
+  checkpoint is written. The run finishes the save and returns as usual (it used to die by the
+  default handler, the save unfinished), and gives the handler it found back."""
+  cfg = _tiny_config(tiny_corpus, num_steps=4, log_every=2, eval_every=4)
+  close = checkpoint.Checkpointer.close
+
+  def close_after_a_signal(self):
+    os.kill(os.getpid(), signal.SIGTERM)
+    close(self)
+
+  def outside_the_run(signum, frame):  # stands in for SIG_DFL, which would end this process
+    raise AssertionError("SIGTERM reached the handler outside the run")
+
+  monkeypatch.setattr(checkpoint.Checkpointer, "close", close_after_a_signal)
+  previous = signal.signal(signal.SIGTERM, outside_the_run)
+  try:
+    final = train_and_evaluate(cfg, str(tmp_path / "w"))
+    assert signal.getsignal(signal.SIGTERM) is outside_the_run
+  finally:
+    signal.signal(signal.SIGTERM, previous)
+  assert final["step"] == 4
+  assert checkpoint_steps(str(tmp_path / "w" / "checkpoints")) == [4]
+  assert jax.tree.leaves(_final_params(tmp_path / "w", 4))  # complete: it restores
 
 
 def test_resuming_with_a_different_model_is_refused(tiny_corpus, tmp_path):

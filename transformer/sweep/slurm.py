@@ -12,8 +12,9 @@ make it stop without saving, so the batch shell does not pass that one on). With
 SLURM then starts a requeued task again, and the run resumes from its checkpoint. Reaching the
 time limit is not a requeue, so with `time` set the script asks for `--signal=B:USR1@<lead>`:
 SIGUSR1 to the batch shell alone (`B:`), `lead` seconds before the limit (SLURM may send it up
-to a minute early). The shell passes it on to the run as SIGTERM and, once the run has saved,
-requeues its own task (`scontrol requeue $SLURM_JOB_ID`), which starts again with a fresh limit.
+to a minute early). The shell passes it on to the run as SIGTERM and, once the run has saved (or
+died of that SIGTERM before it could catch it), requeues its own task (`scontrol requeue
+$SLURM_JOB_ID`), which starts again with a fresh limit.
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ while :; do
   status=$?
   kill -0 "$run" 2>/dev/null || break  # else a trap cut the wait short: the run still works
 done
-if ((near_limit && status == 0)); then
+# Requeued after the run saved (0), or after it died of this shell's SIGTERM (143: the signal
+# came before the run could catch it, while it imported or built its data).
+if ((near_limit && (status == 0 || status == 143))); then
   scontrol requeue "$SLURM_JOB_ID" || echo "[sweep] scontrol requeue failed: resubmit" >&2
 fi
 exit "$status"

@@ -115,19 +115,22 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   step = int(par.to_checkpoint(state).step)
   writer.start_at(step)
 
-  if step >= config.train.num_steps:
-    if checkpointer.latest_step() is None:  # num_steps=0: init_from's model is checkpoint 0
-      checkpointer.save(step, par.to_checkpoint(state), data.train_iterator, config.to_dict())
-    final_eval = _eval_of_finished_run(task, data, par, state, step, writer)
-  else:
-    try:
-      final_eval = TrainSteps(config, task, data, par, checkpointer, writer,
-                              dropout_rng, first_batch=first_batch).run(state, stop_after)
-    except NonFiniteError as e:
-      _end_diverged(e, checkpointer, writer)
-      raise
-  checkpointer.close()
-  writer.close()
+  # A SIGINT / SIGTERM from here until the last checkpoint is written waits for it (it used
+  # to kill a run that was writing its final checkpoint when the signal came).
+  with _StopRequest() as stop:
+    if step >= config.train.num_steps:
+      if checkpointer.latest_step() is None:  # num_steps=0: init_from's model is checkpoint 0
+        checkpointer.save(step, par.to_checkpoint(state), data.train_iterator, config.to_dict())
+      final_eval = _eval_of_finished_run(task, data, par, state, step, writer)
+    else:
+      try:
+        final_eval = TrainSteps(config, task, data, par, checkpointer, writer, dropout_rng,
+                                first_batch=first_batch).run(state, stop, stop_after)
+      except NonFiniteError as e:
+        _end_diverged(e, checkpointer, writer)
+        raise
+    checkpointer.close()
+    writer.close()
   _log_end(final_eval, step, workdir, t_start)
   return final_eval or {}
 
@@ -276,15 +279,16 @@ class TrainSteps:
     self.samples = eval_loop.SampleWriter.maybe(config, task, data, par, log)
     self._compiled = False
 
-  def run(self, state: TrainState, stop_after: Optional[int] = None) -> Optional[dict]:
-    """Trains on; returns the final eval, or None when it stopped before the last step."""
+  def run(self, state: TrainState, stop: _StopRequest,
+          stop_after: Optional[int] = None) -> Optional[dict]:
+    """Trains on; returns the final eval, or None when it stopped before the last step (on a
+    signal `stop` caught, or at `stop_after`)."""
     step = int(self.par.to_checkpoint(state).step)
     final_eval = None
     batches = Prefetcher(self._next_batch, self.par.place_batch,
                          self.config.train.prefetch, step,
                          lambda s: self._saves_after(s, stop_after))
-    with (_StopRequest() as stop,
-          StepProfiler(self.config.train.profile_range, self.writer.workdir) as prof):
+    with StepProfiler(self.config.train.profile_range, self.writer.workdir) as prof:
       while step < self.num_steps:
         batch = next(batches)
         if self.diagnostics is not None:  # statistics of the state before this step
