@@ -333,7 +333,7 @@ def test_the_time_limit_warning_saves_and_requeues_the_task(jobs, tiny_corpus, t
   _start_now(task)
   resumed = f"at step {stopped}."
   _wait_for("the requeued task to resume and train on",
-            lambda: (t := _read(log)).count("start 2 on") and resumed in t
+            lambda: "start 2 on" in (t := _read(log)) and resumed in t
             and re.search(rf"^step\s+{stopped + 1}/", t, re.M), STARTS_WITHIN_S, [log])
   assert _job_states(task) == ["RUNNING"]
   print(f"\n[slurm] time-limit warning, save and self-requeue: {time.monotonic() - start:.0f}s")
