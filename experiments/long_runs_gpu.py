@@ -2,7 +2,7 @@
 leases instead of 9 hours of 2 CPU cores.
 
   python3 scripts/accelerator_report.py run --out=$OUT --parts=replication \
-      --study=experiments/long_runs_gpu.py:cpu --parallel=8 --budget_s=480
+      --study=experiments/long_runs_gpu.py:cpu --parallel=8 --budget_s=530
 
 (on the GPU host, with `JAX_DEFAULT_MATMUL_PRECISION=highest` so that float32 matmuls are
 float32, not TF32; the install step is the accelerator report's, README.) The report's
@@ -15,8 +15,14 @@ runs are never mixed with the CPU studies' runs: every point is trained here, th
 
 Measured on the first lease (H200, 2026-11-27, the runs' logs): with 8 points at a time each
 took 405-431 s for 9,600 steps; the next 8 were still compiling when that call was cut off.
-So one 480 s call finishes about 8 long runs; the 25 points left need about two more leases.
-A call resumes from the runs committed in `experiments/in_progress/long_runs_gpu/`.
+The second lease (2026-11-28, `--parallel=8 --budget_s=570`, timeout_s 600) trained the next 8
+long points: started together at 19:23:46, their first metric (step 0) came 206-214 s later,
+then 9,600 steps took 148-160 s each (about 16 ms a step, 8 sharing the GPU). The call itself
+was killed at its 600 s limit (the install and the probe come before the budget), so only the
+60 s snapshot came back: 16 of 33 points are in `experiments/in_progress/long_runs_gpu/`. Give
+`--budget_s` at least 60 s less than the call's timeout. What the 3.5 minutes before step 0 are
+spent on is not known: from then on the report returns each run's log head
+(`replication_logs.txt`). The 17 points left are 5 long ones and 12 of 600 or 2,400 steps.
 The calls and the margin are `long_runs`'s, fixed before its runs.
 """
 

@@ -27,7 +27,8 @@ others with it, and each bench row's peak device memory is its own), each with a
                (accelerator_trace.py), so a gap comes with where the device time goes;
   replication  experiments/accelerator_replication.py:gpu (post, pre, peri x 3 LRs, 240
                steps of 64 x 512 tokens), stopped with SIGINT when its share runs out (each
-               run saves and exits); finished runs are packed into one file.
+               run saves and exits); finished runs are packed into one file, and each run's
+               log head and tail (start, compile, last lines) into replication_logs.txt.
 A part that runs out of time keeps what it measured and says so; elapsed time is printed per
 part. Measured on one H200 (2026-11-26): probe 5 s, a bench row 67-72 s (compile 17-25 s), a
 study point about 45 s: the whole plan needs about 15 minutes, so a 480 s call measures the
@@ -64,6 +65,7 @@ from transformer import paths  # noqa: E402 -- imports neither JAX nor TensorFlo
 SCHEMA = 1
 JSON_NAME, MD_NAME = "accelerator_report.json", "accelerator_report.md"
 RUNS_NAME, SWEEP_NAME = "replication_runs.jsonl.xz", "replication_sweep.json"
+LOGS_NAME = "replication_logs.txt"  # each run's log, cut to where its time went
 STOP_GRACE_S = 90.0  # the study's sweep gets this long (at most a fifth of its share) to stop
 SNAPSHOT_EVERY_S = 60.0  # the runs finished so far are packed into --out this often
 VERSIONS = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "numpy", "ml_collections")
@@ -282,6 +284,7 @@ class Snapshots:
     while not self.stopped.wait(SNAPSHOT_EVERY_S):
       try:
         self.take()
+        write_log_heads(self.sweep_dir, self.out_dir)
       except Exception as e:  # noqa: BLE001 -- a snapshot is a spare; the final pack still runs
         log(f"replication: snapshot failed ({type(e).__name__}: {e})")
 
@@ -305,6 +308,30 @@ class Snapshots:
       os.replace(tmp, os.path.join(self.out_dir, RUNS_NAME))
       self.copied.update(new)
     return len(new)
+
+
+def write_log_heads(sweep_dir: str, out_dir: str, head_lines: int = 12) -> int:
+  """Each run's log from this call (finished or not; runs packed earlier have none), cut to
+  where its time went: its first lines other than step lines (start time, model, baselines,
+  the first step's compile time), its last two and when it was last written, into out_dir's
+  LOGS_NAME. A lease's logs never come back otherwise. Returns how many runs it holds."""
+  names = sorted(os.listdir(sweep_dir)) if os.path.isdir(sweep_dir) else []
+  parts = []
+  for name in names:
+    path = os.path.join(sweep_dir, name, "log.txt")
+    if os.path.islink(os.path.join(sweep_dir, name)) or not os.path.isfile(path):
+      continue
+    with open(path, encoding="utf-8", errors="replace") as f:
+      lines = [line.rstrip("\n")[:300] for line in f]
+    head = [line for line in lines[:60] if not line.lstrip().startswith("step ")][:head_lines]
+    written = time.strftime("%H:%M:%S", time.gmtime(os.path.getmtime(path)))
+    parts.append("\n".join([f"== {name} (last written {written} UTC)", *head, "...",
+                            *lines[-2:]]))
+  tmp = os.path.join(out_dir, LOGS_NAME + ".tmp")
+  with open(tmp, "w", encoding="utf-8") as f:
+    f.write("\n\n".join(parts) + "\n")
+  os.replace(tmp, os.path.join(out_dir, LOGS_NAME))
+  return len(parts)
 
 
 def _resume(study: str, sweep_dir: str) -> dict:
@@ -336,6 +363,7 @@ def _pack_finished(sweep_dir: str, out_dir: str) -> list[str]:
     shutil.copyfile(os.path.join(sweep_dir, "runs.jsonl.xz"), os.path.join(out_dir, RUNS_NAME))
   if os.path.exists(os.path.join(sweep_dir, "sweep.json")):
     shutil.copyfile(os.path.join(sweep_dir, "sweep.json"), os.path.join(out_dir, SWEEP_NAME))
+  write_log_heads(sweep_dir, out_dir)
   return finished
 
 

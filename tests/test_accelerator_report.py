@@ -197,6 +197,8 @@ def test_a_study_resumes_from_its_in_progress_runs_and_returns_them_with_the_new
     seen.update(skipped=sorted(packed_runs.entries(sweep_dir)), stop_at=deadline, grace=grace_s)
     _finished_run(os.path.join(sweep_dir, "a=2"), 5, 1.4)  # finished in this call
     os.makedirs(os.path.join(sweep_dir, "a=3"))  # stopped before its end: not returned
+    with open(os.path.join(sweep_dir, "a=3", "log.txt"), "w") as f:
+      f.write("=== start\nFirst step (with compilation) took 3.0s.\nstep 1/5\nstep 2/5\n")
     snapshot = out / report.RUNS_NAME  # while the sweep still runs, as a killed call leaves it
     for _ in range(200):
       if snapshot.exists():
@@ -221,6 +223,24 @@ def test_a_study_resumes_from_its_in_progress_runs_and_returns_them_with_the_new
   assert result["resumed_from"]["runs"] == 1
   shutil.copyfile(out / report.RUNS_NAME, tmp_path / "runs.jsonl.xz")
   assert sorted(packed_runs.entries(str(tmp_path))) == ["a=1", "a=2"]
+  logs = (out / report.LOGS_NAME).read_text()  # the stopped run's log comes back too
+  assert "== a=3 (last written" in logs and "took 3.0s." in logs and "step 2/5" in logs
+
+
+def test_the_log_heads_keep_the_start_and_the_end_skip_step_lines_and_read_any_bytes(tmp_path):
+  sweep, out = tmp_path / "sweep", tmp_path / "out"
+  os.makedirs(sweep / "run")
+  os.makedirs(out)
+  steps = [f"step {i:5d}/900 | loss 1.0" for i in range(1, 900)]
+  lines = ["=== 2026-11-28 19:23:46 launch.py", "Model: decoder_lm", *steps[:3],
+           "First step (with compilation) took 12.5s.", *steps[3:], "Final eval: loss 0.98"]
+  (sweep / "run" / "log.txt").write_bytes("\n".join(lines).encode() + b"\n\xff torn")
+  os.symlink(sweep / "run", sweep / "linked")  # a reused run: not this call's
+  assert report.write_log_heads(str(sweep), str(out)) == 1
+  text = (out / report.LOGS_NAME).read_text()
+  assert "took 12.5s." in text and "Final eval: loss 0.98" in text and "torn" in text
+  assert "step     1/900" not in text and "== linked" not in text
+  assert len(text.splitlines()) < 10
 
 
 def test_a_study_that_is_not_a_file_is_refused_before_anything_runs(tmp_path):
