@@ -417,6 +417,31 @@ def test_slurm_script_runs_each_point_under_a_fake_sbatch(tmp_path, monkeypatch)
   assert r.returncode == 2 and "no sweep point for array task 7" in r.stderr
 
 
+@pytest.mark.parametrize("when", ["before the run's pid is known", "while the run starts"])
+def test_the_time_limit_warning_requeues_however_early_it_comes(tmp_path, when):
+  """The batch shell's USR1 (time limit near) stops the run and requeues the task, also when it
+  lands between the trap and `run=$!` (forced here by the shell signalling itself there)."""
+  jobs = _jobs(tmp_path, ["ok"])
+  text = array_script([jobs[0].name], [["sleep", "30"]], str(tmp_path / "sweep"), ROOT,
+                      SlurmResources(gpus_per_task=0, time="01:00:00"), job_name="t")
+  if when == "before the run's pid is known":
+    assert text.count("\nrun=$!\n") == 1
+    text = text.replace("\nrun=$!\n", "\nkill -USR1 $$\nrun=$!\n")
+  else:
+    assert text.count('"${point[@]}" &') == 1
+    text = text.replace('"${point[@]}" &', '{ kill -USR1 $$; exec "${point[@]}"; } &')
+  bin_dir = tmp_path / "bin"
+  bin_dir.mkdir()
+  (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho \"$*\" >> {tmp_path}/calls\n")
+  (bin_dir / "scontrol").chmod(0o755)
+  env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", SLURM_ARRAY_TASK_ID="0",
+             SLURM_JOB_ID="42")
+  r = subprocess.run(["bash", write_script(text, str(tmp_path / "sweep"))], env=env,
+                     capture_output=True, text=True, timeout=20)
+  assert r.returncode == 143 and "time limit near" in r.stdout, r.stdout + r.stderr
+  assert (tmp_path / "calls").read_text() == "requeue 42\n"
+
+
 def test_sweep_cli_rejects_a_bad_point_before_starting_anything(tmp_path):
   f = tmp_path / "bad.py"
   f.write_text("def get_sweep():\n  return [{'seed': 0}, {'model.norm_plaecment': 'post'}]\n")

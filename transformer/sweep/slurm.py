@@ -47,14 +47,15 @@ class SlurmResources:
 # requeue the task when the time limit was near.
 _RUN_POINT = """echo "[sweep] $(date -u +%FT%TZ) array task $SLURM_ARRAY_TASK_ID, \
 job ${SLURM_JOB_ID:-?}, start $((${SLURM_RESTART_COUNT:-0} + 1)) on $(hostname -s): ${point[*]}"
-near_limit=0
+near_limit=0 run=
 # SLURM signals every process of the task, the run too: it saves and exits 0. Nothing to pass on.
 trap 'echo "[sweep] SIGTERM: the run saves a checkpoint and exits"' TERM
 # --signal=B:USR1@N: this shell alone hears it, N seconds before the time limit.
 trap 'near_limit=1; echo "[sweep] time limit near: the run saves, then this task is requeued"
-      kill -TERM "$run" 2>/dev/null' USR1
+      [[ -z $run ]] || kill -TERM "$run" 2>/dev/null' USR1
 "${point[@]}" &
 run=$!
+((near_limit)) && kill -TERM "$run" 2>/dev/null  # the warning came before $run was set
 while :; do
   wait "$run"
   status=$?
