@@ -33,7 +33,9 @@ os.environ["XLA_FLAGS"] = " ".join(filter(None, [
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # The measured CPU peak (for MFU) is cached per test session, not in the user's ~/.cache.
-os.environ.setdefault("TRANSFORMER_CACHE_DIR", tempfile.mkdtemp(prefix="transformer-cache-"))
+if "TRANSFORMER_CACHE_DIR" not in os.environ:  # else the user's, or the xdist controller's
+  os.environ["TRANSFORMER_CACHE_DIR"] = tempfile.mkdtemp(prefix="transformer-cache-")
+  atexit.register(shutil.rmtree, os.environ["TRANSFORMER_CACHE_DIR"], ignore_errors=True)
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # else the user's, or the xdist controller's
   os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="transformer-xla-cache-")
   # This process made it; its workers and subprocesses end before it does.
