@@ -16,7 +16,8 @@ For the points of the sweep dir (its `sweep.json`):
   repeat the study's shared overrides, so it packs to 3% of its size).
 
 Run it again after more points finish: their folders join the packed file.
-`python experiments/compress_results.py --unpack DIR` writes the folders back.
+`python experiments/compress_results.py --unpack DIR` writes the folders back;
+`--repack DIR...` writes a packed file of an older form in the current one (the same runs).
 `python experiments/compress_results.py --inline_links=OTHER DIR...` copies into DIR's packed
 file the runs it links to in OTHER: run it before OTHER is re-run under new settings.
 """
@@ -174,6 +175,8 @@ def main(argv=None) -> None:
   parser.add_argument("--link_to", default="", help="the sweep dirs (comma-separated) whose "
                       "runs this one reused")
   parser.add_argument("--unpack", action="store_true", help="write the run folders back")
+  parser.add_argument("--repack", action="store_true", help="write the packed file again in "
+                      "the current form (float32 metrics in their shortest text)")
   parser.add_argument("--inline_links", default="", metavar="OTHER",
                       help="copy into each packed file the runs it links to in OTHER (before "
                       "OTHER is re-run under new settings)")
@@ -185,6 +188,9 @@ def main(argv=None) -> None:
       continue
     if args.unpack:
       print(f"{sweep_dir}: {packed_runs.unpack(sweep_dir)} run folders written")
+      continue
+    if args.repack:
+      print(f"{sweep_dir}: {packed_runs.repack(sweep_dir)} entries written again")
       continue
     linked, count = compress_sweep(sweep_dir, args.link_to)
     print(f"{sweep_dir}: {len(linked)} runs linked to {args.link_to or '-'}, {count} runs "

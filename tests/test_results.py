@@ -5,10 +5,12 @@ a tracked tree that stays light."""
 import filecmp
 import json
 import lzma
+import math
 import os
 import shutil
 import subprocess
 
+import numpy as np
 import pytest
 
 from experiments import compress_results
@@ -334,7 +336,31 @@ def test_a_link_to_a_link_reads_the_baselines_measured_where_the_run_ran(tmp_pat
   assert recorded_baselines(str(b / "x=1")) == record == recorded_baselines(str(c / "y=1"))
 
 
-@pytest.mark.parametrize("damage", ["torn", "empty", "not_xz", "bad_line", "not_a_run"])
+def test_packed_metrics_keep_float32_values_short_and_read_back_the_same_bytes(tmp_path):
+  """The packed file writes a logged float32 with at most 9 digits (`transformer.float_text`);
+  the run's metrics read back as the bytes the run wrote, and pack again to the same file."""
+  rows = [{"step": 25, "split": "train", "loss": float(np.float32(3.7812979)), "lr": 3e-4,
+           "time": 1795784180.355778},
+          {"step": 50, "split": "eval", "loss": 2.17414184056212, "grad_norm": math.inf}]
+  _sweep(tmp_path / "s", ["p"])
+  _run(tmp_path / "s" / "p", 1, rows)
+  original = (tmp_path / "s" / "p" / "metrics.jsonl").read_text()
+  compress_results.compress_sweep(str(tmp_path / "s"))
+  path = tmp_path / "s" / packed_runs.PACK
+  line = json.loads(lzma.decompress(path.read_bytes()))
+  assert line["float_text"] == ["metrics.jsonl"]
+  assert '"loss": 3.781298,' in line["files"]["metrics.jsonl"]  # 7 digits name the float32
+  assert f'"loss": {float(np.float32(3.7812979))!r},' in original  # json.dumps wrote 17
+  assert packed_runs.text(str(tmp_path / "s" / "p"), "metrics.jsonl") == original
+  assert read_metrics(str(tmp_path / "s" / "p")) == {
+      "train": rows[:1], "eval": [{**rows[1], "grad_norm": math.inf}]}
+  packed = path.read_bytes()
+  compress_results.compress_sweep(str(tmp_path / "s"))
+  assert path.read_bytes() == packed
+
+
+@pytest.mark.parametrize("damage", ["torn", "empty", "not_xz", "bad_line", "not_a_run",
+                                    "float_text_names_no_file", "float_text_not_json"])
 def test_a_damaged_packed_file_is_one_line(tmp_path, damage):
   rows = [{"step": 1, "split": "eval", "loss": 2.5}]
   _sweep(tmp_path / "s", ["p"])
@@ -344,7 +370,12 @@ def test_a_damaged_packed_file_is_one_line(tmp_path, damage):
   data = path.read_bytes()
   damaged = {"torn": data[: len(data) // 2], "empty": b"", "not_xz": b"\xff\xfe not xz",
              "bad_line": lzma.compress(b'{"name": "p", "files": {}}\n{"name": \n'),
-             "not_a_run": lzma.compress(b'["p"]\n')}[damage]
+             "not_a_run": lzma.compress(b'["p"]\n'),
+             "float_text_names_no_file": lzma.compress(
+                 b'{"name": "p", "files": {}, "float_text": ["metrics.jsonl"]}\n'),
+             "float_text_not_json": lzma.compress(
+                 b'{"name": "p", "files": {"metrics.jsonl": "{1.5"}, '
+                 b'"float_text": ["metrics.jsonl"]}\n')}[damage]
   path.write_bytes(damaged)
   with pytest.raises(UserFileError) as e:
     read_metrics(str(tmp_path / "s" / "p"))

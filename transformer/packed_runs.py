@@ -7,12 +7,15 @@ Each line of the (xz-compressed) file is one point of the sweep, by its name:
   {"name": "<point>", "link": "../<other sweep dir>/<its point>"}
 
 `files` holds every text file the run's folder held (metrics ungzipped, the logs and the
-checkpoints excepted); `link` is a run reused from another sweep (`--reuse_runs_from`), read from
-that sweep, as a relative symlink would be. The readers of a run's files
+checkpoints excepted), its `.jsonl` files with their float32 numbers in their shortest text
+(`transformer.float_text`, lossless: 37% smaller packed), listed under `"float_text"`; `link`
+is a run reused from another sweep (`--reuse_runs_from`), read from that sweep, as a relative
+symlink would be. The readers of a run's files
 (`transformer.workdir.read_metrics`, `transformer.report.runs.saved_config`,
 `transformer.provenance.read_records`, the baselines record) fall back on `text(workdir, name)`
 when the file is not on disk, so a report regenerates from the packed file alone. `pack` writes
-it (the same runs give the same bytes), `unpack` writes the folders back.
+it (the same runs give the same bytes), `unpack` writes the folders back, `repack` rewrites an
+older file in the current form.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import os
 import shutil
 from typing import Optional
 
-from transformer import paths
+from transformer import float_text, paths
 from transformer.errors import UserFileError
 
 PACK = "runs.jsonl.xz"
@@ -64,8 +67,35 @@ def _read(path: str, stamp: tuple) -> dict:
             and (isinstance(entry.get("files"), dict) or isinstance(entry.get("link"), str))):
       raise PackError(f"{path}, line {number}: not a packed run ({{\"name\", \"files\" or "
                       "\"link\"}); restore the file from git (git checkout -- <file>).")
-    entries[entry["name"]] = entry
+    entries[entry["name"]] = _decoded(entry, f"{path}, line {number}")
   return entries
+
+
+def _decoded(entry: dict, where: str) -> dict:
+  """The entry with its `float_text` files back in the text the run wrote."""
+  names = entry.pop("float_text", [])
+  try:
+    for name in names:
+      entry["files"][name] = float_text.decode(entry["files"][name])
+  except (ValueError, KeyError, TypeError) as e:
+    raise PackError(f"{where}: its float_text file cannot be decoded ({e!r}); restore the "
+                    "file from git (git checkout -- <file>).") from None
+  return entry
+
+
+def _line(entry: dict) -> str:
+  """The entry's line in the packed file: its `.jsonl` files in `float_text` where that
+  gives back the same text."""
+  if "files" in entry:
+    files, encoded = dict(entry["files"]), []
+    for name, text in sorted(files.items()):
+      short = float_text.encode(text) if name.endswith(".jsonl") else None
+      if short is not None and short != text:
+        files[name] = short
+        encoded.append(name)
+    if encoded:
+      entry = {**entry, "files": files, "float_text": encoded}
+  return json.dumps(entry, sort_keys=True, ensure_ascii=False)
 
 
 def entries(sweep_dir: str) -> dict:
@@ -147,7 +177,7 @@ def pack(sweep_dir: str, names: list[str]) -> tuple[int, int]:
       continue  # a point that never ran
     links += "link" in entry
     runs += "files" in entry
-    lines.append(json.dumps(entry, sort_keys=True, ensure_ascii=False))
+    lines.append(_line(entry))
   _write(sweep_dir, lines)
   for name in names:  # only once the file that replaces them is in place
     workdir = os.path.join(sweep_dir, name)
@@ -179,10 +209,19 @@ def inline_links(sweep_dir: str, into: str) -> int:
                         "restore that study's runs.jsonl.xz from git first.")
       entry = {"name": name, "files": resolved["files"]}
       count += 1
-    lines.append(json.dumps(entry, sort_keys=True, ensure_ascii=False))
+    lines.append(_line(entry))
   if count:
     _write(sweep_dir, lines)
   return count
+
+
+def repack(sweep_dir: str) -> int:
+  """Writes the sweep's packed file again in the current form (its runs, their order and their
+  texts unchanged; float32 numbers short, `transformer.float_text`); returns its entries."""
+  packed = entries(sweep_dir)
+  if packed:
+    _write(sweep_dir, [_line(entry) for entry in packed.values()])
+  return len(packed)
 
 
 def unpack(sweep_dir: str) -> int:
