@@ -8,9 +8,9 @@ Each line of the (xz-compressed) file is one point of the sweep, by its name:
 
 `files` holds every text file the run's folder held (metrics ungzipped, the logs and the
 checkpoints excepted), its `.jsonl` files with their float32 numbers in their shortest text
-(`transformer.float_text`, lossless: 37% smaller packed), listed under `"float_text"`; `link`
-is a run reused from another sweep (`--reuse_runs_from`), read from that sweep, as a relative
-symlink would be. The readers of a run's files
+(`transformer.float_text`, lossless: the committed studies pack 35% smaller), listed under
+`"float_text"`; `link` is a run reused from another sweep (`--reuse_runs_from`), read from that
+sweep, as a relative symlink would be. The readers of a run's files
 (`transformer.workdir.read_metrics`, `transformer.report.runs.saved_config`,
 `transformer.provenance.read_records`, the baselines record) fall back on `text(workdir, name)`
 when the file is not on disk, so a report regenerates from the packed file alone. `pack` writes
