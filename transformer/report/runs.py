@@ -34,6 +34,7 @@ class Run:
   metrics: dict
   status: str = "missing"  # finished | diverged | collapsed | incomplete | missing
   detail: str = ""
+  _vocab: Optional[tuple] = dataclasses.field(default=None, init=False, repr=False, compare=False)
 
   @property
   def seed(self):
@@ -51,6 +52,15 @@ class Run:
   @property
   def healthy(self) -> bool:
     return self.status == "finished"
+
+  def vocab_size(self) -> Optional[int]:
+    """`model.vocab_size` from the run's config.json (None without one), read once per
+    workdir: a study's analysis and robustness section ask for it ~10^5 times, and parsing the
+    file each time was half of regenerating a report."""
+    if self._vocab is None or self._vocab[0] != self.workdir:
+      size = config_section(saved_config(self.workdir) or {}, "model").get("vocab_size")
+      self._vocab = (self.workdir, size if isinstance(size, int) and size > 0 else None)
+    return self._vocab[1]
 
 
 def _finite(row: dict, keys=("loss", "grad_norm")) -> bool:

@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from transformer.report.runs import Run, config_section, saved_config
+from transformer.report.runs import Run
 
 
 CONFIDENCE = 0.95  # of every interval the reports give; a robustness section moves it
@@ -41,8 +41,8 @@ def format_interval(mean: float, half: float) -> str:
 def initial_loss(run: Run) -> float:
   """The loss at initialization, ln(vocab size) (a model whose outputs are near uniform), from
   the run's config.json; the first logged train loss if there is no config."""
-  vocab_size = config_section(saved_config(run.workdir) or {}, "model").get("vocab_size")
-  if isinstance(vocab_size, int) and vocab_size > 0:
+  vocab_size = run.vocab_size()
+  if vocab_size is not None:
     return math.log(vocab_size)
   train = run.metrics.get("train", [])
   return train[0]["loss"] if train else float("nan")
