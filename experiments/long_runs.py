@@ -19,7 +19,9 @@ The calls (`experiments/paired.py`), fixed before the runs:
    final eval loss minus post-norm's after 9,600 steps, each at its best LR of {1e-3, 3e-3},
    paired by seed; *agrees* when its interval lies above `LOSS_MARGIN` (0.02 nats/token),
    *disagrees* when below. Described: the same gap at each eval step, and the first step from
-   which its interval contains 0 at every later step (when post catches pre, if it does).
+   which its interval contains 0 at every later step (when post catches pre, if it does); and
+   at the matched LR, each LR of the grid with both placements at it, the same final gap and
+   catch step (issue 49, question 5: the catch step as a function of the LR).
 2. DyT's cost grows with the data budget (arXiv 2604.23434): DyT's final loss minus
    LayerNorm's at 9,600 steps minus the same at 600 steps, pre-norm, LR 3e-3, paired by seed;
    *agrees* when above `LOSS_MARGIN`, *disagrees* when below.
@@ -92,6 +94,15 @@ def catch_step(gaps) -> object:
   return caught
 
 
+def _matched(runs, long, lr) -> tuple:
+  """(pre minus post's final eval loss at `lr`, paired by seed; the step post catches pre at
+  `lr`, None if never) - described beside the call, which reads each at its best LR."""
+  pre, post = _select(runs, long, "pre", lr=lr), _select(runs, long, "post", lr=lr)
+  final = paired.difference(f"pre-norm minus post-norm after the long runs, both at LR {lr:g}",
+                            paired.seed_losses(pre), paired.seed_losses(post))
+  return final, catch_step(gap_over_training(pre, post))
+
+
 def measure(runs) -> dict:
   base = min(r.overrides[STEPS] for r in runs)  # the protocol's length
   long = base * FACTOR
@@ -102,6 +113,7 @@ def measure(runs) -> dict:
   if read["pre"][0] and read["post"][0]:
     out["gaps"] = gap_over_training(_select(runs, long, "pre", lr=read["pre"][0]),
                                     _select(runs, long, "post", lr=read["post"][0]))
+  out["matched"] = {lr: _matched(runs, long, lr) for lr in LONG_LRS}
   cost = {}
   for factor in BUDGETS:
     steps, lr = base * factor, LONG_LRS[0]
@@ -127,6 +139,11 @@ def analyze(runs):
     lines.append(f"- post-norm catches pre-norm (pre-norm no longer ahead with 95% confidence "
                  f"at any later eval) at step {step}" if step is not None else
                  "- post-norm does not catch pre-norm within the run")
+  lines += ["", "At the matched LR (described, not the call): each LR of the grid, both "
+            "placements at it.", ""]
+  for d, step in m["matched"].values():
+    caught = "does not catch it" if step is None else f"catches it at step {step}"
+    lines.append(f"- {d.text()}; post-norm {caught}")
   lines += ["", *(f"- {d.text()}" for d in m["dyt"].values()),
             f"- {paired.call_text(m['dyt_call'], LOSS_MARGIN)}"]
   words = [paired.judge(m["final"], LOSS_MARGIN), paired.judge(m["dyt_call"], LOSS_MARGIN)]

@@ -249,11 +249,14 @@ def test_long_runs_find_when_post_catches_pre_and_dyts_budget_trend():
   for s in range(3):
     for p in ("post", "pre", "peri"):
       for lr in long_runs.LONG_LRS:
-        # post starts 0.3 behind pre; from step 300 on it is level (+- 0.01 by seed).
-        gap = lambda step: (0.3 if step < 300 else (0.01 if s == 0 else -0.01 * s))
+        # At 3e-3 post starts 0.3 behind pre; from step 300 on it is level (+- 0.01 by seed)
+        # and it ends 0.05 ahead. At 1e-3 it stays 0.3 behind and ends 0.05 behind.
+        late = 0.3 if lr == 1e-3 else (0.01 if s == 0 else -0.01 * s)
+        gap = lambda step: (0.3 if step < 300 else late)
         evals = [(step, 2.0 + (gap(step) if p == "post" else 0.0)) for step in (100, 200, 300,
                                                                              400)]
-        final = 1.5 + (0.1 if lr == 1e-3 else 0.0) + (-0.05 if p == "post" else 0.0) + 0.01 * s
+        ahead = -0.05 if lr == 3e-3 else 0.05
+        final = 1.5 + (0.1 if lr == 1e-3 else 0.0) + (ahead if p == "post" else 0.0) + 0.01 * s
         runs.append(_long_run({a.PLACEMENT: p, a.LR: lr, "train.num_steps": 9600, "seed": s},
                               final, evals))
     for steps, dyt_cost in ((600, -0.05), (2400, 0.0), (9600, 0.1 + 0.01 * s)):
@@ -270,6 +273,10 @@ def test_long_runs_find_when_post_catches_pre_and_dyts_budget_trend():
           "later eval) at step 300") in text
   assert ("pre-norm minus post-norm after the long runs, best LRs: +0.050 ± 0.000 nats/token "
           "(3 seeds); its 95% interval lies above the margin 0.02") in text
+  assert ("- pre-norm minus post-norm after the long runs, both at LR 0.003: +0.050 ± 0.000 "
+          "nats/token (3 seeds); post-norm catches it at step 300") in text  # matched LRs
+  assert ("- pre-norm minus post-norm after the long runs, both at LR 0.001: -0.050 ± 0.000 "
+          "nats/token (3 seeds); post-norm does not catch it") in text
   # DyT: -0.05 at 600 steps, +0.1 + 0.01 s at 9,600: the cost grew by 0.16 (+- by seed).
   assert "DyT's cost at 9600 steps minus at 600: +0.160 ± " in text
   assert _verdict(lines).startswith("**Agrees.**")
