@@ -63,9 +63,8 @@ def test_the_collapse_cutoff_reclassifies_the_runs_and_the_rule_swaps():
 
 
 def test_the_two_rules_for_trained():
-  run = types.SimpleNamespace(seed=0, status="collapsed", overrides={a.LR: 1e-2},
-                              metrics={"eval": [{"step": 10, "loss": 2.05}]}, num_steps=10,
-                              final={"step": 10, "loss": 2.05}, workdir="")
+  run = sweep_runs.Run("r", {a.LR: 1e-2, "seed": 0}, 10, "",
+                       {"eval": [{"step": 10, "loss": 2.05}]}, "collapsed")
   best = {0: 2.0}
   assert a.trained_at(run, best, 0.1) is True  # within X: collapse does not matter
   assert a.trained_at(run, best, 0.1, rule=a.HEALTHY) is False
