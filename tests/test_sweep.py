@@ -417,19 +417,29 @@ def test_slurm_script_runs_each_point_under_a_fake_sbatch(tmp_path, monkeypatch)
   assert r.returncode == 2 and "no sweep point for array task 7" in r.stderr
 
 
-@pytest.mark.parametrize("when", ["before the run's pid is known", "while the run starts"])
+@pytest.mark.parametrize("when", ["before the run's pid is known", "while the run starts",
+                                  "as the shell waits, the run dying at once"])
 def test_the_time_limit_warning_requeues_however_early_it_comes(tmp_path, when):
   """The batch shell's USR1 (time limit near) stops the run and requeues the task, also when it
-  lands between the trap and `run=$!` (forced here by the shell signalling itself there)."""
+  lands between the trap and `run=$!` (forced here by the shell signalling itself there), and
+  when the run dies of the SIGTERM before the trap returns (forced by a trap that waits for the
+  shell to reap the run): the cut-short `wait` then says 138, not the run's 143. A CI run met
+  that last one on a real cluster, the run killed while it imported."""
   jobs = _jobs(tmp_path, ["ok"])
   text = array_script([jobs[0].name], [["sleep", "30"]], str(tmp_path / "sweep"), ROOT,
                       SlurmResources(gpus_per_task=0, time="01:00:00"), job_name="t")
   if when == "before the run's pid is known":
     assert text.count("\nrun=$!\n") == 1
     text = text.replace("\nrun=$!\n", "\nkill -USR1 $$\nrun=$!\n")
-  else:
+  elif when == "while the run starts":
     assert text.count('"${point[@]}" &') == 1
     text = text.replace('"${point[@]}" &', '{ kill -USR1 $$; exec "${point[@]}"; } &')
+  else:
+    kill = """kill -TERM "$run" 2>/dev/null' USR1"""
+    assert text.count(kill) == 1 and text.count("\nrun=$!\n") == 1
+    text = text.replace(kill, kill[:-6] + """; while kill -0 "$run" 2>/dev/null; do sleep 0.01;"""
+                        " done' USR1")
+    text = text.replace("\nrun=$!\n", "\nrun=$!\n{ sleep 0.2; kill -USR1 $$; } &\n")
   bin_dir = tmp_path / "bin"
   bin_dir.mkdir()
   (bin_dir / "scontrol").write_text(f"#!/bin/sh\necho \"$*\" >> {tmp_path}/calls\n")

@@ -59,7 +59,15 @@ run=$!
 while :; do
   wait "$run"
   status=$?
-  kill -0 "$run" 2>/dev/null || break  # else a trap cut the wait short: the run still works
+  kill -0 "$run" 2>/dev/null && continue  # a trap cut the wait short: the run still works
+  # A trap cut the wait short (128 + its signal) as the run ended: this shell has reaped the
+  # run meanwhile and keeps its status for one more wait (127: the first wait already had it).
+  if ((status > 128)); then
+    wait "$run" 2>/dev/null
+    again=$?
+    ((again == 127)) || status=$again
+  fi
+  break
 done
 # Requeued after the run saved (0), or after it died of this shell's SIGTERM (143: the signal
 # came before the run could catch it, while it imported or built its data).
