@@ -34,14 +34,20 @@ def loss_cells(runs: Sequence[Run], row_of: Callable[[Run], object], rows: Seque
 
 def heatmap(plt, values: Sequence[Sequence[float]], marked: Sequence[Sequence[bool]],
             row_labels: Sequence[str], col_labels: Sequence[str], xlabel: str, title: str,
-            colour_label: str):
-  """A figure: `values[i][j]` as colour (lower is better: the reversed viridis map) with its
+            colour_label: str, symmetric: bool = False):
+  """A figure: `values[i][j]` as colour (lower is better: the reversed viridis map; with
+  `symmetric`, a signed difference: blue below 0, red above, on a scale centred at 0) with its
   number written in the cell; a marked cell hatched and labelled 'x' after its number; nan
   cells blank. Returns the figure."""
   import numpy as np
   data = np.array(values, dtype=float)
   fig, ax = plt.subplots(figsize=(1.1 * len(col_labels) + 2.6, 0.55 * len(row_labels) + 1.4))
-  image = ax.imshow(np.ma.masked_invalid(data), cmap="viridis_r", aspect="auto")
+  bound = float(np.nanmax(np.abs(data))) if symmetric and np.isfinite(data).any() else None
+  image = ax.imshow(np.ma.masked_invalid(data), aspect="auto",
+                    **({"cmap": "coolwarm", "vmin": -bound, "vmax": bound} if bound
+                       else {"cmap": "viridis_r"}))
+  median = np.nanmedian(data) if np.isfinite(data).any() else 0.0
+  dark = (lambda v: abs(v) > 0.6 * bound) if bound else (lambda v: v > median)  # white text
   for i in range(data.shape[0]):
     for j in range(data.shape[1]):
       if marked[i][j]:
@@ -49,8 +55,7 @@ def heatmap(plt, values: Sequence[Sequence[float]], marked: Sequence[Sequence[bo
                                    edgecolor="0.3", lw=0))
       if not math.isnan(data[i, j]):
         ax.text(j, i, f"{data[i, j]:.2f}" + (" x" if marked[i][j] else ""), ha="center",
-                va="center", fontsize=8, color="white" if data[i, j] > np.nanmedian(data)
-                else "black")  # dark cells (viridis_r: high) get white text
+                va="center", fontsize=8, color="white" if dark(data[i, j]) else "black")
   ax.set_xticks(range(len(col_labels)), col_labels)
   ax.set_yticks(range(len(row_labels)), row_labels)
   ax.set_xlabel(xlabel)

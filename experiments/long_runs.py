@@ -26,12 +26,21 @@ The calls (`experiments/paired.py`), fixed before the runs:
    LayerNorm's at 9,600 steps minus the same at 600 steps, pre-norm, LR 3e-3, paired by seed;
    *agrees* when above `LOSS_MARGIN`, *disagrees* when below.
 The study agrees when both do, partly when one does, disagrees when both disagree.
+
+The LR grid is two points because each costs 9 runs of 70 minutes: 3e-3 was every placement's
+best at 2,400 steps, where long_training's window reached 1e-2. When a placement's best here is
+the grid's edge, the report says so beside the call (not located).
+
+Figures (the atlas's heat maps): `gap_heatmap.png`, pre minus post over LR x training step;
+`dyt_heatmap.png`, DyT minus LayerNorm at each budget.
 """
 
 from __future__ import annotations
 
+import math
+
 from experiments import analysis as a
-from experiments import paired
+from experiments import atlas, paired
 from experiments.presets import PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.sweep import preset, product
 
@@ -44,6 +53,9 @@ DYT = {"model.norm": "dyt", "model.dyt_alpha_init": 0.5}
 BUDGETS = (1, 4, FACTOR)  # DyT against LayerNorm at 600, 2,400 and 9,600 steps
 LOSS_MARGIN = 0.02  # nats/token
 STEPS = "train.num_steps"
+FIGURE = "gap_heatmap.png"
+DYT_FIGURE = "dyt_heatmap.png"
+GAP_STEPS = (1, 2, 4, 8, 12, 16)  # the heat map's columns, in multiples of the protocol's steps
 
 
 def get_sweep(size: str = "cpu"):
@@ -114,6 +126,8 @@ def measure(runs) -> dict:
     out["gaps"] = gap_over_training(_select(runs, long, "pre", lr=read["pre"][0]),
                                     _select(runs, long, "post", lr=read["post"][0]))
   out["matched"] = {lr: _matched(runs, long, lr) for lr in LONG_LRS}
+  out["edges"] = {p: n for p, (lr, _) in read.items() for n in [a.edge_note(
+      f"{p}'s best LR after {long} steps", lr, _select(runs, long, p))] if n}
   cost = {}
   for factor in BUDGETS:
     steps, lr = base * factor, LONG_LRS[0]
@@ -133,7 +147,8 @@ def analyze(runs):
            f"{', '.join(f'{lr:g}' for lr in LONG_LRS)} (clipped final eval loss, nats/token):",
            "", *a.table(["placement", "best LR", "loss"], [
                [p, a.fmt_lr(lr), a.ci(list(v.values()))] for p, (lr, v) in m["read"].items()]),
-           "", f"- {paired.call_text(m['final'], LOSS_MARGIN)}"]
+           "", *(f"Note: {n}" for n in m["edges"].values()), *([""] if m["edges"] else []),
+           f"- {paired.call_text(m['final'], LOSS_MARGIN)}"]
   if m.get("gaps"):
     step = catch_step(m["gaps"])
     lines.append(f"- post-norm catches pre-norm (pre-norm no longer ahead with 95% confidence "
@@ -149,15 +164,58 @@ def analyze(runs):
   words = [paired.judge(m["final"], LOSS_MARGIN), paired.judge(m["dyt_call"], LOSS_MARGIN)]
   agrees = (True if all(w is True for w in words) else False if all(w is False for w in words)
             else "partly" if any(w is True for w in words) else None)
+  caveat = (f" Caveat: the best LR of {', '.join(m['edges'])} is at the grid's edge, not "
+            "located (the notes above)." if m["edges"] else "")
   return lines + ["", a.verdict(agrees, "Post-norm ends better than pre-norm after the long "
                                 f"runs: {a.verdict_word(words[0])}; DyT's cost grows with the "
-                                f"budget: {a.verdict_word(words[1])} (the calls above).")]
+                                f"budget: {a.verdict_word(words[1])} (the calls above)."
+                                + caveat)]
+
+
+def gap_rows(runs, base) -> tuple[list, list]:
+  """Per LR of the grid: pre minus post's mean over seeds (paired) at each `GAP_STEPS` eval
+  step (nan where none), and whether any of its runs collapsed or diverged."""
+  values, marked = [], []
+  for lr in LONG_LRS:
+    pre, post = (_select(runs, base * FACTOR, p, lr=lr) for p in ("pre", "post"))
+    gaps = dict(gap_over_training(pre, post))
+    values.append([gaps[base * f].interval[0] if base * f in gaps and gaps[base * f].per_seed
+                   else math.nan for f in GAP_STEPS])
+    marked.append([any(r.status in atlas.NOT_TRAINED for r in pre + post)] * len(GAP_STEPS))
+  return values, marked
+
+
+def figures(runs, sweep_dir):
+  """`gap_heatmap.png`: pre minus post over LR x training step (question 5);
+  `dyt_heatmap.png`: DyT minus LayerNorm at each budget (question 7). Means over seeds."""
+  from transformer.report import figures as report_figures
+  if not runs:
+    return []
+  base = min(r.overrides[STEPS] for r in runs)
+  plt = report_figures.load_pyplot()
+  values, marked = gap_rows(runs, base)
+  fig = atlas.heatmap(plt, values, marked, [f"LR {lr:g}" for lr in LONG_LRS],
+                      [str(base * f) for f in GAP_STEPS], "training step",
+                      "pre-norm minus post-norm eval loss (negative: pre ahead)", "nats/token",
+                      symmetric=True)
+  report_figures.save_png(plt, fig, f"{sweep_dir}/{FIGURE}", dpi=90)
+  cost = measure(runs)["dyt"]
+  fig = atlas.heatmap(plt, [[d.interval[0] if d.per_seed else math.nan
+                             for d in cost.values()]], [[False] * len(cost)],
+                      [f"pre-norm, LR {LONG_LRS[0]:g}"], [str(n) for n in cost],
+                      "training steps", "DyT minus LayerNorm final eval loss", "nats/token",
+                      symmetric=True)
+  report_figures.save_png(plt, fig, f"{sweep_dir}/{DYT_FIGURE}", dpi=90)
+  return [("Pre-norm minus post-norm eval loss over training, mean over seeds (paired), at "
+           "each LR (hatched, x: some run collapsed or diverged)", FIGURE),
+          ("DyT minus LayerNorm final eval loss at each budget, mean over seeds (paired)",
+           DYT_FIGURE)]
 
 
 def summarize(runs):
   m = measure(runs)
   word, _ = a.verdict_of(analyze(runs))
-  return {"verdict": word, "atlas": ATLAS, "figure": "curves.png", "placements": {},
+  return {"verdict": word, "atlas": ATLAS, "figure": FIGURE, "placements": {},
           "numbers": [m["final"].text(), m["dyt_call"].text()]}
 
 

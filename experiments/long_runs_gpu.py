@@ -41,6 +41,7 @@ def get_sweep(size: str = "cpu"):
 
 
 analyze = long_runs.analyze
+figures = long_runs.figures
 summarize = long_runs.summarize
 # The robustness table moves `long_runs`' margin, the one its analysis reads.
 THRESHOLDS = tuple(dataclasses.replace(t, module="experiments.long_runs")

@@ -241,7 +241,7 @@ def _long_run(overrides, final, evals=()):
   return run
 
 
-def test_long_runs_find_when_post_catches_pre_and_dyts_budget_trend():
+def test_long_runs_find_when_post_catches_pre_and_dyts_budget_trend(tmp_path):
   from experiments import long_runs
   points = long_runs.get_sweep("cpu")
   assert len(points) == 33
@@ -280,6 +280,20 @@ def test_long_runs_find_when_post_catches_pre_and_dyts_budget_trend():
   # DyT: -0.05 at 600 steps, +0.1 + 0.01 s at 9,600: the cost grew by 0.16 (+- by seed).
   assert "DyT's cost at 9600 steps minus at 600: +0.160 ± " in text
   assert _verdict(lines).startswith("**Agrees.**")
+  # 3e-3 is every placement's best and the grid's largest LR: not located, said twice.
+  assert ("Note: pre's best LR after 9600 steps: 0.003 is the grid's largest LR, so it is a "
+          "lower bound (not located).") in lines
+  assert _verdict(lines).endswith("Caveat: the best LR of post, pre, peri is at the grid's "
+                                  "edge, not located (the notes above).")
+  # The heat map's cells: pre minus post's mean over seeds; only the final eval (9,600) is
+  # among its columns here, +0.05 at 3e-3 and -0.05 at 1e-3.
+  values, marked = long_runs.gap_rows(runs, 600)
+  assert all(math.isnan(v) for row in values for v in row[:-1])
+  assert [row[-1] for row in values] == pytest.approx([0.05, -0.05])
+  assert not any(any(row) for row in marked)
+  said = long_runs.figures(runs, str(tmp_path))
+  assert [f for _, f in said] == [long_runs.FIGURE, long_runs.DYT_FIGURE]
+  assert all((tmp_path / f).stat().st_size > 1000 for _, f in said)
 
 
 def _qk_depth_runs(deep_cost):
