@@ -141,6 +141,11 @@ def measure(runs) -> dict:
   return out
 
 
+def _caught(step, who: str = "pre-norm") -> str:
+  return (f"post-norm does not catch {who} within the run" if step is None else
+          f"post-norm catches {who} at step {step}")
+
+
 def analyze(runs):
   m = measure(runs)
   lines = [a.protocol(runs), "", f"After {m['long']} steps, each placement at its best LR of "
@@ -149,27 +154,33 @@ def analyze(runs):
                [p, a.fmt_lr(lr), a.ci(list(v.values()))] for p, (lr, v) in m["read"].items()]),
            "", *(f"Note: {n}" for n in m["edges"].values()), *([""] if m["edges"] else []),
            f"- {paired.call_text(m['final'], LOSS_MARGIN)}"]
+  step = catch_step(m["gaps"]) if m.get("gaps") else None
   if m.get("gaps"):
-    step = catch_step(m["gaps"])
-    lines.append(f"- post-norm catches pre-norm (pre-norm no longer ahead with 95% confidence "
-                 f"at any later eval) at step {step}" if step is not None else
-                 "- post-norm does not catch pre-norm within the run")
+    lines.append(f"- {_caught(step)}" + ("" if step is None else " (pre-norm no longer ahead "
+                                         "with 95% confidence at any later eval)"))
   lines += ["", "At the matched LR (described, not the call): each LR of the grid, both "
             "placements at it.", ""]
-  for d, step in m["matched"].values():
-    caught = "does not catch it" if step is None else f"catches it at step {step}"
-    lines.append(f"- {d.text()}; post-norm {caught}")
+  lines += [f"- {d.text()}; {_caught(s, 'it')}" for d, s in m["matched"].values()]
   lines += ["", *(f"- {d.text()}" for d in m["dyt"].values()),
             f"- {paired.call_text(m['dyt_call'], LOSS_MARGIN)}"]
+  return lines + ["", _verdict(m, step)]
+
+
+def _verdict(m, step) -> str:
+  """The call, with the numbers an atlas line needs: the gap and when post catches pre (at
+  the best LRs and at each matched LR), DyT's cost at each budget."""
   words = [paired.judge(m["final"], LOSS_MARGIN), paired.judge(m["dyt_call"], LOSS_MARGIN)]
   agrees = (True if all(w is True for w in words) else False if all(w is False for w in words)
             else "partly" if any(w is True for w in words) else None)
-  caveat = (f" Caveat: the best LR of {', '.join(m['edges'])} is at the grid's edge, not "
-            "located (the notes above)." if m["edges"] else "")
-  return lines + ["", a.verdict(agrees, "Post-norm ends better than pre-norm after the long "
-                                f"runs: {a.verdict_word(words[0])}; DyT's cost grows with the "
-                                f"budget: {a.verdict_word(words[1])} (the calls above)."
-                                + caveat)]
+  matched = "; ".join(f"at LR {lr:g} {_caught(s, 'it')}" for lr, (_, s) in m["matched"].items())
+  costs = ", ".join(f"{d.estimate()} at {n}" for n, d in m["dyt"].items())
+  caveat = (f" Caveat: the best LR of {', '.join(m['edges'])} is the grid's largest or "
+            "smallest, so not located." if m["edges"] else "")
+  return a.verdict(agrees, f"Post-norm ends better than pre-norm after the long runs: "
+                   f"{a.verdict_word(words[0])} (pre minus post {m['final'].estimate()} "
+                   f"nats/token at each one's best LR, where {_caught(step)}; {matched}). "
+                   f"DyT's cost grows with the budget: {a.verdict_word(words[1])} (DyT minus "
+                   f"LayerNorm {costs} steps).{caveat}")
 
 
 def gap_rows(runs, base) -> tuple[list, list]:

@@ -269,8 +269,8 @@ def test_long_runs_find_when_post_catches_pre_and_dyts_budget_trend(tmp_path):
                               + (dyt_cost if dyt else 0.0)))
   lines = long_runs.analyze(runs)
   text = "\n".join(lines)
-  assert ("post-norm catches pre-norm (pre-norm no longer ahead with 95% confidence at any "
-          "later eval) at step 300") in text
+  assert ("post-norm catches pre-norm at step 300 (pre-norm no longer ahead with 95% "
+          "confidence at any later eval)") in text
   assert ("pre-norm minus post-norm after the long runs, best LRs: +0.050 ± 0.000 nats/token "
           "(3 seeds); its 95% interval lies above the margin 0.02") in text
   assert ("- pre-norm minus post-norm after the long runs, both at LR 0.003: +0.050 ± 0.000 "
@@ -279,12 +279,18 @@ def test_long_runs_find_when_post_catches_pre_and_dyts_budget_trend(tmp_path):
           "nats/token (3 seeds); post-norm does not catch it") in text
   # DyT: -0.05 at 600 steps, +0.1 + 0.01 s at 9,600: the cost grew by 0.16 (+- by seed).
   assert "DyT's cost at 9600 steps minus at 600: +0.160 ± " in text
-  assert _verdict(lines).startswith("**Agrees.**")
+  assert _verdict(lines).startswith(
+      "**Agrees.** Post-norm ends better than pre-norm after the long runs: agrees (pre minus "
+      "post +0.050 ± 0.000 nats/token at each one's best LR, where post-norm catches pre-norm "
+      "at step 300; at LR 0.003 post-norm catches it at step 300; at LR 0.001 post-norm does "
+      "not catch it within the run). DyT's cost grows with the budget: agrees (DyT minus "
+      "LayerNorm -0.050 ± 0.000 at 600, +0.000 ± 0.000 at 2400, +0.110 ± 0.025 at 9600 "
+      "steps).")
   # 3e-3 is every placement's best and the grid's largest LR: not located, said twice.
   assert ("Note: pre's best LR after 9600 steps: 0.003 is the grid's largest LR, so it is a "
           "lower bound (not located).") in lines
-  assert _verdict(lines).endswith("Caveat: the best LR of post, pre, peri is at the grid's "
-                                  "edge, not located (the notes above).")
+  assert _verdict(lines).endswith("Caveat: the best LR of post, pre, peri is the grid's "
+                                  "largest or smallest, so not located.")
   # The heat map's cells: pre minus post's mean over seeds; only the final eval (9,600) is
   # among its columns here, +0.05 at 3e-3 and -0.05 at 1e-3.
   values, marked = long_runs.gap_rows(runs, 600)
