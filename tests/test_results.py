@@ -36,11 +36,12 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # to lr_sensitivity's, hybrid_norm's and depth's); depth_post: 54 of post-norm at 6-24 layers;
 # warmup_placement: 360 (210 linked to lr_sensitivity's, warmup_stability's, warmup_length's);
 # qk_norm_depth: 60 (42 linked to qk_norm_post's, depth_lr's and lr_sensitivity's);
-# warmup_long: 42 of 2,400 steps (21 linked to long_training's).
+# warmup_long: 42 of 2,400 steps (21 linked to long_training's); long_runs: 33 of 600-9,600
+# steps (9 linked to lr_sensitivity's, norms' and long_training's).
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits", "norms", "depth",
            "warmup_length", "accelerator_replication", "clipping", "massive_activations",
            "qk_norm_post", "hybrid_norm", "prose_corpus", "norm_type_placement", "depth_lr",
-           "depth_post", "warmup_placement", "qk_norm_depth", "warmup_long")
+           "depth_post", "warmup_placement", "qk_norm_depth", "warmup_long", "long_runs")
 REPORT_FILES = ("report.md", "results.csv")
 TRACKED_LIMIT_BYTES = 15_000_000  # issue 29: the whole tracked tree, what a clone carries
 
