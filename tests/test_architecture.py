@@ -257,7 +257,7 @@ FLOORS = (
     ("user_files", "datasets"),       # files a user hands in; the dataset registry
     ("model", "data"),                # Linen modules and their FLOPs; input pipelines
     ("provenance", "kinds"),          # where data came from; the model-kind registry
-    ("workdir", "workdir_lock"),      # what a run leaves; who holds it
+    ("workdir", "workdir_lock", "study"),  # what a run leaves; who holds it; a study's hooks
     ("weights",),                     # parameters in and out: init_from, Hugging Face GPT-2
     ("tasks",),                       # losses, metrics, decoding of each kind
     ("train",),                       # steps, parallel layouts, loop, in-loop evals, bench

@@ -327,7 +327,8 @@ def test_a_study_cut_off_midway_says_so_above_its_verdict(sweep_dir, tmp_path):
   """One point of the fixture has not finished: the verdict section says how many have not,
   above the study's own lines, so a call on part of the runs is never read as the call."""
   study = tmp_path / "study.py"
-  study.write_text("def analyze(runs):\n  return ['**Agrees.** on what ran']\n")
+  study.write_text("def get_sweep():\n  return []\n"
+                   "def analyze(runs):\n  return ['**Agrees.** on what ran']\n")
   with open(os.path.join(sweep_dir, MANIFEST)) as f:
     manifest = json.load(f)
   manifest["sweep_file"] = str(study)
@@ -337,3 +338,25 @@ def test_a_study_cut_off_midway_says_so_above_its_verdict(sweep_dir, tmp_path):
   verdict = text.split("## Verdict", 1)[1]
   assert verdict.index("**The sweep is not complete:** 1 of 12 points have not finished") < \
       verdict.index("**Agrees.** on what ran")
+
+
+def test_a_report_runs_its_study_file_once(sweep_dir, tmp_path):
+  """The claim, the figures, the verdict and its robustness section read one loaded study
+  (transformer.study.load), not a fresh run of the file each."""
+  ran = tmp_path / "ran.txt"
+  study = tmp_path / "once.py"
+  study.write_text(f"open({str(ran)!r}, 'a').write('x')\n"
+                   "from transformer.study import Threshold\n"
+                   "CLAIM = 'read once'\nMARGIN = 0.1\n"
+                   "THRESHOLDS = (Threshold('margin', None, 'MARGIN', (0.05, 0.2)),)\n"
+                   "def get_sweep():\n  return []\n"
+                   "def figures(runs, sweep_dir):\n  return []\n"
+                   "def analyze(runs):\n  return [f'**Agrees.** margin {MARGIN}']\n")
+  with open(os.path.join(sweep_dir, MANIFEST)) as f:
+    manifest = json.load(f)
+  manifest["sweep_file"] = str(study)
+  with open(os.path.join(sweep_dir, MANIFEST), "w") as f:
+    json.dump(manifest, f)
+  text = open(report.write_report(sweep_dir)).read()
+  assert "**Claim under test:** read once" in text and "| margin | 0.2 | agrees |" in text
+  assert ran.read_text() == "x"

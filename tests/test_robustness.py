@@ -7,11 +7,12 @@ from experiments import analysis as a
 from transformer.report import robustness
 from transformer.report import runs as sweep_runs
 from transformer.report.robustness import Threshold
+from transformer.study import check
 
 
 def _study(margin=0.1):
   """A study whose call is "agrees" when the gap (0.07) is above its MARGIN."""
-  module = types.SimpleNamespace(MARGIN=margin)
+  module = types.SimpleNamespace(MARGIN=margin, get_sweep=lambda: [{"seed": 0}])
 
   def analyze(runs):
     if module.MARGIN == 0.5:
@@ -25,7 +26,7 @@ def _study(margin=0.1):
 
 def test_each_neighbour_is_recomputed_and_the_threshold_restored():
   module = _study()
-  lines = robustness.section(module, [], lambda runs: None)
+  lines = robustness.section(check(module), [], lambda runs: None)
   text = "\n".join(lines)
   assert "| as reported | - | disagrees |" in text
   assert "| margin | 0.05 | agrees |" in text and "| margin | 0.2 | disagrees |" in text
@@ -40,11 +41,11 @@ def test_each_neighbour_is_recomputed_and_the_threshold_restored():
 def test_a_call_that_survives_says_so():
   module = _study(margin=0.01)
   module.THRESHOLDS = (Threshold("margin", None, "MARGIN", (0.02, 0.05)),)
-  assert robustness.section(module, [], lambda runs: None)[-2] == (
+  assert robustness.section(check(module), [], lambda runs: None)[-2] == (
       '**Robustness:** the call ("agrees") holds under every neighbouring threshold '
       '(2 settings, one moved at a time).')
   del module.THRESHOLDS
-  assert robustness.section(module, [], lambda runs: None) == []
+  assert robustness.section(check(module), [], lambda runs: None) == []
 
 
 def test_the_collapse_cutoff_reclassifies_the_runs_and_the_rule_swaps():
@@ -52,9 +53,10 @@ def test_the_collapse_cutoff_reclassifies_the_runs_and_the_rule_swaps():
   for "finished healthily" in `analysis.trained_at`; both are restored."""
   seen = []
   module = types.SimpleNamespace(
+      get_sweep=lambda: [{"seed": 0}],
       analyze=lambda runs: [a.verdict(a.SWAP_RULE, f"cutoff {sweep_runs.COLLAPSE_TOLERANCE}")],
       THRESHOLDS=(a.COLLAPSE, a.RULE))
-  lines = robustness.section(module, ["run"],
+  lines = robustness.section(check(module), ["run"],
                              lambda runs: seen.append(sweep_runs.COLLAPSE_TOLERANCE))
   assert seen == [0.01, 0.02, 0.05, 0.02]  # classified under each value, then back
   assert "| rule for trained | the other rule (within X <-> finished healthily) | agrees |" in (
@@ -79,7 +81,7 @@ def test_a_threshold_the_call_does_not_read_is_named_not_moved():
   module = _study(margin=0.01)
   module.THRESHOLDS = (Threshold("margin", None, "MARGIN", (0.02, 0.05)),)
   module.THRESHOLDS_NOT_READ = {"collapse cutoff": "the call reads no run's status"}
-  text = "\n".join(robustness.section(module, [], lambda runs: None))
+  text = "\n".join(robustness.section(check(module), [], lambda runs: None))
   assert ("Not moved, because the call does not read them: collapse cutoff (the call reads no "
           "run's status).") in text
   assert "| collapse cutoff |" not in text

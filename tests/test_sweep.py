@@ -14,6 +14,7 @@ import pytest
 
 from configs.default import get_config
 from transformer import packed_runs, provenance
+from transformer import study as study_lib
 from transformer.workdir import read_metrics
 from transformer.report.runs import saved_config
 from transformer.sweep import points as sw
@@ -74,7 +75,7 @@ def test_study_files_list_cpu_and_gpu_presets_with_three_seeds(study):
     assert {p["seed"] for p in points} >= {0, 1, 2}
     assert len({sw.point_name(p, points) for p in points}) == len(points)
   assert cpu[0]["model.d_model"] < gpu[0]["model.d_model"]
-  assert sw.sweep_report_settings(path)["claim"] and callable(sw.sweep_module(path).analyze)
+  assert sw.sweep_report_settings(path)["claim"] and callable(study_lib.load(path).analyze)
   with pytest.raises(ConfigError, match="Unknown sweep preset 'tpu'"):
     sw.load_sweep(f"{path}:tpu")
 

@@ -11,7 +11,8 @@ A threshold the call does not read cannot move it, and a row for it would be a c
 cannot fail: the file names those in `THRESHOLDS_NOT_READ = {label: why}` instead, and the
 section says so.
 
-Each `Threshold` names a module attribute (`module` None: the sweep file's own) and the values
+Each `Threshold` (declared with the study contract, `transformer.study`; importable from here
+too) names a module attribute (`module` None: the sweep file's own) and the values
 to try; the section sets it to each value in turn (one threshold moved at a time, the others as
 reported), runs the study's `analyze(runs)` again, and tabulates the verdict word. A threshold
 that changes which runs count as collapsed (`reclassify`) has the runs classified again under
@@ -20,26 +21,16 @@ it. Every attribute is restored afterwards, also when `analyze` fails.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Sequence
+
+from transformer.study import Study, Threshold
 
 ROBUSTNESS_LINE = "**Robustness:**"  # the summary (results/README.md) quotes this line
 
 
-@dataclasses.dataclass(frozen=True)
-class Threshold:
-  """A verdict threshold: `module.name` (module None: the sweep file) and its neighbours."""
-  label: str
-  module: Optional[str]
-  name: str
-  values: tuple
-  reclassify: bool = False  # the runs' status (collapsed) depends on it
-  shown: tuple = ()  # how the table writes `values` (and the reported value, last), if not as is
-
-
-def _owner(module: Any, t: Threshold) -> Any:
-  return module if t.module is None else importlib.import_module(t.module)
+def _owner(study: Study, t: Threshold) -> Any:
+  return study.module if t.module is None else importlib.import_module(t.module)
 
 
 def _word(lines: Sequence[str]) -> str:
@@ -51,19 +42,19 @@ def _word(lines: Sequence[str]) -> str:
   return line.split("**")[1].rstrip(".").lower()
 
 
-def recompute(module: Any, runs: list, reclassify: Callable[[list], None]) -> list[tuple]:
-  """`[(threshold, value, verdict word)]` for every threshold of `module.THRESHOLDS` at each
-  of its values; the verdict as reported first, as `(None, None, word)`."""
-  rows = [(None, None, _word(module.analyze(runs)))]
-  for t in getattr(module, "THRESHOLDS", ()):
-    owner = _owner(module, t)
+def recompute(study: Study, runs: list, reclassify: Callable[[list], None]) -> list[tuple]:
+  """`[(threshold, value, verdict word)]` for every threshold of the study's `THRESHOLDS` at
+  each of its values; the verdict as reported first, as `(None, None, word)`."""
+  rows = [(None, None, _word(study.analyze(runs)))]
+  for t in study.thresholds:
+    owner = _owner(study, t)
     reported = getattr(owner, t.name)
     for value in t.values:
       setattr(owner, t.name, value)
       try:
         if t.reclassify:
           reclassify(runs)
-        word = _word(module.analyze(runs))
+        word = _word(study.analyze(runs))
       except Exception as e:  # noqa: BLE001 -- a failure is a row of the table, not a crash
         word = f"analysis failed ({type(e).__name__})"
       finally:
@@ -80,16 +71,17 @@ def _value(t: Threshold, value: Any) -> str:
   return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def section(module: Any, runs: list, reclassify: Callable[[list], None]) -> list[str]:
-  """The `## Robustness` lines of a study's report; [] when its file lists no THRESHOLDS."""
-  thresholds = getattr(module, "THRESHOLDS", ())
-  if not thresholds or not hasattr(module, "analyze"):
+def section(study: Study, runs: list, reclassify: Callable[[list], None]) -> list[str]:
+  """The `## Robustness` lines of a study's report (`transformer.study.load`); [] when its
+  file lists no THRESHOLDS or has no `analyze`."""
+  thresholds = study.thresholds
+  if not thresholds or study.analyze is None:
     return []
-  rows = recompute(module, runs, reclassify)
+  rows = recompute(study, runs, reclassify)
   reported = rows[0][2]
   moved = rows[1:]
   flips = [(t, v, w) for t, v, w in moved if w != reported]
-  as_reported = ", ".join(f"{t.label} {_value(t, getattr(_owner(module, t), t.name))}"
+  as_reported = ", ".join(f"{t.label} {_value(t, getattr(_owner(study, t), t.name))}"
                           for t in thresholds)
   if flips:
     summary = (f"{ROBUSTNESS_LINE} the call does not hold under every neighbouring threshold "
@@ -105,7 +97,7 @@ def section(module: Any, runs: list, reclassify: Callable[[list], None]) -> list
            "| threshold | value | verdict |", "|---|---|---|",
            f"| as reported | - | {reported} |"]
   lines += [f"| {t.label} | {_value(t, v)} | {w} |" for t, v, w in moved]
-  not_read = getattr(module, "THRESHOLDS_NOT_READ", {})
+  not_read = study.thresholds_not_read
   if not_read:
     lines += ["", "Not moved, because the call does not read them: "
               + "; ".join(f"{label} ({why})" for label, why in not_read.items()) + "."]

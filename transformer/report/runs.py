@@ -16,6 +16,7 @@ from typing import Any, Optional, Sequence
 
 
 from transformer import packed_runs, paths, provenance, user_files
+from transformer import study as study_lib
 from transformer.sweep import points as sweep_lib
 from transformer.workdir import CONFIG_FILE, PROVENANCE, read_metrics
 
@@ -347,7 +348,6 @@ def study_claim(manifest: dict) -> str:
   """The claim as the sweep file words it now (`CLAIM`), else as the manifest recorded it when
   the sweep ran."""
   try:
-    return getattr(sweep_lib.sweep_module(manifest["sweep_file"]), "CLAIM", "") or \
-        manifest.get("claim", "")
+    return study_lib.load(manifest["sweep_file"]).claim or manifest.get("claim", "")
   except Exception:  # noqa: BLE001
     return manifest.get("claim", "")

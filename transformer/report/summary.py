@@ -7,6 +7,7 @@ import os
 from typing import Optional, Sequence
 
 from transformer import paths, provenance
+from transformer import study as study_lib
 from transformer.config import LEGACY_DEFAULTS
 from transformer.sweep import points as sweep_lib
 from transformer.report.budget import BUDGET_LINE, COST_LINE
@@ -63,7 +64,7 @@ def _read_study(results_dir: str, name: str) -> Optional[tuple[dict, list[Run], 
     return None
   manifest = sweep_lib.read_manifest(sweep_dir)
   try:
-    summarize = getattr(sweep_lib.sweep_module(manifest["sweep_file"]), "summarize", None)
+    summarize = study_lib.load(manifest["sweep_file"]).summarize
   except Exception as e:  # noqa: BLE001
     print(f"[report] {name}: sweep file did not load ({e}); left out of the summary.")
     return None

@@ -34,6 +34,7 @@ import os
 from typing import Sequence
 
 from transformer import paths
+from transformer import study as study_lib
 from transformer.errors import CommandLineError
 from transformer.sweep import points as sweep_lib
 from transformer.report import budget
@@ -201,7 +202,7 @@ def study_figures(manifest: dict, runs: Sequence[Run], sweep_dir: str) -> list[t
   if not manifest["sweep_file"]:
     return []
   try:
-    make = getattr(sweep_lib.sweep_module(manifest["sweep_file"]), "figures", None)
+    make = study_lib.load(manifest["sweep_file"]).figures
     return list(make(list(runs), sweep_dir)) if make else []
   except Exception as e:  # noqa: BLE001
     print(f"[report] {manifest['sweep_file']}: figures() failed: {type(e).__name__}: {e}")
@@ -218,19 +219,18 @@ def study_verdict(manifest: dict, runs: Sequence[Run],
   if not manifest["sweep_file"]:  # --runs: hand-launched runs, no sweep file
     return []
   try:
-    module = sweep_lib.sweep_module(manifest["sweep_file"])
+    study = study_lib.load(manifest["sweep_file"])
   except Exception as e:  # noqa: BLE001
     return [f"(No verdict: the sweep file {manifest['sweep_file']} did not load: {e})", ""]
-  analyze = getattr(module, "analyze", None)
-  if analyze is None:
+  if study.analyze is None:
     return []
   pending = [r for r in runs if r.status in PENDING]
   caveat = ([f"**The sweep is not complete:** {len(pending)} of {len(runs)} points have not "
              "finished. The call below reads only the runs that ended, and may change when the "
              "rest has run.", ""] if pending else [])
   try:
-    lines = ["## Verdict", "", *caveat, *analyze(list(runs)), ""]
-    return lines + robustness.section(module, list(runs), reclassify)
+    lines = ["## Verdict", "", *caveat, *study.analyze(list(runs)), ""]
+    return lines + robustness.section(study, list(runs), reclassify)
   except Exception as e:  # noqa: BLE001
     print(f"[report] {manifest['sweep_file']}: analyze() failed: {type(e).__name__}: {e}")
     return ["## Verdict", "", f"The analysis failed ({type(e).__name__}: {e}); the tables "

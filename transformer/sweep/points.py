@@ -30,7 +30,8 @@ import re
 import sys
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from transformer import REPO_ROOT, packed_runs, paths, provenance, user_files
+from transformer import packed_runs, paths, provenance, user_files
+from transformer import study as study_lib
 from transformer.config import (LEGACY_DEFAULTS, ConfigError, ExperimentConfig, flat_config,
                                 from_config_dict)
 from transformer.errors import CommandLineError
@@ -94,41 +95,15 @@ def preset(presets: Mapping[str, Point], name: str) -> list[Point]:
 
 
 def sweep_report_settings(spec_arg: str) -> dict:
-  """What the sweep file tells the report: `CLAIM` (the published claim a study tests) and
-  `REPORT_DIAGNOSTICS` (per-layer diagnostics whose last layer to plot against the swept
-  fields, by a part of their name such as "feed_forward/grad_norm")."""
-  module = sweep_module(spec_arg)
-  return {"claim": str(getattr(module, "CLAIM", "")),
-          "report_diagnostics": list(getattr(module, "REPORT_DIAGNOSTICS", ()))}
-
-
+  """What the sweep file tells the report (`transformer.study`): `CLAIM` (the published claim
+  a study tests) and `REPORT_DIAGNOSTICS` (per-layer diagnostics whose last layer to plot
+  against the swept fields, by a part of their name such as "feed_forward/grad_norm")."""
+  study = study_lib.load(spec_arg)
+  return {"claim": study.claim, "report_diagnostics": list(study.report_diagnostics)}
 
 
 SWEEP_FIX = ("A sweep file defines get_sweep() returning a list of points, each a dict of "
              "'section.field' -> value (see experiments/).")
-
-
-def split_sweep_arg(spec_arg: str) -> tuple[str, Optional[str]]:
-  """`"exp/lr.py:cpu"` -> `("exp/lr.py", "cpu")`; `"exp/lr.py"` -> `("exp/lr.py", None)`."""
-  if ".py:" in spec_arg:
-    path, arg = spec_arg.split(".py:", 1)
-    return path + ".py", arg
-  return spec_arg, None
-
-
-def sweep_module(spec_arg: str):
-  """The module of the sweep file `FILE[:ARG]`, found as given or else relative to the
-  repository root (a sweep dir's manifest keeps the path as it was given)."""
-  path = split_sweep_arg(spec_arg)[0]
-  if not os.path.isabs(path) and not os.path.exists(path):
-    if os.path.exists(os.path.join(REPO_ROOT, path)):
-      path = os.path.join(REPO_ROOT, path)
-  return _import(path)
-
-
-def _import(path: str):
-  name = "sweep_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
-  return user_files.load_python(path, "the --sweep file", name=name)
 
 
 def load_sweep(spec_arg: str) -> list[Point]:
@@ -137,13 +112,12 @@ def load_sweep(spec_arg: str) -> list[Point]:
 
   A missing file is a CommandLineError; a file that fails (syntax, import, get_sweep raising
   or returning something else than points) a one-line UserFileError at its line."""
-  path, arg = split_sweep_arg(spec_arg)
+  path, arg = study_lib.split_spec(spec_arg)
   if not os.path.isfile(path):
     raise CommandLineError(f"--sweep={spec_arg}: {path} is not a file; give a Python file with "
                            "get_sweep().")
-  what = "the --sweep file"
-  module = _import(path)
-  get_sweep = user_files.function(module, "get_sweep", what, SWEEP_FIX)
+  what = study_lib.WHAT
+  get_sweep = study_lib.load(path).get_sweep
   _check_preset_arg(get_sweep, spec_arg, arg)
   returned = user_files.call(get_sweep, *([] if arg is None else [arg]), path=path, what=what)
   if isinstance(returned, (Mapping, str, bytes)) or not isinstance(returned, Iterable):
