@@ -1,11 +1,15 @@
 """The study contract (transformer/study.py): the hooks a study file may define, one loader."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 
+from configs.default import get_config
 from transformer import REPO_ROOT, study
 from transformer.errors import UserFileError
+from transformer.sweep import points as sweep_points
 
 EXPERIMENTS = os.path.join(REPO_ROOT, "experiments")
 STUDIES = sorted(f for f in os.listdir(EXPERIMENTS) if f.endswith(".py") and "get_sweep" in
@@ -20,12 +24,22 @@ def _write(tmp_path, text, name="s.py"):
 
 
 @pytest.mark.parametrize("name", STUDIES)
-def test_every_study_loads(name):
+def test_every_study_and_the_template_load(name):
   s = study.load(os.path.join("experiments", name))
   assert callable(s.get_sweep) and s.module.__file__.endswith(name)
   if name != "norm_placement.py":  # a plain sweep: no claim, no verdict
     assert s.claim and callable(s.analyze)
-  assert len(STUDIES) >= 24
+  assert "template.py" in STUDIES and len(STUDIES) >= 25
+
+
+def test_the_template_declares_every_hook_but_the_diagnostics_and_its_points_validate():
+  s = study.load("experiments/template.py")
+  assert s.claim and s.analyze and s.figures and s.summarize and s.thresholds_not_read
+  assert len(s.thresholds) == 3 and s.report_diagnostics == ()
+  points = sweep_points.load_sweep("experiments/template.py:tiny")
+  assert len(points) == 2
+  configs = sweep_points.validate_points(get_config(), points)
+  assert [c.model.norm_placement for c in configs] == ["pre", "post"]
 
 
 @pytest.mark.parametrize("text, phrase", [
@@ -83,3 +97,22 @@ def test_the_file_runs_once_until_it_changes(tmp_path):
   assert counter.read_text() == "x"
   _write(tmp_path, text + "CLAIM = 'changed'\n")
   assert study.load(path).claim == "changed" and counter.read_text() == "xx"
+
+
+@pytest.mark.slow
+def test_the_template_runs_end_to_end_as_the_readme_says(tmp_path):
+  """`--mode=sweep` then `--mode=report` on the template's tiny preset (2 points, ~2 min on 2
+  cores): a report with a verdict and its robustness section."""
+  sweep_dir = str(tmp_path / "template")
+  launch = [sys.executable, os.path.join(REPO_ROOT, "launch.py")]
+  env = dict(os.environ, PYTHONPATH=REPO_ROOT)
+  subprocess.run([*launch, "--mode=sweep", "--sweep=experiments/template.py:tiny",
+                  f"--sweep_dir={sweep_dir}", "--parallel=2"], cwd=REPO_ROOT, env=env,
+                 check=True, timeout=280, capture_output=True)
+  os.remove(os.path.join(sweep_dir, "report.md"))
+  subprocess.run([*launch, "--mode=report", f"--sweep_dir={sweep_dir}"], cwd=REPO_ROOT, env=env,
+                 check=True, timeout=60, capture_output=True)
+  text = open(os.path.join(sweep_dir, "report.md"), encoding="utf-8").read()
+  assert "**Claim under test:** Xiong et al. 2020" in text
+  assert "**Inconclusive.** post-norm minus pre-norm:" in text and "## Robustness" in text
+  assert "loss_heatmap.png" in text and "2 points: 2 finished" in text
