@@ -3,7 +3,8 @@
 Written from the equations, not from the Flax code: per-head projections Q = X W_q, K = X W_k,
 V = X W_v; A = softmax(Q K^T / sqrt(d_k)); heads concatenated and projected by W_O; the
 position-wise FFN; LayerNorm(z) = gamma (z - mu) / sqrt(sigma^2 + eps) + beta; and the
-post-norm ("Add & Norm") and pre-norm residual arrangements.
+post-norm ("Add & Norm") and pre-norm residual arrangements. The norm-placement section below
+transcribes each placement, DyT and qk-norm from its own paper, the equation quoted beside it.
 """
 
 import numpy as np
@@ -175,7 +176,7 @@ def encoder_decoder(src, tgt_in, p, placement, num_layers, eps=1e-6):
 # Each placement, norm and attention variant below is transcribed from its paper's own equations
 # (quoted beside the code, with the paper's section, equation, figure or table), never from
 # transformer/model/block.py. Where a paper's body could not be read for this transcription, the
-# quotation names what it was checked against (the official code, /work/shared/papers.md).
+# quotation says so and names what it was checked against (official code, figures, summaries).
 # `p` is one block's Flax parameter tree as float64 arrays: `<sublayer>_norm`,
 # `<sublayer>_out_norm`, `<sublayer>_omega`, `self_attention`, `feed_forward`.
 
