@@ -88,6 +88,31 @@ def test_hybridnorm_is_the_papers_block_with_grouped_queries():
   assert old_attention["value_norm"]["scale"].shape == (8,)  # 2 kv heads x 4
 
 
+@pytest.mark.parametrize("placement,norm", [("pre", "dyt"), ("peri", "layernorm"),
+                                            ("hybrid", "rmsnorm"), ("hybrid", "dyt")])
+def test_norm_parameters_start_where_the_papers_start_them(placement, norm):
+  """DyT (Zhu et al. 2025, §3): a scalar alpha at alpha_0, gamma = 1, beta = 0; LayerNorm and
+  RMSNorm gamma = 1 (beta = 0); Peri-LN's output norm learnable from gamma = 1 (Kim et al.
+  2025); HybridNorm's q, k, v norms one `[head_dim]` set for all heads (its official code)."""
+  cfg = _cfg(norm_placement=placement, norm=norm, dyt_alpha_init=0.3)
+  x = np.zeros((1, 3, 16), np.float32)
+  params = nn.meta.unbox(Block(cfg).init(jax.random.PRNGKey(0), x)["params"])
+  norms = {k: v for k, v in params.items() if k.endswith("norm")}
+  if placement == "hybrid":
+    norms.update({f"attention/{k}": v for k, v in params["self_attention"].items()
+                  if k.endswith("norm")})
+    assert {k for k in norms if k.startswith("attention/")} == {
+        "attention/query_norm", "attention/key_norm", "attention/value_norm"}
+  assert ("self_attention_out_norm" in norms) == (placement == "peri")
+  for name, p in norms.items():
+    width = 4 if name.startswith("attention/") else 16  # head_dim = 16 / 4 heads
+    np.testing.assert_array_equal(p["scale"], np.ones(width), err_msg=name)
+    if "bias" in p:
+      np.testing.assert_array_equal(p["bias"], np.zeros(width), err_msg=name)
+    if norm == "dyt":
+      assert np.shape(p["alpha"]) == () and float(p["alpha"]) == pytest.approx(0.3), name
+
+
 def _stack_scanned(params, cfg, num_layers):
   """Unrolled `layer_i` params -> the scanned layout (`layers`; with mix, `post_layers` and
   `pre_layers`), each with a leading layer axis."""
