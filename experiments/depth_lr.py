@@ -23,6 +23,12 @@ intervals lie below -`LOSS_MARGIN` (0.02 nats/token) and post-norm's does not, *
 DeepNorm's or Admin's lies above it, *inconclusive* otherwise. Described beside it: each
 placement's best LR at each depth, and the cost of not retuning (12 layers at the 6-layer best
 LR minus at its own best).
+
+HybridNorm: the results committed up to commit e081cee ran the project's earlier reading of it,
+now `norm_placement=hybrid_v0` (q, k, v normed over all heads together, feed-forward
+`N(x + FFN(x))`, no final norm); `hybrid` is now the paper's block (issue 68), so its rows
+there are hybrid_v0's. A rerun of the hybrid rows needs a fresh --sweep_dir; `--reuse_runs_from`
+refuses to link the old `hybrid` runs (`transformer.sweep.points.REBUILT_PLACEMENTS`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,12 @@
       --reuse_runs_from=experiments/results/lr_sensitivity
 
 HybridNorm (`norm_placement=hybrid`): attention `x + Attn(x)` with queries, keys and values
-each normalized after projection (QKV-Norm), the feed-forward net post-normed. The protocol's
+each normalized per head after projection (QKV-Norm); the feed-forward half `y + FFN(y)` with
+`y = N(x)`; a final norm after the stack (the paper's block, issue 68). The results committed
+up to commit e081cee ran the earlier reading, now `norm_placement=hybrid_v0` (q, k, v normed
+over all heads together, `N(x + FFN(x))`, no final norm): their HybridNorm rows are that
+block's, not the paper's. A rerun needs a fresh --sweep_dir (a finished point there is not
+rerun); `--reuse_runs_from` refuses to link the old `hybrid` runs. The protocol's
 model, budget, warm-up, LR grid and seeds; post- and pre-norm are lr_sensitivity's runs (same
 config and data, linked), so only HybridNorm's 15 runs are new.
 

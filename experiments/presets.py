@@ -73,8 +73,9 @@ PROTOCOL_WARMUP = {"cpu": 60, "gpu": 500}  # "with warm-up": 10% of the run
 # and the report shows whether that optimum lies inside the grid.
 PROTOCOL_LRS = {"cpu": [3e-4, 1e-3, 3e-3, 1e-2, 3e-2], "gpu": [1e-4, 3e-4, 1e-3, 3e-3, 1e-2]}
 PROTOCOL_SEEDS = [0, 1, 2]  # fixed before the runs; never topped up where a call is close
-# The placements the committed placement studies ran. HybridNorm (`hybrid`, issue 49) joins
-# them when its runs are made; until then these studies' sweeps stay the ones they ran.
+# The placements the committed placement studies ran. HybridNorm (`hybrid`, issue 49; the
+# paper's block since issue 68) joins them when its runs are made; until then these studies'
+# sweeps stay the ones they ran.
 STUDIED_PLACEMENTS = ("pre", "post", "peri", "deepnorm", "mix", "admin")
 PROTOCOL_MATCHED_LR = {"cpu": 3e-3, "gpu": 1e-3}  # one LR of the grid every setting also runs at
 

@@ -3,7 +3,8 @@
 Written from the equations, not from the Flax code: per-head projections Q = X W_q, K = X W_k,
 V = X W_v; A = softmax(Q K^T / sqrt(d_k)); heads concatenated and projected by W_O; the
 position-wise FFN; LayerNorm(z) = gamma (z - mu) / sqrt(sigma^2 + eps) + beta; and the
-post-norm ("Add & Norm") and pre-norm residual arrangements.
+post-norm ("Add & Norm") and pre-norm residual arrangements. The norm-placement section below
+transcribes each placement, DyT and qk-norm from its own paper, the equation quoted beside it.
 """
 
 import numpy as np
@@ -172,11 +173,18 @@ def encoder_decoder(src, tgt_in, p, placement, num_layers, eps=1e-6):
 
 
 # ------------------------------------------------------------------ norm-placement study (issue 9)
-# Written from the papers' formulas (see transformer/model/block.py for the sources).
+# Each placement, norm and attention variant below is transcribed from its paper's own equations
+# (quoted beside the code, with the paper's section, equation, figure or table), never from
+# transformer/model/block.py. Where a paper's body could not be read for this transcription, the
+# quotation says so and names what it was checked against (official code, figures, summaries).
+# `p` is one block's Flax parameter tree as float64 arrays: `<sublayer>_norm`,
+# `<sublayer>_out_norm`, `<sublayer>_omega`, `self_attention`, `feed_forward`.
 
 
 def dyt(z, alpha, gamma, beta=None):
-  """DyT(z) = gamma * tanh(alpha * z) + beta (Zhu et al., 2025)."""
+  """Zhu et al. 2025, "Transformers without Normalization", §3 (Dynamic Tanh):
+    DyT(x) = γ * tanh(αx) + β,  α a learnable scalar (α₀ = 0.5 by default), γ, β per channel.
+  """
   out = gamma * np.tanh(alpha * z)
   return out if beta is None else out + beta
 
@@ -195,86 +203,130 @@ def make_norm(kind, p, eps=1e-6):
 
 
 def deepnorm_alpha_beta(arch, n_enc, n_dec):
-  """DeepNet (Wang et al., 2022) Table 1, written out: (alpha, beta)."""
-  if arch == "encoder_only":
+  """Wang et al. 2022, "DeepNet", Fig. 2 (the table of constants beside DeepNorm's pseudocode;
+  N encoder layers, M decoder layers; torchscale computes the same): (alpha, beta)."""
+  if arch == "encoder_only":  # encoder-only: α = (2N)^(1/4), β = (8N)^(-1/4)
     return (2 * n_enc) ** (1 / 4), (8 * n_enc) ** (-1 / 4)
-  if arch == "decoder_only":
+  if arch == "decoder_only":  # decoder-only: α = (2M)^(1/4), β = (8M)^(-1/4)
     return (2 * n_dec) ** (1 / 4), (8 * n_dec) ** (-1 / 4)
-  if arch == "encoder":
+  if arch == "encoder":  # enc-dec, encoder: α = 0.81 (N^4 M)^(1/16), β = 0.87 (N^4 M)^(-1/16)
     return 0.81 * (n_enc ** 4 * n_dec) ** (1 / 16), 0.87 * (n_enc ** 4 * n_dec) ** (-1 / 16)
-  if arch == "decoder":
+  if arch == "decoder":  # enc-dec, decoder: α = (3M)^(1/4), β = (12M)^(-1/4)
     return (3 * n_dec) ** (1 / 4), (12 * n_dec) ** (-1 / 4)
   raise ValueError(arch)
 
 
 def general_residual(x, f, p, name, placement, kind, eps=1e-6, alpha=1.0):
-  """One residual sublayer for every placement; p holds `<name>_norm`, `<name>_out_norm`,
-  `<name>_omega`.
-    post: N(x + f(x)); pre: x + f(N(x)); peri: x + N_out(f(N_in(x)));
-    deepnorm: N(alpha x + f(x)); admin: N(omega * x + f(x));
-    hybrid: x + f(x) for attention (QKV-Norm inside f), N(x + f(x)) for the feed-forward.
-  Returns (output, f's output)."""
+  """One residual sublayer f of a placement that is defined per sublayer. N is the norm of
+  `kind` with `p["<name>_norm"]`. Returns (output, f's output)."""
   n = make_norm(kind, p.get(f"{name}_norm", {}), eps)
   if placement == "post":
+    # Vaswani et al. 2017, §3.1: "the output of each sub-layer is LayerNorm(x + Sublayer(x))"
     y = f(x)
     return n(x + y), y
   if placement == "pre":
+    # Xiong et al. 2020, Table 1 (Pre-LN): x^{pre,1} = LN(x_l); x^{pre,2} = MultiHeadAtt(
+    # x^{pre,1}); x^{pre,3} = x_l + x^{pre,2}; likewise for the FFN: x_{l+1} = x^{pre,3} +
+    # FFN(LN(x^{pre,3})); "Final LayerNorm: x_Final = LN(x_{L+1})" (see FINAL_NORM)
     y = f(n(x))
     return x + y, y
   if placement == "peri":
+    # Kim et al. 2025, "Peri-LN", §3 (its definition): y_l = x_l + Norm(Module(Norm(x_l))),
+    # the output Norm's γ learnable; plus a final Norm (see FINAL_NORM). The same wiring as
+    # CogView's Sandwich-LN (Ding et al. 2021). [Equation number not verified here.]
     y = f(n(x))
     return x + make_norm(kind, p[f"{name}_out_norm"], eps)(y), y
   if placement == "deepnorm":
+    # Wang et al. 2022, "DeepNet", §3: x_{l+1} = LN(α x_l + G_l(x_l, θ_l)); Fig. 2 pseudocode:
+    # deepnorm(x) = LayerNorm(x * α + f(x)); init gain β on ffn, v_proj, out_proj, 1 on q, k
     y = f(x)
     return n(alpha * x + y), y
   if placement == "admin":
+    # Liu et al. 2020, "Admin", §5 (Adaptive Model Initialization): x_i = f_LN(b_i),
+    # b_i = x_{i-1} · ω_i + f_i(x_{i-1}), ω_i a learnable per-feature vector (profiled at
+    # init, `admin_omegas`)
     y = f(x)
     return n(p[f"{name}_omega"] * x + y), y
-  if placement == "hybrid":  # HybridNorm: attention bare (its Q, K, V normed inside), FFN post
+  if placement == "hybrid_v0":
+    # NOT a paper's block: this project's earlier reading of HybridNorm (kept to reproduce the
+    # committed hybrid_norm / depth_lr runs): attention x + f(x) with q, k, v normed over all
+    # heads inside f (`qkv_normed_attention_v0`), feed-forward N(x + f(x)), no final norm
     y = f(x)
     return (n(x + y), y) if name == "feed_forward" else (x + y, y)
   raise ValueError(placement)
 
 
-def qkv_normed_attention(xq, xkv, p, kind, mask=None, eps=1e-6):
-  """HybridNorm's QKV-Norm (Zhuo et al., 2025): multi-head attention whose queries, keys and
-  values are each normalized over all heads together ([length, heads * head_dim]) right after
-  their projections, then split into heads."""
-  heads, kv_heads = p["query"]["kernel"].shape[1], p["key"]["kernel"].shape[1]
-  group = heads // kv_heads
-  full = lambda x, w, n: make_norm(kind, p[n], eps)(
-      np.concatenate([_project(x, w, h) for h in range(w["kernel"].shape[1])], -1))
-  q, k, v = (full(xq, p["query"], "query_norm"), full(xkv, p["key"], "key_norm"),
-             full(xkv, p["value"], "value_norm"))
-  d = q.shape[-1] // heads
+def _heads(x, w, n_heads):
+  """[len, d] -> [heads, len, head_dim]: x W^h (+ b^h) for every head h."""
+  return np.stack([_project(x, w, h) for h in range(n_heads)])
+
+
+def _attend(q, k, v, p, mask):
+  """q: [heads, t, d_k], k, v: [kv_heads, s, d_k] -> Concat_h(softmax(q_h k_g^T / sqrt(d_k))
+  v_g) W_O + b_O, g = h // (heads / kv_heads)."""
+  group = q.shape[0] // k.shape[0]
   outputs = []
-  for h in range(heads):
-    g = h // group
-    scores = q[:, h * d:(h + 1) * d] @ k[:, g * d:(g + 1) * d].T / np.sqrt(d)
+  for h in range(q.shape[0]):
+    scores = q[h] @ k[h // group].T / np.sqrt(q.shape[-1])
     if mask is not None:
       scores = np.where(mask, scores, -np.inf)
-    outputs.append(softmax(scores) @ v[:, g * d:(g + 1) * d])
+    outputs.append(softmax(scores) @ v[h // group])
   out = np.concatenate(outputs, -1) @ p["out"]["kernel"].reshape(-1, p["out"]["kernel"].shape[-1])
-  return out + p["out"]["bias"]
+  return out + p["out"]["bias"] if "bias" in p["out"] else out
+
+
+def qkv_normed_attention(xq, xkv, p, kind, mask=None, eps=1e-6):
+  """HybridNorm's QKV-Norm (Zhuo et al. 2025, §3, "QKV-Norm"):
+    attn_QKV(Q, K, V) = softmax(Norm(Q) Norm(K)^T / sqrt(d_k)) Norm(V),
+  per head, as the official code builds it (dense_model/olmo/model.py `OLMoBlock.__init__` /
+  `attention`: `q_norm`, `k_norm`, `v_norm` each `LayerNormBase.build(config, size=d_model //
+  n_heads)`, applied to `[B, n_heads, T, head_dim]`: over one head's features, one set of
+  parameters for all heads, before RoPE)."""
+  heads, kv_heads = p["query"]["kernel"].shape[1], p["key"]["kernel"].shape[1]
+  q = make_norm(kind, p["query_norm"], eps)(_heads(xq, p["query"], heads))
+  k = make_norm(kind, p["key_norm"], eps)(_heads(xkv, p["key"], kv_heads))
+  v = make_norm(kind, p["value_norm"], eps)(_heads(xkv, p["value"], kv_heads))
+  return _attend(q, k, v, p, mask)
+
+
+def qkv_normed_attention_v0(xq, xkv, p, kind, mask=None, eps=1e-6):
+  """NOT the paper's QKV-Norm (placement `hybrid_v0`, this project's earlier reading): queries,
+  keys and values each normalized over all heads together ([length, heads * head_dim])."""
+  heads, kv_heads = p["query"]["kernel"].shape[1], p["key"]["kernel"].shape[1]
+  over_all = lambda a, n: make_norm(kind, p[n], eps)(np.concatenate(list(a), -1)).reshape(
+      a.shape[1], a.shape[0], a.shape[2]).transpose(1, 0, 2)
+  q = over_all(_heads(xq, p["query"], heads), "query_norm")
+  k = over_all(_heads(xkv, p["key"], kv_heads), "key_norm")
+  v = over_all(_heads(xkv, p["value"], kv_heads), "value_norm")
+  return _attend(q, k, v, p, mask)
 
 
 def qk_normed_attention(xq, xkv, p, kind, mask=None, eps=1e-6):
-  """multi_head_attention with the norm of `kind` applied to every head's query and key
-  (over head_dim, one set of parameters for all heads) before the dot product."""
-  heads = p["query"]["kernel"].shape[1]
-  group = heads // p["key"]["kernel"].shape[1]
-  nq, nk = make_norm(kind, p["query_norm"], eps), make_norm(kind, p["key_norm"], eps)
-  outputs = []
-  for h in range(heads):
-    q = nq(_project(xq, p["query"], h))
-    k = nk(_project(xkv, p["key"], h // group))
-    v = _project(xkv, p["value"], h // group)
-    scores = q @ k.T / np.sqrt(q.shape[-1])
-    if mask is not None:
-      scores = np.where(mask, scores, -np.inf)
-    outputs.append(softmax(scores) @ v)
-  out = np.concatenate(outputs, -1) @ p["out"]["kernel"].reshape(-1, p["out"]["kernel"].shape[-1])
-  return out + p["out"]["bias"]
+  """QK-norm. Dehghani et al. 2023 (ViT-22B), §2 (QK normalization):
+    softmax[(1/sqrt(d)) LN(X W^Q) (LN(X W^K))^T],
+  per head with one set of LN parameters over head_dim shared by all heads, as Wortsman et al.
+  2023 (qk-layernorm) apply it; the norm of `kind` stands in for LN."""
+  heads, kv_heads = p["query"]["kernel"].shape[1], p["key"]["kernel"].shape[1]
+  q = make_norm(kind, p["query_norm"], eps)(_heads(xq, p["query"], heads))
+  k = make_norm(kind, p["key_norm"], eps)(_heads(xkv, p["key"], kv_heads))
+  return _attend(q, k, _heads(xkv, p["value"], kv_heads), p, mask)
+
+
+def hybridnorm_block(x, p, kind, mask=None, activation=relu, eps=1e-6):
+  """HybridNorm (Zhuo et al. 2025, arXiv 2503.04598), one block, §3 and Fig. 1(d):
+    Y^l     = MHA_QKV(X^l) + X^l
+    X^{l+1} = FFN(Norm(Y^l)) + Norm(Y^l)
+  checked against the official code (dense_model/olmo/model.py `OLMoSequentialBlock.forward`
+  with configs/exps/1.2B-dense-HybriedNorm.yaml: attn_norm false, so h = x feeds att_proj and
+  x = x + att; ffn_norm true with ffn_residual_after_norm true, so x = ff_norm(x); og_x = x;
+  x = og_x + ff_out(act(ff_proj(x)))). After the last block: a final Norm (`ln_f`, FINAL_NORM).
+  [The equation numbers could not be verified here: the paper's body was not readable; Fig. 1(d)
+  is the repository's assets/norm.png.] Returns (X^{l+1}, [MHA branch, FFN branch])."""
+  attn = qkv_normed_attention(x, x, p["self_attention"], kind, mask, eps)
+  y = x + attn
+  y_normed = make_norm(kind, p["feed_forward_norm"], eps)(y)
+  ffn = feed_forward(y_normed, p["feed_forward"], activation)
+  return ffn + y_normed, [attn, ffn]
 
 
 def general_block(x, p, placement, kind, mask=None, activation=relu, eps=1e-6, alpha=1.0,
@@ -282,7 +334,9 @@ def general_block(x, p, placement, kind, mask=None, activation=relu, eps=1e-6, a
   """Self-attention + FFN block for any placement. Returns (output, [attention branch output,
   FFN branch output])."""
   if placement == "hybrid":
-    attn = lambda z: qkv_normed_attention(z, z, p["self_attention"], kind, mask, eps)
+    return hybridnorm_block(x, p, kind, mask, activation, eps)
+  if placement == "hybrid_v0":
+    attn = lambda z: qkv_normed_attention_v0(z, z, p["self_attention"], kind, mask, eps)
   elif qk_norm:
     attn = lambda z: qk_normed_attention(z, z, p["self_attention"], kind, mask, eps)
   else:
@@ -294,14 +348,40 @@ def general_block(x, p, placement, kind, mask=None, activation=relu, eps=1e-6, a
 
 
 def mix_layer_placements(num_layers, post_fraction):
-  """Mix-LN (Li et al., 2024): the first floor(fraction * L) layers post-norm, the rest pre."""
+  """Mix-LN (Li et al. 2024, §3): Post-LN in the earlier layers, Pre-LN in the deeper ones:
+  the first floor(α L) layers post-norm, the other L - floor(α L) pre-norm (α = 0.25
+  recommended)."""
   k = int(np.floor(post_fraction * num_layers))
   return ["post"] * k + ["pre"] * (num_layers - k)
 
 
+# Whether a stack of the placement ends in a final norm, each from its paper: post-norm's last
+# sublayer already ends in LN (Vaswani §3.1), as DeepNorm's and Admin's do; Pre-LN adds one
+# (Xiong Table 1, "Final LayerNorm"); Peri-LN too (Kim §3, the final norm before the head);
+# Mix-LN's pre-norm layers end the stack and keep LLaMA's final norm; HybridNorm's last block
+# ends in Norm(Y) + FFN(Norm(Y)), and the official model applies `ln_f`.
+FINAL_NORM = {"post": False, "pre": True, "peri": True, "deepnorm": False, "admin": False,
+              "mix": True, "hybrid": True, "hybrid_v0": False}
+
+
+def decoder_stack(x, p, placement, kind, mask=None, activation=relu, eps=1e-6, alpha=1.0,
+                  post_fraction=0.25):
+  """x: [t, d] through `p["layer_0"]`, ... and the final norm FINAL_NORM says (`p["final_norm"]`);
+  Mix-LN resolves each layer by `mix_layer_placements`."""
+  num_layers = len([k for k in p if k.startswith("layer_")])
+  placements = (mix_layer_placements(num_layers, post_fraction) if placement == "mix"
+                else [placement] * num_layers)
+  for i in range(num_layers):
+    x = general_block(x, p[f"layer_{i}"], placements[i], kind, mask, activation, eps, alpha)[0]
+  if FINAL_NORM[placement] and (placement != "mix" or "pre" in placements):
+    x = make_norm(kind, p["final_norm"], eps)(x)
+  return x
+
+
 def admin_omegas(x0, branch_outputs):
-  """Admin (Liu et al., 2020): omega_i = sqrt(Var[x0] + sum_{j<i} Var[f_j]) for the stack's
-  sublayers in order (the embeddings x0 count as the zeroth branch)."""
+  """Admin (Liu et al. 2020, §5): omega_i = sqrt(sum_{j<i} Var[f_j(x_{j-1})]), the branches in
+  execution order, with the embeddings x0 counted as the zeroth branch as the official code's
+  profiling does (its ratio recurrence starts from the input's variance)."""
   total = np.var(x0)
   out = []
   for y in branch_outputs:

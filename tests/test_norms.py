@@ -43,7 +43,8 @@ def _cfg(**kw):
     ("peri", "dyt", True, "reference"), ("post", "rmsnorm", True, "xla"),
     ("pre", "layernorm", True, "xla"), ("deepnorm", "dyt", True, "xla"),
     ("hybrid", "layernorm", False, "reference"), ("hybrid", "rmsnorm", False, "xla"),
-    ("hybrid", "dyt", False, "reference")])
+    ("hybrid", "dyt", False, "reference"), ("hybrid_v0", "layernorm", False, "reference"),
+    ("hybrid_v0", "rmsnorm", False, "xla")])
 def test_block_matches_numpy_reference(placement, norm, qk_norm, impl):
   cfg = _cfg(norm_placement=placement, norm=norm, qk_norm=qk_norm, attention_impl=impl)
   x = np.random.default_rng(0).normal(size=(2, 7, 16)).astype(np.float32)
@@ -56,6 +57,60 @@ def test_block_matches_numpy_reference(placement, norm, qk_norm, impl):
                                      cfg.norm_epsilon, alpha, qk_norm)[0]
                    for xb in x.astype(np.float64)])
   np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def test_hybridnorm_is_the_papers_block_with_grouped_queries():
+  """HybridNorm (Zhuo et al. 2025) as its paper and official config build it: RMSNorm with
+  eps 1e-5, no bias, grouped-query attention (4 query heads, 2 key/value heads); its q, k, v
+  norms are per head (one `[head_dim]` scale for all heads), the earlier reading's over all
+  heads (`[heads * head_dim]`)."""
+  cfg = _cfg(norm_placement="hybrid", norm="rmsnorm", norm_epsilon=1e-5, num_kv_heads=2,
+             use_bias=False, activation="swiglu")
+  x = np.random.default_rng(3).normal(size=(2, 6, 16)).astype(np.float32)
+  mask = np.tril(np.ones((6, 6), bool))
+  block = Block(cfg, role="decoder_only")
+  params = _randomize(nn.meta.unbox(block.init(jax.random.PRNGKey(0), x, mask)["params"]), 4)
+  attention = params["self_attention"]
+  assert {n: attention[f"{n}_norm"]["scale"].shape for n in ("query", "key", "value")} == {
+      "query": (4,), "key": (4,), "value": (4,)}
+  got = np.asarray(block.apply({"params": params}, x, mask))
+  p64 = _to64(params)
+  ffn = lambda h, p: ref.swiglu_feed_forward(h, {k: {"bias": 0.0, **v} for k, v in p.items()})
+  want = []
+  for xb in x.astype(np.float64):  # Y = MHA_QKV(X) + X; X' = FFN(Norm(Y)) + Norm(Y)
+    y = xb + ref.qkv_normed_attention(xb, xb, p64["self_attention"], "rmsnorm", mask, 1e-5)
+    y_normed = ref.rms_norm(y, p64["feed_forward_norm"]["scale"], 1e-5)
+    want.append(ffn(y_normed, p64["feed_forward"]) + y_normed)
+  np.testing.assert_allclose(got, np.stack(want), rtol=2e-5, atol=2e-5)
+  old = Block(dataclasses.replace(cfg, norm_placement="hybrid_v0"), role="decoder_only")
+  old_attention = nn.meta.unbox(old.init(jax.random.PRNGKey(0), x, mask)["params"])[
+      "self_attention"]
+  assert old_attention["value_norm"]["scale"].shape == (8,)  # 2 kv heads x 4
+
+
+@pytest.mark.parametrize("placement,norm", [("pre", "dyt"), ("peri", "layernorm"),
+                                            ("hybrid", "rmsnorm"), ("hybrid", "dyt")])
+def test_norm_parameters_start_where_the_papers_start_them(placement, norm):
+  """DyT (Zhu et al. 2025, §3): a scalar alpha at alpha_0, gamma = 1, beta = 0; LayerNorm and
+  RMSNorm gamma = 1 (beta = 0); Peri-LN's output norm learnable from gamma = 1 (Kim et al.
+  2025); HybridNorm's q, k, v norms one `[head_dim]` set for all heads (its official code)."""
+  cfg = _cfg(norm_placement=placement, norm=norm, dyt_alpha_init=0.3)
+  x = np.zeros((1, 3, 16), np.float32)
+  params = nn.meta.unbox(Block(cfg).init(jax.random.PRNGKey(0), x)["params"])
+  norms = {k: v for k, v in params.items() if k.endswith("norm")}
+  if placement == "hybrid":
+    norms.update({f"attention/{k}": v for k, v in params["self_attention"].items()
+                  if k.endswith("norm")})
+    assert {k for k in norms if k.startswith("attention/")} == {
+        "attention/query_norm", "attention/key_norm", "attention/value_norm"}
+  assert ("self_attention_out_norm" in norms) == (placement == "peri")
+  for name, p in norms.items():
+    width = 4 if name.startswith("attention/") else 16  # head_dim = 16 / 4 heads
+    np.testing.assert_array_equal(p["scale"], np.ones(width), err_msg=name)
+    if "bias" in p:
+      np.testing.assert_array_equal(p["bias"], np.zeros(width), err_msg=name)
+    if norm == "dyt":
+      assert np.shape(p["alpha"]) == () and float(p["alpha"]) == pytest.approx(0.3), name
 
 
 def _stack_scanned(params, cfg, num_layers):
@@ -84,19 +139,13 @@ def test_stack_matches_numpy_and_scan_equals_unrolled(placement):
   params = _randomize(nn.meta.unbox(stack.init(jax.random.PRNGKey(0), x, mask)["params"]), 2)
   got = np.asarray(stack.apply({"params": params}, x, mask))
 
-  placements = (ref.mix_layer_placements(L, 0.5) if placement == "mix" else [placement] * L)
   alpha = ref.deepnorm_alpha_beta("decoder_only", 0, L)[0]
   p64 = _to64(params)
-  want = []
-  for xb in x.astype(np.float64):
-    for i in range(L):
-      xb = ref.general_block(xb, p64[f"layer_{i}"], placements[i], "layernorm", mask,
-                             ref.gelu_tanh, cfg.norm_epsilon, alpha)[0]
-    if placement in ("pre", "peri", "mix"):
-      xb = ref.make_norm("layernorm", p64["final_norm"], cfg.norm_epsilon)(xb)
-    want.append(xb)
+  want = [ref.decoder_stack(xb, p64, placement, "layernorm", mask, ref.gelu_tanh,
+                            cfg.norm_epsilon, alpha, post_fraction=0.5)
+          for xb in x.astype(np.float64)]
   np.testing.assert_allclose(got, np.stack(want), rtol=2e-5, atol=2e-5)
-  assert ("final_norm" in params) == (placement in ("pre", "peri", "mix"))
+  assert ("final_norm" in params) == ref.FINAL_NORM[placement]
 
   scan_cfg = dataclasses.replace(cfg, scan_layers=True)
   scanned = _stack_scanned(params, cfg, L)
@@ -330,11 +379,13 @@ def test_deepnorm_scales_value_out_and_ffn_init_by_beta_for_each_role():
 
 
 @pytest.mark.parametrize("impl,positions,placement", [
-    ("reference", "rope", "pre"), ("xla", "sinusoidal", "pre"), ("xla", "rope", "hybrid")])
+    ("reference", "rope", "pre"), ("xla", "sinusoidal", "pre"), ("xla", "rope", "hybrid"),
+    ("reference", "rope", "hybrid_v0")])
 def test_qk_norm_cached_decoding_matches_full_forward(impl, positions, placement):
-  """Queries and keys normalized per head (qk_norm), or queries, keys and values over all heads
-  (HybridNorm): the KV cache holds them normalized, so cached decoding equals the full pass."""
-  hybrid = placement == "hybrid"
+  """Queries and keys normalized per head (qk_norm), queries, keys and values per head
+  (HybridNorm) or over all heads (hybrid_v0): the KV cache holds them normalized, so cached
+  decoding equals the full pass."""
+  hybrid = placement.startswith("hybrid")
   cfg = ModelConfig(vocab_size=19, d_model=16, num_heads=4, num_layers=2, d_ff=32, max_len=64,
                     qk_norm=not hybrid, norm="rmsnorm", attention_impl=impl, positions=positions,
                     norm_placement=placement, num_kv_heads=2 if hybrid else 0)
@@ -377,6 +428,7 @@ def test_z_loss_matches_numpy():
     (dict(norm="none", norm_placement="mix"), "norm=none"),
     (dict(norm="none", qk_norm=True), "qk_norm"),
     (dict(norm_placement="hybrid", qk_norm=True), "already normalizes queries, keys and values"),
+    (dict(norm_placement="hybrid_v0", qk_norm=True), "hybrid_v0.*already normalizes"),
     (dict(norm_placement="hybrid", norm="none"), "norm=none"),
     (dict(mix_post_fraction=1.5), "mix_post_fraction"),
     (dict(dyt_alpha_init=0.0), "dyt_alpha_init"),

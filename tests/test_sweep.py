@@ -127,6 +127,40 @@ def test_reuse_links_only_finished_runs_with_the_same_config_and_data(tmp_path):
   assert sw.link_reusable_runs(str(mine), names, configs, [str(other)])[0] == []  # there
 
 
+def test_reuse_does_not_link_a_run_of_a_placement_from_before_its_block_was_rebuilt(tmp_path):
+  """`hybrid` became the paper's HybridNorm (issue 68): a finished `hybrid` run that started
+  before then (the committed hybrid_norm study's, or one made here with an older provenance
+  time) computed the earlier block and is refused, naming hybrid_v0; one that started after
+  is linked."""
+  study = os.path.join(ROOT, "experiments", "results", "hybrid_norm")
+  old = next(p for p in sw.read_manifest(study)["points"]
+             if p["overrides"]["model.norm_placement"] == "hybrid")
+  [now] = sw.validate_points(get_config(), [old["overrides"]])
+  linked, refused = sw.link_reusable_runs(str(tmp_path / "committed"), [old["name"]], [now],
+                                          [study])
+  assert linked == [] and [n for n, _, _ in refused] == [old["name"]]
+  assert "before that block was rebuilt" in refused[0][2] and "hybrid_v0" in refused[0][2]
+
+  base = get_config("smoke")
+  points = [{"model.norm_placement": "hybrid", "seed": s} for s in (0, 1)]
+  configs = sw.validate_points(base, points)
+  other = tmp_path / "other"
+  (tmp_path / "x.py").write_text("def get_sweep():\n  return []\n")
+  sw.write_manifest(str(other), str(tmp_path / "x.py"), "c.py", [], points, configs)
+  data_now = provenance.data_identity(configs[0].to_dict()["data"])
+  since = sw.REBUILT_PLACEMENTS["hybrid"]
+  for p, c, started in zip(points, configs, ("2026-11-26T23:39:12+00:00", since)):
+    w = other / sw.point_name(p, points)
+    w.mkdir()
+    (w / "config.json").write_text(json.dumps(c.to_dict()))
+    (w / "metrics.jsonl").write_text(json.dumps({"step": c.train.num_steps, "split": "eval",
+                                                 "loss": 1}))
+    (w / provenance.FILE).write_text(json.dumps({"time": started, "data": data_now}) + "\n")
+  names = [sw.point_name(p, points) for p in points]
+  linked, refused = sw.link_reusable_runs(str(tmp_path / "mine"), names, configs, [str(other)])
+  assert [n for n, _ in linked] == [names[1]] and [n for n, _, _ in refused] == [names[0]]
+
+
 def test_reuse_links_a_packed_run_and_reads_it_through_the_link(tmp_path):
   """A finished run that lives only in its sweep's packed file (`runs.jsonl.xz`, as
   experiments/results commits them) is reused like a folder: the point gets a relative

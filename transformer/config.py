@@ -35,7 +35,7 @@ def _positive(section: str, field: str, value: Any, allow_zero: bool = False) ->
 # The model kinds, in the order errors list them; each is declared (model, data, task, FLOPs) in
 # transformer.kinds, which checks it declares exactly these.
 MODEL_KINDS = ("decoder_lm", "encoder_decoder", "masked_lm", "classifier", "vit_classifier")
-NORM_PLACEMENTS = ("pre", "post", "peri", "deepnorm", "mix", "admin", "hybrid")
+NORM_PLACEMENTS = ("pre", "post", "peri", "deepnorm", "mix", "admin", "hybrid", "hybrid_v0")
 NORMS = ("layernorm", "rmsnorm", "dyt", "none")
 POSITIONS = ("sinusoidal", "learned", "rope", "none")
 ACTIVATIONS = ("relu", "gelu", "swiglu")
@@ -205,10 +205,10 @@ class ModelConfig:
           "normalization for the placement to place (it would be the un-normalized residual "
           "network x + f(x), which is norm_placement=pre with norm=none); use "
           "--config.model.norm_placement=pre, or pick a norm (layernorm, rmsnorm, dyt).")
-    if self.qk_norm and self.norm_placement == "hybrid":
-      raise ConfigError("--config.model.qk_norm=True with norm_placement='hybrid': HybridNorm "
-                        "already normalizes queries, keys and values (over all heads); set "
-                        "qk_norm=False.")
+    if self.qk_norm and self.norm_placement in ("hybrid", "hybrid_v0"):
+      raise ConfigError(f"--config.model.qk_norm=True with norm_placement="
+                        f"{self.norm_placement!r}: HybridNorm already normalizes queries, keys "
+                        "and values; set qk_norm=False.")
     if self.qk_norm and self.norm == "none":
       raise ConfigError("--config.model.qk_norm=True normalizes queries and keys with the norm "
                         "of kind model.norm, which is 'none'; pick layernorm, rmsnorm or dyt, "

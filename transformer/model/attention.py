@@ -153,12 +153,16 @@ class MultiHeadAttention(nn.Module):
 
   `qk_norm(name)`, when given, builds the norm applied to queries and keys over head_dim
   before RoPE and the dot product (Dehghani et al., 2023; one set of parameters shared by all
-  heads, as in Wortsman et al., 2023); keys are cached normalized. `qkv_norm(name)`, when given
-  (HybridNorm's QKV-Norm, Zhuo et al., 2025), builds the norm applied to the queries, keys and
-  values over all heads together (`[..., heads * head_dim]`, as OLMo's query/key norms), right
-  after their projections; keys and values are cached normalized. `value_out_gain` scales the
-  init of W_v and W_O (DeepNorm's beta). When the "diagnostics" collection is mutable the
-  layer sows the mean attention entropy and the largest attention logit (scalars).
+  heads, as in Wortsman et al., 2023); keys are cached normalized. `value_norm(name)`, when
+  given, normalizes the values the same way, over head_dim with one set of parameters for all
+  heads: with `qk_norm` it is HybridNorm's QKV-Norm (Zhuo et al., 2025; the official code's
+  `use_query/key/value_norm`, each a norm of size d_model / n_heads applied to
+  `[batch, heads, len, head_dim]`, before RoPE). `qkv_norm(name)`, when given, is this
+  project's earlier reading of QKV-Norm (placement `hybrid_v0`): queries, keys and values each
+  normalized over all heads together (`[..., heads * head_dim]`). Values are cached
+  normalized. `value_out_gain` scales the init of W_v and W_O (DeepNorm's beta). When the
+  "diagnostics" collection is mutable the layer sows the mean attention entropy and the
+  largest attention logit (scalars).
   """
   num_heads: int
   head_dim: int
@@ -172,6 +176,7 @@ class MultiHeadAttention(nn.Module):
   dtype: jnp.dtype = jnp.float32
   param_dtype: jnp.dtype = jnp.float32
   qk_norm: Optional[Callable[[str], nn.Module]] = None
+  value_norm: Optional[Callable[[str], nn.Module]] = None
   qkv_norm: Optional[Callable[[str], nn.Module]] = None
   value_out_gain: float = 1.0
   causal: bool = False
@@ -199,6 +204,8 @@ class MultiHeadAttention(nn.Module):
     if self.qk_norm is not None:
       query = self.qk_norm("query_norm")(query)
       key = self.qk_norm("key_norm")(key)
+    if self.value_norm is not None:
+      value = self.value_norm("value_norm")(value)
 
     if self.rope:
       if positions is None:

@@ -15,10 +15,19 @@ Where the norm sits is one switch, `ModelConfig.norm_placement`, handled in one 
            * L) blocks of a stack, pre in the rest, and the final N the pre part needs
   admin    (Liu et al., 2020, "Admin"):             x -> N(omega * x + f(x)), omega a learnable
            per-feature vector initialised by profiling (`transformer/model/admin.py`)
-  hybrid   (Zhuo et al., 2025, "HybridNorm"):       attention x -> x + Attn(x) with its queries,
-           keys and values each normalized over all heads after their projection (QKV-Norm,
-           the paper's OLMo config: use_query/key/value_norm, attn_norm False); feed-forward
-           x -> N(x + FFN(x)) (post-norm). No final N: the last block ends in its FFN's N
+  hybrid   (Zhuo et al., 2025, "HybridNorm", Fig. 1(d) and its official code: OLMo's
+           `OLMoSequentialBlock` with attn_norm False, use_query/key/value_norm True,
+           ffn_norm True, ffn_residual_after_norm True, then `ln_f`):
+             attention     h -> h + Attn(N_q(Q), N_k(K), N_v(V)), each N over one head's
+                           features (head_dim, parameters shared by the heads), before RoPE
+             feed-forward  h -> y + FFN(y), y = N(h): the norm's output is both the FFN's
+                           input and the residual
+           and a final N after the stack. (The paper's HybridNorm*, whose first block is
+           pre-norm, is not built.)
+  hybrid_v0  this project's earlier reading, not the paper's block (the committed hybrid_norm
+           and depth_lr results up to commit e081cee used it under the name `hybrid`):
+           attention x -> x + Attn(x) with queries, keys and values each normalized over all
+           heads together; feed-forward x -> N(x + FFN(x)); no final N
 
 Dropout, when enabled, is applied to f's output before it joins the residual stream.
 
@@ -66,9 +75,11 @@ def layer_placement(cfg: ModelConfig, index: int, num_layers: int) -> str:
 
 
 def needs_final_norm(cfg: ModelConfig, num_layers: int) -> bool:
-  """Placements that leave the stack's output un-normalized get a final norm: pre, peri, and
-  mix when it has any pre-norm block."""
-  return any(layer_placement(cfg, i, num_layers) in ("pre", "peri") for i in range(num_layers))
+  """Placements that leave the stack's output un-normalized get a final norm: pre, peri,
+  hybrid (HybridNorm's `ln_f`; its last residual y + FFN(y) is not normalized), and mix when
+  it has any pre-norm block."""
+  return any(layer_placement(cfg, i, num_layers) in ("pre", "peri", "hybrid")
+             for i in range(num_layers))
 
 
 def deepnorm_constants(role: str, encoder_layers: int, decoder_layers: int
@@ -145,8 +156,10 @@ class Block(nn.Module):
 
   def _attention(self, name: str, self_attention: bool) -> MultiHeadAttention:
     cfg = self.cfg
-    qk_norm = functools.partial(norm_for, cfg) if cfg.qk_norm else None
-    qkv_norm = functools.partial(norm_for, cfg) if self._placement == "hybrid" else None
+    hybrid = self._placement == "hybrid"  # QKV-Norm: q, k and v each normalized per head
+    per_head = functools.partial(norm_for, cfg)
+    qk_norm = per_head if cfg.qk_norm or hybrid else None
+    qkv_norm = per_head if self._placement == "hybrid_v0" else None  # over all heads together
     return MultiHeadAttention(
         num_heads=cfg.num_heads, head_dim=cfg.head_dim, num_kv_heads=cfg.kv_heads,
         rope=self_attention and cfg.positions == "rope",
@@ -154,7 +167,8 @@ class Block(nn.Module):
         decode=self_attention and self.decode, use_bias=cfg.use_bias,
         implementation=cfg.attention_impl, dropout_rate=cfg.attention_dropout_rate,
         dtype=dtype_of(cfg.dtype), param_dtype=dtype_of(cfg.param_dtype),
-        qk_norm=qk_norm, qkv_norm=qkv_norm, value_out_gain=self._init_gain(),
+        qk_norm=qk_norm, value_norm=per_head if hybrid else None, qkv_norm=qkv_norm,
+        value_out_gain=self._init_gain(),
         causal=self_attention and self.causal, name=name)
 
   def _branch(self, f: Callable[[jax.Array], jax.Array], h: jax.Array, name: str,
@@ -182,7 +196,12 @@ class Block(nn.Module):
     if placement == "deepnorm":
       alpha = self._deepnorm()[0]
       return norm("norm")(alpha * x + branch(x))
-    if placement == "hybrid":  # attention normalizes inside (QKV-Norm); the FFN is post-norm
+    if placement == "hybrid":  # attention normalizes q, k, v inside (QKV-Norm)
+      if name != FEED_FORWARD:
+        return x + branch(x)
+      y = norm("norm")(x)
+      return y + branch(y)
+    if placement == "hybrid_v0":  # the earlier reading: q, k, v normed over all heads inside
       return norm("norm")(x + branch(x)) if name == FEED_FORWARD else x + branch(x)
     if placement == "admin":
       # Initialised to 1 by `init`; `admin.profile_omegas` then sets the profiled values.

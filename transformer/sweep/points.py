@@ -259,6 +259,25 @@ REUSE_IGNORES = ("checkpoint.", "train.prefetch", "train.profile_steps",
                  "train.peak_flops_per_device", "provenance.")
 
 
+# Placements whose block was rebuilt under the same name: a run of one that started before the
+# time given computed the earlier block, so `--reuse_runs_from` does not link it to a point now
+# (issue 68: `hybrid` became the paper's HybridNorm; the earlier block is `hybrid_v0`).
+REBUILT_PLACEMENTS = {"hybrid": "2026-12-02T01:10:00+00:00"}
+
+
+def _before_rebuild(config_dict: Mapping, source: str) -> Optional[str]:
+  """Why the run in `source` ran an earlier block than `config_dict`'s placement names now
+  (its first provenance record is older than `REBUILT_PLACEMENTS`, or it has none); None if
+  it did not."""
+  placement = config_dict.get("model", {}).get("norm_placement")
+  since = REBUILT_PLACEMENTS.get(placement)
+  times = [r["time"] for r in provenance.read_records(source) if r.get("time")]
+  if since is None or (times and times[0] >= since):  # both ISO 8601 in UTC
+    return None
+  return (f"it ran norm_placement={placement!r} before that block was rebuilt ({since}); "
+          f"it is now {placement}_v0")
+
+
 def run_identity(config_dict: Mapping) -> str:
   """What makes two runs the same run: their config without `REUSE_IGNORES` and the
   data-derived fields, as canonical JSON; a field the config predates counts with its
@@ -305,6 +324,9 @@ def link_reusable_runs(sweep_dir: str, names: Sequence[str], configs: Sequence[E
     config_dict = config.to_dict()
     source = finished.get(run_identity(config_dict))
     if not source or os.path.abspath(source) == os.path.abspath(target):
+      continue
+    if why := _before_rebuild(config_dict, source):
+      refused.append((name, source, why))
       continue
     data = config_dict["data"]
     key = json.dumps(data, sort_keys=True, default=str)
