@@ -176,31 +176,29 @@ def _llmc_over(path, ids, count, body="<u4"):
     f.write(header.tobytes() + np.asarray(ids).astype(body).tobytes())
 
 
-def test_uint32_ids_are_refused_not_read_as_uint16(tmp_path):
+def test_uint32_ids_read_as_uint16_are_said_and_read_with_the_dtype(tmp_path):
   """A raw nanoGPT file of uint32 ids, or an llm.c uint16 header over a uint32 body, was read
-  as uint16 (every other id 0) and trained on; now one line naming the fix, nothing written."""
+  as uint16 (every other id 0) and trained on. Issue 47 refused it; but those bytes are also
+  valid uint16 data of that vocabulary (issue 71: character data with a newline every second
+  character), so now it is said in one line naming the fix, and --dtype=uint32 reads it."""
   train, val = _ids(3000, 6), _ids(500, 7)
   raw = _nanogpt(tmp_path / "raw", train, val, "<u4")
-  with pytest.raises(ConfigError, match="looks like uint32 ids read as uint16.*--dtype=uint32"):
-    foreign_meta.describe(raw, "nanogpt", 50257)
-  assert not os.path.exists(os.path.join(raw, "meta.json"))
-  meta = foreign_meta.describe(raw, "nanogpt", 50257, dtype="uint32")
-  assert meta["dtype"] == "uint32" and meta["splits"]["train"]["tokens"] == 3000
+  said = []
+  foreign_meta.describe(raw, "nanogpt", 50257, warn=said.append)
+  assert len(said) == 1 and "as uint32 ids read as uint16 would be" in said[0]
+  assert f"foreign_meta {raw} --layout=nanogpt --dtype=uint32" in said[0]
+  said.clear()
+  meta = foreign_meta.describe(raw, "nanogpt", 50257, dtype="uint32", warn=said.append)
+  assert meta["dtype"] == "uint32" and meta["splits"]["train"]["tokens"] == 3000 and not said
   _read_back(raw, train)
-  # a sidecar that says uint16 over that file (an older describe) stops the run when opened
-  meta.update(dtype="uint16")
-  for entry in meta["splits"].values():
-    entry["tokens"] *= 2
-  token_file.write_meta(raw, meta)
-  with pytest.raises(ConfigError, match="looks like uint32"):
-    token_file.token_file_data(raw, SEQ, global_batch_size=4, seed=0)
   llmc = tmp_path / "llmc"
   llmc.mkdir()
   _llmc_over(llmc / "x_train.bin", train, 2 * train.size)  # count agrees with the size
   _llmc_over(llmc / "x_val.bin", val, 2 * val.size)
-  with pytest.raises(ConfigError, match="looks like uint32.*20240520/v1"):
-    foreign_meta.describe(str(llmc), "llmc", 50257)
+  foreign_meta.describe(str(llmc), "llmc", 50257, warn=said.append)
+  assert len(said) == 1 and "uint32 ids go under 20240801/v7" in said[0]
   _llmc_over(llmc / "x_train.bin", train, train.size)  # count of ids, body of uint32
+  os.remove(llmc / "meta.json")
   with pytest.raises(ConfigError, match="body of uint32 ids under a uint16 header"):
     foreign_meta.describe(str(llmc), "llmc", 50257)
   assert not os.path.exists(llmc / "meta.json")
@@ -351,3 +349,72 @@ def test_samples_that_cannot_be_encoded_stop_the_run_before_its_first_step():
   data.tokenizer = foreign_tokens.IdsTokenizer(300)
   writer = SampleWriter.maybe(config, SimpleNamespace(config=config), data, par=None)
   assert writer is not None and writer._prompts[0].startswith("0 1 2 3")
+
+
+# ----------------------------------------------------------------------------- issue 71
+
+
+def _spaced_chars(directory, separators):
+  """nanoGPT character data of "a b c d ..." where every second character is one of
+  `separators` (' ', '\\n'), ending in a blank line: every odd id is that of '\\n' (0) or
+  ' ' (1)."""
+  letters = "abcdefghijklmnopqrstuvwxyz"
+  seps = [separators[i % len(separators)] for i in range(len(letters) * 3)]
+  text = "".join(c + s for c, s in zip(letters * 3, seps)) + "\n\n"
+  return _char_folder(directory, text)
+
+
+@pytest.mark.parametrize("separators", [" ", "\n", " \n"], ids=["spaces", "newlines", "both"])
+def test_character_data_spaced_by_whitespace_is_read_as_uint16(tmp_path, separators):
+  """Valid uint16 character data whose every second character is ' ' or '\\n' (ids 1 and 0)
+  was refused as "uint32 ids read as uint16"; now it is read as it is: no id is >= the
+  vocabulary in the uint16 reading, so nothing says it is anything else."""
+  directory, text, chars = _spaced_chars(tmp_path, separators)
+  assert chars[0] == "\n" and (chars[1] == " " or separators == "\n")
+  warnings = []
+  meta = foreign_meta.describe(directory, "nanogpt", warn=warnings.append)
+  assert meta["dtype"] == "uint16" and meta["tokenizer"] == "chars"
+  tok = token_file.load_tokenizer(directory, meta)
+  tokens = token_file.load_tokens(directory, meta, "train")
+  assert tok.decode(tokens[0:len(text)]) == text
+  data, _ = token_file.token_file_data(directory, SEQ, global_batch_size=4, seed=0)
+  assert data.train_iterator.chunks == 800 // (SEQ + 1)
+  # an odd id of 1 (' ') rules uint32 out: read as uint32 it is >= 65,536; all 0 ('\n') is
+  # what uint32 ids read as uint16 look like too, so that one is said, not refused
+  assert len(warnings) == (1 if separators == "\n" else 0), warnings
+  assert all("--dtype=uint32" in w and "\n" not in w for w in warnings)
+
+
+def test_uint16_ids_described_as_uint32_say_so(tmp_path):
+  """A uint16 file described with --dtype=uint32 was refused as "id 2097923152 ... >=
+  vocab_size" with no word about the dtype; now the message says the uint16 reading fits."""
+  directory = _nanogpt(tmp_path / "d", _ids(3000, 20), _ids(500, 21))
+  with pytest.raises(ConfigError) as e:
+    foreign_meta.describe(directory, "nanogpt", 50257, dtype="uint32")
+  message = str(e.value)
+  assert "read as uint16 every id is < 50257" in message and "\n" not in message
+  assert f"foreign_meta {directory} --layout=nanogpt --dtype=uint16" in message
+  assert not os.path.exists(os.path.join(directory, "meta.json"))
+  run = [sys.executable, "-m", "transformer.data.foreign_meta", directory, "--layout=nanogpt",
+         "--vocab_size=50257", "--dtype=uint32"]
+  proc = subprocess.run(run, cwd=ROOT, capture_output=True, text=True)
+  assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+  assert "--dtype=uint16" in proc.stderr
+  # this project's own sidecar saying uint32 over uint16 ids: the fix is its "dtype"
+  meta = foreign_meta.describe(directory, "nanogpt", 50257)
+  meta.update(dtype="uint32", source={})
+  for entry in meta["splits"].values():
+    entry["tokens"] //= 2
+  token_file.write_meta(directory, meta)
+  with pytest.raises(ConfigError, match='read as uint16 every id is < 50257.*"dtype": "uint16"'):
+    token_file.token_file_data(directory, SEQ, global_batch_size=4, seed=0)
+  llmc = tmp_path / "llmc"  # a Llama 3 header (uint32) over GPT-2's uint16 ids
+  llmc.mkdir()
+  for split, ids in (("train", _ids(3000, 22)), ("val", _ids(500, 23))):
+    header = np.zeros(256, "<i4")
+    header[:3] = 20240801, 7, ids.size // 2
+    (llmc / f"x_{split}.bin").write_bytes(header.tobytes() + ids.astype("<u2").tobytes())
+  with pytest.raises(ConfigError, match="read as uint16 every id is < 128256.*header says "
+                     r"20240801/v7.*\(uint16 ids go under 20240520/v1\)\.$"):
+    foreign_meta.describe(str(llmc), "llmc")
+  assert not os.path.exists(llmc / "meta.json")

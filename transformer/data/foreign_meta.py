@@ -23,15 +23,21 @@ import filecmp
 import os
 import shutil
 import sys
+from typing import Callable
 
 import numpy as np
 
 from transformer.data import token_file
 from transformer.data.foreign_tokens import (DTYPES, HEADER_BYTES, ID_OFFSET, LAYOUTS,
-                                             LLMC_MODELS, read_llmc_header, read_meta_pkl)
+                                             LLMC_MODELS, read_llmc_header, read_meta_pkl,
+                                             uint32_doubt)
 from transformer.errors import ConfigError
 
 META_PKL = "meta.pkl"
+
+
+def _warn(message: str) -> None:
+  print(f"Warning: {message}", file=sys.stderr)
 
 
 def _find(directory: str, layout: str, split: str) -> str:
@@ -172,14 +178,16 @@ def _kept_tokenizer(directory: str, kind: str, path: str) -> tuple[str, str]:
 
 def describe(directory: str, layout: str, vocab_size: int | None = None,
              tokenizer: str = "ids", train: str = "", val: str = "",
-             eos_id: int | None = None, dtype: str = "") -> dict:
+             eos_id: int | None = None, dtype: str = "",
+             warn: Callable[[str], None] = _warn) -> dict:
   """Writes `<directory>/meta.json` for nanoGPT or llm.c token files there; returns it.
 
   `vocab_size`: the files' own vocabulary (None: from meta.pkl, the tokenizer or llm.c's
   header); `tokenizer`: `hf:<path>` or `gpt2:<path>` to decode and report bits per byte,
   copied into the folder, or `ids` when there is none (character data's meta.pkl stands in
   for one). `eos_id`: the files' document token, recorded for reference only. `dtype`:
-  nanoGPT's id type (default uint16). Nothing is written unless every file checks out.
+  nanoGPT's id type (default uint16). Nothing is written unless every file checks out; ids
+  that look like uint32 read as uint16 but fit the vocabulary are said through `warn`.
   """
   if layout not in LAYOUTS:
     raise ConfigError(f"--layout={layout!r}: choose {' or '.join(LAYOUTS)}.")
@@ -197,8 +205,13 @@ def describe(directory: str, layout: str, vocab_size: int | None = None,
           "splits": splits, "source": source}
   if chars is not None:
     meta["chars"] = chars
+  doubts = []
   for split in splits:  # size, dtype and every id, before anything is written
-    token_file.load_tokens(directory, meta, split)
+    tokens = token_file.load_tokens(directory, meta, split)
+    doubts.append(uint32_doubt(getattr(tokens, "tokens", tokens),
+                               os.path.join(directory, splits[split]["file"]), meta))
+  if any(doubts):
+    warn(next(d for d in doubts if d))
   if copy:
     os.makedirs(os.path.join(directory, "tokenizer"), exist_ok=True)
     target = os.path.join(directory, entry.partition(":")[2])
