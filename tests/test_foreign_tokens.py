@@ -119,16 +119,20 @@ def test_command_line(tmp_path):
   assert os.path.isfile(tmp_path / "meta.json")
 
 
-def _train_on_tokens(tmp_path, data, num_steps: int, eval_every: int):
-  """A tiny launch.py training run on the token folder `data`; returns its workdir."""
-  workdir = tmp_path / "run"
+def _token_run_flags(workdir, data, num_steps: int, eval_every: int) -> list[str]:
+  """launch.py's flags of a tiny training run on the token folder `data`."""
   overrides = {"data.name": "token_file", "data.source_dir": str(data), "data.seq_len": 32,
                "model.d_model": 32, "model.num_heads": 2, "model.num_layers": 1,
                "model.d_ff": 64, "train.batch_size": 8, "train.num_steps": num_steps,
                "train.eval_every": eval_every, "data.eval_batches": 2}
-  proc = subprocess.run([sys.executable, "launch.py", "--config=configs/default.py:smoke",
-                         f"--workdir={workdir}"] + [f"--config.{k}={v}"
-                                                    for k, v in overrides.items()],
+  return [sys.executable, "launch.py", "--config=configs/default.py:smoke",
+          f"--workdir={workdir}"] + [f"--config.{k}={v}" for k, v in overrides.items()]
+
+
+def _train_on_tokens(tmp_path, data, num_steps: int, eval_every: int):
+  """A tiny launch.py training run on the token folder `data`; returns its workdir."""
+  workdir = tmp_path / "run"
+  proc = subprocess.run(_token_run_flags(workdir, data, num_steps, eval_every),
                         cwd=ROOT, capture_output=True, text=True, timeout=280)
   assert proc.returncode == 0, proc.stderr[-3000:]
   return workdir
@@ -418,3 +422,88 @@ def test_uint16_ids_described_as_uint32_say_so(tmp_path):
                      r"20240801/v7.*\(uint16 ids go under 20240520/v1\)\.$"):
     foreign_meta.describe(str(llmc), "llmc")
   assert not os.path.exists(llmc / "meta.json")
+
+
+def _snapshot(directory):
+  """`{relative path: bytes}` of every file under `directory`."""
+  found = {}
+  for root, _, files in os.walk(directory):
+    for name in files:
+      path = os.path.join(root, name)
+      with open(path, "rb") as f:
+        found[os.path.relpath(path, directory)] = f.read()
+  return found
+
+
+def test_describing_a_folder_again_with_another_vocabulary_is_refused(tmp_path):
+  """foreign_meta run again with another --vocab_size rewrote meta.json under every run
+  trained on the folder, whose resume then failed on array shapes. Now one line, every file
+  as it was; --overwrite rewrites it knowingly, and the same vocabulary is no change."""
+  rng = np.random.default_rng(30)
+  directory = _nanogpt(tmp_path / "d", rng.integers(0, 300, 800), rng.integers(0, 300, 200))
+  foreign_meta.describe(directory, "nanogpt", 300)
+  before = _snapshot(directory)
+  with pytest.raises(ConfigError) as e:
+    foreign_meta.describe(directory, "nanogpt", 400)
+  message = str(e.value)
+  assert "\n" not in message and "vocab_size 300" in message and "--vocab_size=400" in message
+  assert "--overwrite" in message
+  assert _snapshot(directory) == before
+  run = [sys.executable, "-m", "transformer.data.foreign_meta", directory, "--layout=nanogpt",
+         "--vocab_size=400"]
+  proc = subprocess.run(run, cwd=ROOT, capture_output=True, text=True)
+  assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "vocab_size 300" in proc.stderr
+  assert _snapshot(directory) == before
+  assert foreign_meta.describe(directory, "nanogpt", 300)["vocab_size"] == 303  # no change
+  assert foreign_meta.main(run[3:] + ["--overwrite"]) == 0
+  assert token_file.read_meta(directory)["vocab_size"] == 403
+
+
+def test_resume_on_data_whose_vocabulary_changed_names_the_vocabulary(tmp_path):
+  """A run whose token folder's meta.json was rewritten with another vocabulary stopped at
+  resume blaming "the code or config" and array shapes. Now, before anything is built or
+  written, one line naming the vocabulary the run trained with and the data's now."""
+  from configs.default import get_config
+  from transformer.config import from_config_dict
+  from transformer.train.loop import train_and_evaluate
+  rng = np.random.default_rng(31)
+  data = _nanogpt(tmp_path / "d", rng.integers(0, 300, 3000), rng.integers(0, 300, 600))
+  foreign_meta.describe(data, "nanogpt", 300)
+  c = get_config("smoke")
+  c.data.name, c.data.source_dir, c.data.seq_len = "token_file", data, 16
+  c.model.d_model, c.model.num_heads, c.model.num_layers, c.model.d_ff = 16, 2, 1, 32
+  c.train.batch_size, c.train.num_steps = 8, 4
+  workdir = tmp_path / "run"
+  # the run as it trained (vocab 300 + 3), with a checkpoint: what train_and_evaluate resumes
+  workdir.mkdir()
+  (workdir / "config.json").write_text(from_config_dict(c, vocab_size=303).to_json())
+  (workdir / "checkpoints" / "2").mkdir(parents=True)
+  foreign_meta.describe(data, "nanogpt", 400, overwrite=True)
+  before = _snapshot(workdir)
+  with pytest.raises(ConfigError) as e:
+    train_and_evaluate(from_config_dict(c), str(workdir))
+  message = str(e.value)
+  assert "\n" not in message and "model.vocab_size 303" in message, message
+  assert f"{data}/meta.json" in message and "403" in message and "another --workdir" in message
+  assert _snapshot(workdir) == before
+
+
+@pytest.mark.slow  # a launch.py training run, then resume and eval: ~2 min on 2 loaded cores
+def test_a_trained_run_on_a_redescribed_folder_stops_in_one_line(tmp_path):
+  """End to end, as the issue found it: train on a nanoGPT folder, describe it again with
+  --overwrite and another --vocab_size, then resume and evaluate: one line each naming the
+  vocabulary (not "the code or config" and array shapes), every file of the run kept."""
+  rng = np.random.default_rng(32)
+  data = _nanogpt(tmp_path / "data", rng.integers(0, 300, 6000), rng.integers(0, 300, 600))
+  assert foreign_meta.main([data, "--layout=nanogpt", "--vocab_size=300"]) == 0
+  workdir = _train_on_tokens(tmp_path, data, num_steps=2, eval_every=2)
+  assert foreign_meta.main([data, "--layout=nanogpt", "--vocab_size=400"]) == 2
+  assert foreign_meta.main([data, "--layout=nanogpt", "--vocab_size=400", "--overwrite"]) == 0
+  before = _snapshot(workdir)
+  for command in (_token_run_flags(workdir, data, num_steps=4, eval_every=2),
+                  [sys.executable, "launch.py", "--mode=eval", f"--workdir={workdir}"]):
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=280)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert "model.vocab_size 303" in lines[-1] and "model.vocab_size 403" in lines[-1], lines
+  assert _snapshot(workdir) == before
