@@ -92,7 +92,6 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   paths.makedirs(workdir)
   check_workdir_config(workdir, config)
   t_start = time.time()
-
   if task is None:
     data, task = kinds.build_data_and_task(config, workdir)
   config = task.config  # now with the tokenizer's vocab_size
