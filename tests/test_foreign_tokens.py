@@ -446,7 +446,7 @@ def test_describing_a_folder_again_with_another_vocabulary_is_refused(tmp_path):
   with pytest.raises(ConfigError) as e:
     foreign_meta.describe(directory, "nanogpt", 400)
   message = str(e.value)
-  assert "\n" not in message and "vocab_size 300" in message and "--vocab_size=400" in message
+  assert "\n" not in message and "vocab_size 300" in message and "would write 400" in message
   assert "--overwrite" in message
   assert _snapshot(directory) == before
   run = [sys.executable, "-m", "transformer.data.foreign_meta", directory, "--layout=nanogpt",

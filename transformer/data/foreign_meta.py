@@ -189,9 +189,9 @@ def _check_same_vocabulary(directory: str, vocab: int) -> None:
   own = old["vocab_size"] - int(old.get("id_offset", 0))
   if own != vocab:
     raise ConfigError(f"{path} says vocab_size {own} (the files' ids), and this would write "
-                      f"--vocab_size={vocab}: a run trained on this folder would no longer "
-                      f"resume; give --vocab_size={own}, or pass --overwrite to rewrite it (or "
-                      "describe a copy of the files in another folder).")
+                      f"{vocab}: a run trained on this folder would no longer resume; keep "
+                      f"the vocabulary ({own}), or pass --overwrite to rewrite it (or describe "
+                      "a copy of the files in another folder).")
 
 
 def describe(directory: str, layout: str, vocab_size: int | None = None,
@@ -214,8 +214,6 @@ def describe(directory: str, layout: str, vocab_size: int | None = None,
   splits, file_dtype, llmc_key = _splits(directory, layout, train, val, dtype)
   kind, path = _tokenizer_file(directory, tokenizer)
   vocab, chars = _vocabulary(directory, layout, vocab_size, kind, path, llmc_key)
-  if not overwrite:
-    _check_same_vocabulary(directory, vocab)
   if vocab > np.iinfo(file_dtype).max + 1:
     raise ConfigError(f"vocab_size {vocab} does not fit the files' {file_dtype.name} ids"
                       + (": give --dtype=uint32." if layout == "nanogpt" else "."))
@@ -232,6 +230,8 @@ def describe(directory: str, layout: str, vocab_size: int | None = None,
     tokens = token_file.load_tokens(directory, meta, split)
     doubts.append(uint32_doubt(getattr(tokens, "tokens", tokens),
                                os.path.join(directory, splits[split]["file"]), meta))
+  if not overwrite:
+    _check_same_vocabulary(directory, vocab)
   if any(doubts):
     warn(next(d for d in doubts if d))
   if copy:
