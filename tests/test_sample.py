@@ -113,3 +113,67 @@ def test_decoding_compiles_once_per_model_settings_and_prompt_length():
   generate.generate_texts(config, model, params, tok, ["abc"], max_new_tokens=6)
   generate.generate_texts(config, model, params, tok, ["abcd"], max_new_tokens=5)
   assert compiled() == before + 3  # another length of output, another length of prompt
+
+
+def _ids_only_run(tmp_path):
+  """A run trained 1 step on a nanoGPT folder described
+  without a tokenizer, so its prompts are the files' ids; its workdir."""
+  from configs.default import get_config
+  from transformer.config import from_config_dict
+  from transformer.data import foreign_meta
+  data = tmp_path / "data"
+  data.mkdir()
+  rng = np.random.default_rng(0)
+  for split, n in (("train", 3000), ("val", 600)):
+    rng.integers(0, 300, n).astype("<u2").tofile(data / f"{split}.bin")
+  foreign_meta.describe(str(data), "nanogpt", 300)
+  c = get_config("smoke")
+  c.data.name, c.data.source_dir, c.data.seq_len = "token_file", str(data), 16
+  c.model.d_model, c.model.num_heads, c.model.num_layers, c.model.d_ff = 16, 2, 1, 32
+  c.train.batch_size, c.train.num_steps, c.data.eval_batches = 8, 1, 1
+  c.train.samples_at_eval = False
+  workdir = str(tmp_path / "run")
+  train_and_evaluate(from_config_dict(c), workdir)
+  return workdir
+
+
+@pytest.mark.slow  # a training step and a launch.py process: ~70 s on 2 loaded cores
+def test_a_blank_prompt_of_an_ids_only_run_is_one_line(tmp_path):
+  """`--mode=sample --prompt='   '` on an ids-only run (its prompts are ids; blank holds none,
+  and such a run has no start token of its own) ended in a 49-line JAX traceback; now one
+  line naming the prompt and what to give, before anything is compiled or written. A blank
+  prompt has no meaning there: the model never saw our pad / BOS / EOS rows as inputs."""
+  import subprocess
+  import sys
+  workdir = _ids_only_run(tmp_path)
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  proc = subprocess.run([sys.executable, "launch.py", "--mode=sample", f"--workdir={workdir}",
+                         "--prompt=   ", "--max_new_tokens=4"], cwd=root, capture_output=True,
+                        text=True, timeout=280)
+  lines = [line for line in proc.stderr.splitlines() if line.strip()]
+  assert proc.returncode == 1 and "Traceback" not in proc.stderr and len(lines) == 1, proc.stderr
+  assert "--prompt='   ' holds no ids" in lines[0], lines[0]
+  assert "e.g. --prompt='149 299'" in lines[0], lines[0]
+  samples = os.path.join(workdir, "samples.txt")
+  assert not os.path.exists(samples) or "   " not in open(samples).read()
+  sampled = sample_from_workdir(workdir, "7 8", max_new_tokens=4, temperature=0.0)
+  assert all(w.isdigit() and int(w) < 300 for w in sampled[0].split())  # ids work
+
+
+def test_a_prompt_with_nothing_to_continue_is_refused_before_compiling():
+  """A run without a start token of its own (ids another tokenizer's) fed the model an empty
+  row for a blank ids prompt, or with no room left for the prompt: JAX failed inside the
+  decoding loop. Now a one-line error, before anything is compiled."""
+  from transformer.data.foreign_tokens import IdsTokenizer
+  from transformer.errors import CommandLineError
+  from transformer.tasks import generate
+  config, model, params, _ = _random_lm(max_len=16)
+  tok = IdsTokenizer(259)  # ids only: its prompts are ids 0..255 written with spaces
+  before = generate._lm_continue._cache_size()
+  for blank in ("", "   ", "\n"):
+    with pytest.raises(ConfigError, match="holds no ids.*e.g. --prompt='127 255'") as e:
+      generate.generate_texts(config, model, params, tok, [blank], max_new_tokens=5)
+    assert "\n" not in str(e.value)
+  with pytest.raises(CommandLineError, match="--max_new_tokens=15 leaves no room.*at most 14"):
+    generate.generate_texts(config, model, params, tok, ["7 8"], max_new_tokens=15)
+  assert generate._lm_continue._cache_size() == before

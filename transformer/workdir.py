@@ -13,6 +13,7 @@ atomic; `append_text` for metrics.jsonl): make a new file crash-safe there.
 
 from __future__ import annotations
 
+import json
 from typing import Optional, Sequence
 
 from transformer import kinds, packed_runs, paths, provenance, user_files
@@ -110,6 +111,31 @@ def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
         f"The workdir {workdir} holds a run with a different config:\n{lines}\n"
         "Resuming would mix two experiments. Pass another --workdir (or remove this one).")
   kept_tokenizer(config, workdir)  # its tokenizer file unchanged since it trained
+
+
+def check_data_facts(workdir: str, config: ExperimentConfig) -> None:
+  """Refuses a run whose data now gives another vocabulary, number of classes or image shape
+  (`kinds.FROM_DATA`; `config` as the data filled it in) than its config.json records: its
+  checkpoints would not fit the model, and restoring them fails on array shapes. A workdir
+  without a checkpoint holds no run yet."""
+  path = paths.join(workdir, CONFIG_FILE)
+  if not paths.exists(path) or not checkpoint_steps(paths.join(workdir, CHECKPOINTS)):
+    return
+  saved = flat_config(user_files.read_json_object(path, user_files.SAVED_CONFIG,
+                                                  user_files.SAVED_CONFIG_FIX), leaf=None)
+  # JSON's lists against the config's tuples
+  current = json.loads(json.dumps(flat_config(config.to_dict(), leaf=None)))
+  diffs = [k for k in kinds.FROM_DATA if saved.get(k) not in (None, current.get(k))]
+  if not diffs:
+    return
+  where = (f"{config.data.source_dir}/meta.json" if config.data.name == "token_file"
+           else f"data.name={config.data.name!r} and its tokenizer")
+  raise ConfigError(
+      f"{workdir} holds a run trained with " + ", ".join(f"{k} {saved[k]}" for k in diffs)
+      + f" (its {CONFIG_FILE}); its data ({where}) now gives "
+      + ", ".join(f"{k} {current.get(k)}" for k in diffs) + ": the data changed since the run "
+      "trained (a meta.json rewritten with another vocabulary?), and its checkpoints do not "
+      "fit that model. Restore the data as it was, or pass another --workdir.")
 
 
 # --- checkpoints/ -----------------------------------------------------------------------------

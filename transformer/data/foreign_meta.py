@@ -1,6 +1,6 @@
 """`python -m transformer.data.foreign_meta DIR --layout=nanogpt|llmc [--vocab_size=N]
-[--tokenizer=hf:tokenizer.json] [--dtype=uint32]`: writes `meta.json` beside nanoGPT's or
-llm.c's token files (`transformer.data.foreign_tokens` reads them), so that
+[--tokenizer=hf:tokenizer.json] [--dtype=uint32] [--overwrite]`: writes `meta.json` beside
+nanoGPT's or llm.c's token files (`transformer.data.foreign_tokens` reads them), so that
 `--config.data.name=token_file --config.data.source_dir=DIR` trains on them as they are.
 
 The vocabulary comes from nanoGPT's `meta.pkl` (character data: its `itos` becomes the
@@ -8,7 +8,8 @@ sidecar's `chars`, so text decodes and bits per byte are reported), the tokenize
 header (GPT-2: 50257, Llama 3: 128256), else `--vocab_size` must give it; one that disagrees
 with another is refused. A tokenizer file outside DIR is copied to `DIR/tokenizer/`, so the
 folder is self-contained, as `--mode=prepare` leaves it. Every file is checked (size, dtype,
-ids below the vocabulary) before anything is written.
+ids below the vocabulary) before anything is written; a `meta.json` already there with another
+vocabulary is kept unless `--overwrite` is given (the runs trained on it would not resume).
 
 The sidecar records the layout the format has: `separator` `eot_after_each_document`
 (nanoGPT's BPE data), `eot_before_each_document` (llm.c) or `none` (character data), and
@@ -23,15 +24,21 @@ import filecmp
 import os
 import shutil
 import sys
+from typing import Callable
 
 import numpy as np
 
 from transformer.data import token_file
 from transformer.data.foreign_tokens import (DTYPES, HEADER_BYTES, ID_OFFSET, LAYOUTS,
-                                             LLMC_MODELS, read_llmc_header, read_meta_pkl)
+                                             LLMC_MODELS, read_llmc_header, read_meta_pkl,
+                                             uint32_doubt)
 from transformer.errors import ConfigError
 
 META_PKL = "meta.pkl"
+
+
+def _warn(message: str) -> None:
+  print(f"Warning: {message}", file=sys.stderr)
 
 
 def _find(directory: str, layout: str, split: str) -> str:
@@ -170,16 +177,37 @@ def _kept_tokenizer(directory: str, kind: str, path: str) -> tuple[str, str]:
   return f"{kind}:{inside}", path
 
 
+def _check_same_vocabulary(directory: str, vocab: int) -> None:
+  """A ConfigError when `directory/meta.json` is there with a vocabulary other than `vocab`
+  (the files' own ids): rewriting it would change the model of every run trained on the
+  folder. An unreadable one is not ours to keep: it is replaced, as before."""
+  path = os.path.join(directory, token_file.META_FILE)
+  try:
+    old = token_file.read_meta(directory)
+  except ConfigError:
+    return
+  own = old["vocab_size"] - int(old.get("id_offset", 0))
+  if own != vocab:
+    raise ConfigError(f"{path} says vocab_size {own} (the files' ids), and this would write "
+                      f"{vocab}: a run trained on this folder would no longer resume; keep "
+                      f"the vocabulary ({own}), or pass --overwrite to rewrite it (or describe "
+                      "a copy of the files in another folder).")
+
+
 def describe(directory: str, layout: str, vocab_size: int | None = None,
              tokenizer: str = "ids", train: str = "", val: str = "",
-             eos_id: int | None = None, dtype: str = "") -> dict:
+             eos_id: int | None = None, dtype: str = "", overwrite: bool = False,
+             warn: Callable[[str], None] = _warn) -> dict:
   """Writes `<directory>/meta.json` for nanoGPT or llm.c token files there; returns it.
 
   `vocab_size`: the files' own vocabulary (None: from meta.pkl, the tokenizer or llm.c's
   header); `tokenizer`: `hf:<path>` or `gpt2:<path>` to decode and report bits per byte,
   copied into the folder, or `ids` when there is none (character data's meta.pkl stands in
   for one). `eos_id`: the files' document token, recorded for reference only. `dtype`:
-  nanoGPT's id type (default uint16). Nothing is written unless every file checks out.
+  nanoGPT's id type (default uint16). Nothing is written unless every file checks out; ids
+  that look like uint32 read as uint16 but fit the vocabulary are said through `warn`. A
+  meta.json there of another vocabulary is refused unless `overwrite` (runs trained on the
+  folder would no longer resume).
   """
   if layout not in LAYOUTS:
     raise ConfigError(f"--layout={layout!r}: choose {' or '.join(LAYOUTS)}.")
@@ -197,8 +225,15 @@ def describe(directory: str, layout: str, vocab_size: int | None = None,
           "splits": splits, "source": source}
   if chars is not None:
     meta["chars"] = chars
+  doubts = []
   for split in splits:  # size, dtype and every id, before anything is written
-    token_file.load_tokens(directory, meta, split)
+    tokens = token_file.load_tokens(directory, meta, split)
+    doubts.append(uint32_doubt(getattr(tokens, "tokens", tokens),
+                               os.path.join(directory, splits[split]["file"]), meta))
+  if not overwrite:
+    _check_same_vocabulary(directory, vocab)
+  if any(doubts):
+    warn(next(d for d in doubts if d))
   if copy:
     os.makedirs(os.path.join(directory, "tokenizer"), exist_ok=True)
     target = os.path.join(directory, entry.partition(":")[2])
@@ -223,12 +258,15 @@ def main(argv=None) -> int:
                            "ids = none")
   parser.add_argument("--dtype", default="", choices=("",) + DTYPES,
                       help="nanoGPT's id type (default uint16, nanoGPT's own)")
+  parser.add_argument("--overwrite", action="store_true",
+                      help="rewrite a meta.json there of another vocabulary (runs trained on "
+                           "the folder then no longer resume)")
   parser.add_argument("--train", default="", help="train file name (default: found)")
   parser.add_argument("--val", default="", help="validation file name (default: found)")
   args = parser.parse_args(argv)
   try:
     meta = describe(args.directory, args.layout, args.vocab_size, args.tokenizer, args.train,
-                    args.val, dtype=args.dtype)
+                    args.val, dtype=args.dtype, overwrite=args.overwrite)
   except (ConfigError, OSError) as e:
     print(f"Error: {e}", file=sys.stderr)
     return 2

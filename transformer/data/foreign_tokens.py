@@ -12,9 +12,12 @@
            count times the id size must be the body's size. Each document starts with the
            end-of-text token (`dev/data/fineweb.py`: GPT-2's 50256, Llama 3's 128000).
 
-The dtype rule is checked against the data too (`check_not_uint32`): uint32 ids read as uint16
-leave every second uint16 0 (or 1, above 65,535), which no real uint16 text does, so such a
-file is refused in one line naming the fix.
+The dtype rule is checked against the data too: a file whose ids are not all below its
+vocabulary, while the same bytes read as the other id type are, is refused in one line naming
+the dtype and the fix (`other_dtype_fits`). Only that decides: uint32 ids below 65,536 read
+as uint16 leave every second id 0, which valid uint16 data can do too (character data with a
+newline every second character), so `foreign_meta` says that pattern (`uint32_doubt`) without
+refusing it.
 
 `transformer.data.foreign_meta` writes a `meta.json` beside them (the sidecar of
 `transformer.data.token_file`), so that `--config.data.name=token_file
@@ -46,7 +49,7 @@ LLMC_MODELS = {(20240520, 1): ("gpt-2", 50257, 50256), (20240801, 7): ("llama-3"
 ID_OFFSET = 3
 LAYOUTS = ("nanogpt", "llmc")
 DTYPES = ("uint16", "uint32")
-SUSPECT_IDS = 8192  # how many leading ids check_not_uint32 looks at
+SUSPECT_IDS = 8192  # how many leading ids uint32_doubt looks at
 
 
 class ShiftedTokens:
@@ -107,28 +110,52 @@ def write_llmc(path: str, ids, magic: int = 20240520, version: int = 1) -> None:
     f.write(ids.astype(dtype.newbyteorder("<")).tobytes())
 
 
-def check_not_uint32(tokens: np.ndarray, path: str, meta: dict) -> None:
-  """A ConfigError when `[n]` uint16 ids look like uint32 ids read as uint16: among the first
-  `SUSPECT_IDS`, every second one (the high halves, little-endian) is 0 or 1 while the others
-  vary. Text in uint16 never looks so; the message names the fix for the file's layout."""
+def _dtype_fix(path: str, meta: dict, right: np.dtype) -> str:
+  """How to have `path`'s ids read as `right` (the other of uint16 / uint32), for the file's
+  layout (its sidecar's `source.layout`)."""
+  source = meta.get("source") if isinstance(meta.get("source"), dict) else {}
+  if source.get("layout") == "nanogpt":
+    return (f"describe the folder again with python -m transformer.data.foreign_meta "
+            f"{os.path.dirname(path) or '.'} --layout=nanogpt --dtype={right.name}")
+  if source.get("layout") == "llmc":
+    said, header = (("20240801/v7", "20240520/v1") if right.itemsize == 2
+                    else ("20240520/v1", "20240801/v7"))
+    return (f"its header says {said}: write the file again with llm.c's write_datafile "
+            f"({right.name} ids go under {header})")
+  return (f'set "dtype": "{right.name}" (and each split\'s "tokens" to match) in its '
+          "meta.json")
+
+
+def other_dtype_fits(path: str, meta: dict, dtype: np.dtype, header: int, limit: int) -> str:
+  """For a file `path` of `dtype` ids after `header` bytes, one of them `>= limit` (the file's
+  own vocabulary): when the same bytes read as the other id type (uint16 <-> uint32) are all
+  below `limit`, a clause saying so and naming the fix (`"; read as ..."`); else "". This
+  decides on the ids themselves: valid data of `dtype` has no id at or above its vocabulary."""
+  other = np.dtype(np.uint32 if dtype.itemsize == 2 else np.uint16).newbyteorder("<")
+  body = os.path.getsize(path) - header
+  if body <= 0 or body % other.itemsize:
+    return ""
+  if first_at_or_above(np.memmap(path, dtype=other, mode="r", offset=header), limit) >= 0:
+    return ""
+  return (f"; read as {other.name} every id is < {limit}: these are {other.name} ids read as "
+          f"{dtype.name}; {_dtype_fix(path, meta, other)}")
+
+
+def uint32_doubt(tokens: np.ndarray, path: str, meta: dict) -> str:
+  """A sentence when `[n]` uint16 ids look as uint32 ids read as uint16 do: among the first
+  `SUSPECT_IDS`, every second one (the high halves, little-endian) is 0 while the others
+  vary; else "". Valid uint16 data can look so too (character data with a newline, id 0,
+  every second character), and both readings fit its vocabulary, so this is said, not
+  refused; a 1 there (uint32 ids >= 65,536) is no doubt, as no uint16 vocabulary holds them."""
   n = min(tokens.size, SUSPECT_IDS)
   if tokens.dtype.itemsize != 2 or tokens.size % 2 or n < 64:
-    return
+    return ""
   head = np.asarray(tokens[:n - n % 2])
-  high, low = head[1::2], head[0::2]
-  if high.max() > 1 or np.unique(low).size <= 4:
-    return
-  layout = meta.get("source", {}).get("layout") if isinstance(meta.get("source"), dict) else None
-  if layout == "nanogpt":
-    fix = ("describe the folder again with python -m transformer.data.foreign_meta DIR "
-           "--layout=nanogpt --dtype=uint32")
-  elif layout == "llmc":
-    fix = ("its header says uint16 (20240520/v1): write the file again with llm.c's "
-           "write_datafile (uint32 ids go under 20240801/v7)")
-  else:
-    fix = 'set "dtype": "uint32" in its meta.json'
-  raise ConfigError(f"{path} looks like uint32 ids read as uint16 (every second of its first "
-                    f"{head.size} uint16 ids is 0 or 1): {fix}.")
+  if head[1::2].any() or np.unique(head[0::2]).size <= 4:
+    return ""
+  return (f"every second of the first {head.size} ids in {path} is 0, as uint32 ids read as "
+          f"uint16 would be: if the files hold uint32 ids, "
+          f"{_dtype_fix(path, meta, np.dtype(np.uint32))}.")
 
 
 def first_at_or_above(tokens: np.ndarray, limit: int) -> int:

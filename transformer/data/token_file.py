@@ -151,24 +151,27 @@ def read_meta(directory: str) -> dict:
 
 def load_tokens(directory: str, meta: dict, split: str) -> np.ndarray:
   """`[tokens]` ids of `split`, memory-mapped. Checked first: the file is there, not empty, a
-  whole number of ids, as many as the sidecar says, not uint32 ids read as uint16
-  (`foreign_tokens.check_not_uint32`), and each id below its vocab_size (one pass of max()
-  over the map). Messages give the file's own ids (before `id_offset`)."""
+  whole number of ids, as many as the sidecar says, and each id below its vocab_size (one pass
+  of max() over the map; where one is not, the message says whether the other dtype's reading
+  fits: `foreign_tokens.other_dtype_fits`). Messages give the file's own ids (before
+  `id_offset`)."""
   entry = meta["splits"][split]
   path = os.path.join(directory, entry["file"])
   tokens = _map(path, meta, split)
   if tokens.size != entry["tokens"]:
     raise ConfigError(f"{path} holds {tokens.size} tokens; {META_FILE} says "
                       f"{entry['tokens']}: the file is truncated or not this sidecar's; {_FIX}.")
-  foreign_tokens.check_not_uint32(tokens, path, meta)
   offset = int(meta.get("id_offset", 0))
   limit = meta["vocab_size"] - offset  # the file's own vocabulary
   if int(tokens.max()) >= limit:
     at = foreign_tokens.first_at_or_above(tokens, limit)
     counted = (f" ({META_FILE}'s vocab_size {meta['vocab_size']} counts {offset} more: pad, "
                "BOS, EOS)" if offset else "")
+    why = foreign_tokens.other_dtype_fits(path, meta, tokens.dtype,
+                                          int(entry.get("header_bytes", 0)), limit)
     raise ConfigError(f"id {int(tokens[at])} at position {at} in {path} is >= vocab_size "
-                      f"{limit}{counted}: the file is not this sidecar's tokenizer's; {_FIX}.")
+                      f"{limit}{counted}" + (why or ": the file is not this sidecar's "
+                                             f"tokenizer's; {_FIX}") + ".")
   return foreign_tokens.shifted(tokens, meta)
 
 

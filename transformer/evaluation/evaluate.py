@@ -26,7 +26,7 @@ from transformer.weights.init_from import unreadable_checkpoint
 from transformer.train.checkpoint import Checkpointer
 from transformer.train.eval_loop import evaluate, outputs_step
 from transformer.train.parallel import build_parallel
-from transformer.workdir import choose_step, run_config
+from transformer.workdir import check_data_facts, choose_step, run_config
 
 
 def _file_name(split: str, step: int) -> str:
@@ -57,6 +57,7 @@ def evaluate_workdir(workdir: str, *, split: str = "", step: Optional[int] = Non
     step = choose_step(steps, step, what=f"--workdir={workdir!r}",
                        directory=checkpointer.directory)
     data, task = _build_data_and_task(config, workdir, split)  # TensorFlow from here on
+    check_data_facts(workdir, task.config)  # the vocabulary the checkpoint was trained with
     par = build_parallel(task.config, task,
                          optim.build_optimizer(config.optim, config.train.num_steps))
     try:

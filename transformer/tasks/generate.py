@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer.config import ConfigError, ExperimentConfig
+from transformer.data.foreign_tokens import IdsTokenizer
 from transformer.errors import CommandLineError
 from transformer.model.models import DecoderLM, EncoderDecoder
 from transformer.tasks import decode
@@ -51,6 +52,55 @@ _seq2seq_decode = jax.jit(decode.seq2seq_decode, static_argnums=(0, 3),
                           static_argnames=_SAMPLING + ("bos_id", "beam_size", "length_penalty"))
 
 
+def _lm_rows(config: ExperimentConfig, tok, texts: list[str], max_new_tokens: int,
+             log: Callable[[str], None]) -> list[list[int]]:
+  """The decoder LM's input ids for each prompt in `texts`: the start token (if the run has
+  one) and the prompt's last tokens that fit the context (a cut said through `log`). A
+  ConfigError for a prompt that leaves nothing to continue (no start token, no tokens)."""
+  # Training rows start documents with BOS when packed / padded, and follow an EOS in a
+  # concatenated stream: begin the prompt the same way. A run whose ids are another
+  # tokenizer's shifted (hf:, gpt2:, foreign token files) is fed exactly the prompt's tokens,
+  # as that tokenizer's own models are (Hugging Face's generate): our BOS / EOS have no row
+  # in its export.
+  start = [] if id_offset(tok) else [
+      tok.bos_id if config.data.packing != "concat" else tok.eos_id]
+  room = prompt_room(config.model.max_len, max_new_tokens)
+  rows = []
+  for t in texts:
+    ids = list(tok.encode(t))
+    kept, dropped = keep_last(ids, room)
+    if dropped:
+      log(f"Note: the prompt is {len(ids)} tokens and the model's context "
+          f"{config.model.max_len} (model.max_len), {max_new_tokens} of them for new tokens "
+          f"(--max_new_tokens): kept its last {len(kept)} tokens, dropped the first "
+          f"{dropped}.")
+    if not start and not kept:
+      raise (_no_room(config, max_new_tokens) if ids else _blank_prompt(tok, t))
+    rows.append(start + kept)
+  return rows
+
+
+def _blank_prompt(tok, text: str) -> ConfigError:
+  """A prompt that encodes to no tokens, for a run with no start token of its own."""
+  if isinstance(tok, IdsTokenizer):  # ids only: the prompt is ids written with spaces
+    top = tok.vocab_size - tok.offset - 1
+    return ConfigError(f"--prompt={text!r} holds no ids, and this run (ids only, no tokenizer) "
+                       "has no start token to begin from: give the files' ids 0.."
+                       f"{top} written with spaces, e.g. --prompt='{min(464, top // 2)} "
+                       f"{min(3290, top)}'.")
+  return ConfigError(f"--prompt={text!r} gives no tokens, and this run (its ids another "
+                     "tokenizer's) has no start token to begin from: give text of one token "
+                     "or more.")
+
+
+def _no_room(config: ExperimentConfig, max_new_tokens: int) -> CommandLineError:
+  """`--max_new_tokens` that leaves no prompt token in a run with no start token."""
+  return CommandLineError(f"--max_new_tokens={max_new_tokens} leaves no room for the prompt in "
+                          f"the model's context of max_len={config.model.max_len} tokens (this "
+                          "run has no start token); give at most "
+                          f"{config.model.max_len - 2}.")
+
+
 def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: list[str], *,
                    max_new_tokens: int, temperature: float = 0.0, top_k: int = 0,
                    top_p: float = 1.0, beam_size: int = 1, seed: int = 0,
@@ -63,24 +113,7 @@ def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: lis
   Either is said through `log`."""
   rng = jax.random.PRNGKey(seed)
   if isinstance(model, DecoderLM):  # what the kind calls generative "lm" (transformer.kinds)
-    # Training rows start documents with BOS when packed / padded, and follow an EOS in a
-    # concatenated stream: begin the prompt the same way. A run whose ids are another
-    # tokenizer's shifted (hf:, gpt2:, foreign token files) is fed exactly the prompt's tokens,
-    # as that tokenizer's own models are (Hugging Face's generate): our BOS / EOS have no row
-    # in its export.
-    start = [] if id_offset(tok) else [
-        tok.bos_id if config.data.packing != "concat" else tok.eos_id]
-    room = prompt_room(config.model.max_len, max_new_tokens)
-    rows = []
-    for t in texts:
-      ids = list(tok.encode(t))
-      kept, dropped = keep_last(ids, room)
-      if dropped:
-        log(f"Note: the prompt is {len(ids)} tokens and the model's context "
-            f"{config.model.max_len} (model.max_len), {max_new_tokens} of them for new tokens "
-            f"(--max_new_tokens): kept its last {len(kept)} tokens, dropped the first "
-            f"{dropped}.")
-      rows.append(start + kept)
+    rows = _lm_rows(config, tok, texts, max_new_tokens, log)
     settings = dict(eos_id=tok.eos_id, pad_id=tok.pad_id, rng=rng, temperature=temperature,
                     top_k=top_k, top_p=top_p)
     # Prompts differ in length and the cache has no left padding: one by one.

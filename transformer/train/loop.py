@@ -31,7 +31,8 @@ from transformer.train.prefetch import Prefetcher
 from transformer.train.profiler import StepProfiler
 from transformer.train.state import TrainState, count_params
 from transformer.train.writers import MetricWriter, format_duration, log
-from transformer.workdir import check_workdir_config, checkpoint_steps, last_eval
+from transformer.workdir import (check_data_facts, check_workdir_config, checkpoint_steps,
+                                last_eval)
 
 # Multi-process runs agree on stopping (after a signal) every this many steps.
 STOP_CHECK_EVERY = 10
@@ -91,10 +92,10 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   paths.makedirs(workdir)
   check_workdir_config(workdir, config)
   t_start = time.time()
-
   if task is None:
     data, task = kinds.build_data_and_task(config, workdir)
   config = task.config  # now with the tokenizer's vocab_size
+  check_data_facts(workdir, config)  # the vocabulary the checkpoints were trained with
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
   par = build_parallel(config, task, optim.build_optimizer(config.optim, config.train.num_steps))
   first = None
