@@ -5,6 +5,7 @@ evaluated and sampled without a training step; sampling feeds a shifted-id run e
 prompt's tokens.
 """
 
+import errno
 import json
 import os
 import subprocess
@@ -15,7 +16,8 @@ import pytest
 
 from tests.test_hf_export_tokenizer import _shifted_run, _workdir, bpe_path  # noqa: F401
 from tests.test_hf_gpt2 import random_params, tiny_config
-from transformer.cli import export
+from transformer import paths
+from transformer.cli import export, flag_checks
 from transformer.errors import CommandLineError, RunError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,14 +65,58 @@ def test_a_failed_export_write_leaves_no_temporary_file(tmp_path, monkeypatch):
   real = os.replace
 
   def full_disk(src, dst):
-    if str(dst).endswith("config.json") and str(out) in str(dst):
+    if str(dst).endswith("config.json"):
       raise OSError(28, "No space left on device")
     return real(src, dst)
   monkeypatch.setattr(os, "replace", full_disk)
   workdir = _bytes_run(tmp_path)
-  with pytest.raises(RunError, match="cannot write config.json"):
+  with pytest.raises(RunError, match="cannot write config.json.*nothing was written there"):
     export.export_run(workdir, str(out), log=lambda s: None)
-  assert not [f for f in os.listdir(out) if f.endswith(".tmp")], os.listdir(out)
+  assert not out.exists() and not [f for f in os.listdir(tmp_path) if ".export-" in f]
+
+
+def test_an_overwrite_export_that_runs_out_of_disk_leaves_the_earlier_export(
+    tmp_path, bpe_path, monkeypatch):
+  """The new export's tokenizer files are written, then its model meets a full disk: the
+  folder still holds the earlier export, byte for byte, and nothing else (it used to hold the
+  earlier model beside the new tokenizer files), and the error says so in one line."""
+  out = tmp_path / "hf"
+  export.export_run(_bytes_run(tmp_path), str(out), log=lambda s: None)
+  before = {f: (out / f).read_bytes() for f in os.listdir(out)}
+  tokenizer_written = []
+  real = paths.write_bytes
+
+  def full_disk(path, data, mode=None):
+    if os.path.basename(path) == "model.safetensors":
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    tokenizer_written.append(os.path.basename(path))
+    return real(path, data, mode)
+  monkeypatch.setattr(paths, "write_bytes", full_disk)
+  _, _, _, bpe_run = _shifted_run(tmp_path, bpe_path)
+  with pytest.raises(RunError) as e:
+    export.export_run(bpe_run, str(out), log=lambda s: None, overwrite=True)
+  assert "tokenizer.json" in tokenizer_written  # the new tokenizer files were written first
+  assert str(e.value) == (f"--export_dir={out}: the export failed (cannot write "
+                          "model.safetensors ([Errno 28] No space left on device)); the earlier "
+                          "export there is left as it was.")
+  assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
+  assert not [f for f in os.listdir(tmp_path) if ".export-" in f]  # the sibling is gone
+  monkeypatch.setattr(paths, "write_bytes", real)  # disk space again: the export replaces it
+  mode = os.stat(out).st_mode
+  export.export_run(bpe_run, str(out), log=lambda s: None, overwrite=True)
+  assert "tokenizer.json" in os.listdir(out) and os.stat(out).st_mode == mode
+  assert not [f for f in os.listdir(tmp_path) if ".export-" in f]
+
+
+def test_a_file_url_export_dir_is_its_local_path(tmp_path):
+  out = tmp_path / "hf"
+  flag_checks.check_export_dir(f"file://{out}", None, str(tmp_path / "w"))  # accepted
+  (out / "model.safetensors").parent.mkdir()
+  (out / "model.safetensors").write_bytes(b"an earlier export")
+  with pytest.raises(CommandLineError, match=f"--export_dir={out} already holds an export"):
+    flag_checks.check_export_dir(f"file://{out}", None, str(tmp_path / "w"))
+  with pytest.raises(CommandLineError, match="not of another host"):
+    flag_checks.check_export_dir("file://otherhost/tmp/hf", None, str(tmp_path / "w"))
 
 
 def _launch(*args, timeout=240, env=None):

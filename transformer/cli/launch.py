@@ -394,7 +394,7 @@ def mode_sweep_or_report(config, workdir: str) -> None:
 def mode_export(config, workdir: str) -> None:
   """One process: the run's checkpoint to Hugging Face files."""
   from transformer.cli.export import export
-  export(workdir, _EXPORT_DIR.value)
+  export(workdir, paths.local_path(_EXPORT_DIR.value))  # file:///abs/path is /abs/path
 
 
 def mode_prepare(config, workdir: str) -> None:
