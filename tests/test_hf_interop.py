@@ -108,6 +108,32 @@ def test_an_overwrite_export_that_runs_out_of_disk_leaves_the_earlier_export(
   assert not [f for f in os.listdir(tmp_path) if ".export-" in f]
 
 
+def test_a_folder_that_cannot_be_renamed_gets_the_new_files_one_by_one(tmp_path, monkeypatch):
+  """A mount point cannot be renamed aside: the new export's files replace the earlier ones
+  there one by one, and the earlier export's others are removed."""
+  out = tmp_path / "hf"
+  out.mkdir()
+  (out / "model.safetensors").write_bytes(b"old model")
+  (out / "tokenizer.json").write_bytes(b"old tokenizer")
+  real = os.rename
+
+  def busy(src, dst):
+    if os.fspath(src) == str(out):
+      raise OSError(errno.EBUSY, os.strerror(errno.EBUSY))
+    return real(src, dst)
+  monkeypatch.setattr(os, "rename", busy)
+
+  def write(folder):
+    for name in ("model.safetensors", "config.json"):
+      paths.write_bytes(os.path.join(folder, name), b"new " + name.encode())
+    return [os.path.join(folder, n) for n in ("model.safetensors", "config.json")]
+  assert export.write_swapped(str(out), write) == [str(out / "model.safetensors"),
+                                                    str(out / "config.json")]
+  assert {f: (out / f).read_bytes() for f in os.listdir(out)} == {
+      "model.safetensors": b"new model.safetensors", "config.json": b"new config.json"}
+  assert sorted(os.listdir(tmp_path)) == ["hf"]
+
+
 def test_a_file_url_export_dir_is_its_local_path(tmp_path):
   out = tmp_path / "hf"
   flag_checks.check_export_dir(f"file://{out}", None, str(tmp_path / "w"))  # accepted
@@ -204,12 +230,14 @@ def test_evaluate_sample_and_export_an_imported_gpt2_without_a_training_step(tmp
 
 def test_export_is_as_quiet_as_train_where_libtpu_is_installed_without_a_tpu(tmp_path):
   """JAX_PLATFORMS unset (conftest sets it): export restricts JAX to the CPU as train does, so
-  libtpu does not print its search for a TPU (6 lines of INVALID_ARGUMENT trace before)."""
+  libtpu does not print its search for a TPU (6 lines of INVALID_ARGUMENT trace before). The
+  folder is given as a file URL, which names the local folder (it was refused as a bucket)."""
   env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
   r = _launch("--mode=export", f"--workdir={_bytes_run(tmp_path)}",
-              f"--export_dir={tmp_path / 'hf'}", env=env)
+              f"--export_dir=file://{tmp_path / 'hf'}", env=env)
   assert r.returncode == 0 and "Exported step 7" in r.stdout, r.stderr[-2000:]
   assert r.stderr.strip() == "", r.stderr[-2000:]
+  assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors"]
 
 
 def test_greedy_sample_of_a_shifted_id_run_is_the_gpt2_reference_continuation(tmp_path,

@@ -101,6 +101,7 @@ def export_run(workdir: str, export_dir: str, step: int | None = None, log=print
 
 
 def names(written: list[str]) -> list[str]:
+  """The file names of the paths `written`."""
   return [os.path.basename(p) for p in written]
 
 
