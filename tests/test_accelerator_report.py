@@ -4,6 +4,7 @@ stop a part and keep what it measured; a torn report is one clear line."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -86,6 +87,36 @@ def test_committed_readme_table_is_generated_from_the_committed_reports():
   committed = text[text.index(tables.BEGIN):text.index(tables.END) + len(tables.END)]
   generated = tables.readme_table(os.path.join(ROOT, "experiments", "results", "accelerator"))
   assert committed == "\n".join(generated)
+
+
+RESULTS = os.path.join(ROOT, "experiments", "results", "accelerator")
+# A path in this repository, not the tail of another (`~/.cache/transformer/x` is none).
+REPO_PATH = r"(?<![\w./~-])((?:transformer|scripts|configs|experiments|tests)/[\w./-]*\w)"
+
+
+@pytest.mark.parametrize("home", ["/root", "/home/alice", "/Users/bob"])
+def test_a_generated_line_names_no_absolute_home_path(tmp_path, home):
+  """A CPU peak measured on another machine is cached under its home; the report and the
+  README line say `~/.cache/transformer/`, not that machine's folder."""
+  rep = tables.read_report(os.path.join(RESULTS, "cpu-cpu.json"))
+  rep["parts"]["probe"]["peak"]["source"] = (
+      f"measured on 2 CPU cores (cached in {home}/.cache/transformer/cpu_peak.json)")
+  (tmp_path / "cpu-cpu.json").write_text(json.dumps(rep))
+  for text in (tables.markdown(rep), "\n".join(tables.readme_table(str(tmp_path)))):
+    assert f"{home}/" not in text
+    assert "(cached in ~/.cache/transformer/cpu_peak.json)" in text
+
+
+def test_every_repo_path_the_committed_accelerator_reports_cite_exists():
+  cited = set()
+  for name in sorted(os.listdir(RESULTS)):
+    if name.endswith(".md"):
+      text = open(os.path.join(RESULTS, name), encoding="utf-8").read()
+      found = re.findall(REPO_PATH, text)
+      cited |= {(name, path) for path in found}
+  assert ("cpu-cpu.md", "transformer/model/flops.py") in cited  # the search finds paths
+  missing = [(n, p) for n, p in sorted(cited) if not os.path.exists(os.path.join(ROOT, p))]
+  assert not missing, missing
 
 
 def test_the_readmes_switch_figures_are_the_committed_h200_rows():

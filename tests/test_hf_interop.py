@@ -5,6 +5,7 @@ evaluated and sampled without a training step; sampling feeds a shifted-id run e
 prompt's tokens.
 """
 
+import errno
 import json
 import os
 import subprocess
@@ -15,7 +16,8 @@ import pytest
 
 from tests.test_hf_export_tokenizer import _shifted_run, _workdir, bpe_path  # noqa: F401
 from tests.test_hf_gpt2 import random_params, tiny_config
-from transformer.cli import export
+from transformer import paths
+from transformer.cli import export, flag_checks
 from transformer.errors import CommandLineError, RunError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,14 +65,84 @@ def test_a_failed_export_write_leaves_no_temporary_file(tmp_path, monkeypatch):
   real = os.replace
 
   def full_disk(src, dst):
-    if str(dst).endswith("config.json") and str(out) in str(dst):
+    if str(dst).endswith("config.json"):
       raise OSError(28, "No space left on device")
     return real(src, dst)
   monkeypatch.setattr(os, "replace", full_disk)
   workdir = _bytes_run(tmp_path)
-  with pytest.raises(RunError, match="cannot write config.json"):
+  with pytest.raises(RunError, match="cannot write config.json.*nothing was written there"):
     export.export_run(workdir, str(out), log=lambda s: None)
-  assert not [f for f in os.listdir(out) if f.endswith(".tmp")], os.listdir(out)
+  assert not out.exists() and not [f for f in os.listdir(tmp_path) if ".export-" in f]
+
+
+def test_an_overwrite_export_that_runs_out_of_disk_leaves_the_earlier_export(
+    tmp_path, bpe_path, monkeypatch):
+  """The new export's tokenizer files are written, then its model meets a full disk: the
+  folder still holds the earlier export, byte for byte, and nothing else (it used to hold the
+  earlier model beside the new tokenizer files), and the error says so in one line."""
+  out = tmp_path / "hf"
+  export.export_run(_bytes_run(tmp_path), str(out), log=lambda s: None)
+  before = {f: (out / f).read_bytes() for f in os.listdir(out)}
+  tokenizer_written = []
+  real = paths.write_bytes
+
+  def full_disk(path, data, mode=None):
+    if os.path.basename(path) == "model.safetensors":
+      raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    tokenizer_written.append(os.path.basename(path))
+    return real(path, data, mode)
+  monkeypatch.setattr(paths, "write_bytes", full_disk)
+  _, _, _, bpe_run = _shifted_run(tmp_path, bpe_path)
+  with pytest.raises(RunError) as e:
+    export.export_run(bpe_run, str(out), log=lambda s: None, overwrite=True)
+  assert "tokenizer.json" in tokenizer_written  # the new tokenizer files were written first
+  assert str(e.value) == (f"--export_dir={out}: the export failed (cannot write "
+                          "model.safetensors ([Errno 28] No space left on device)); the earlier "
+                          "export there is left as it was.")
+  assert {f: (out / f).read_bytes() for f in os.listdir(out)} == before
+  assert not [f for f in os.listdir(tmp_path) if ".export-" in f]  # the sibling is gone
+  monkeypatch.setattr(paths, "write_bytes", real)  # disk space again: the export replaces it
+  mode = os.stat(out).st_mode
+  export.export_run(bpe_run, str(out), log=lambda s: None, overwrite=True)
+  assert "tokenizer.json" in os.listdir(out) and os.stat(out).st_mode == mode
+  assert not [f for f in os.listdir(tmp_path) if ".export-" in f]
+
+
+def test_a_folder_that_cannot_be_renamed_gets_the_new_files_one_by_one(tmp_path, monkeypatch):
+  """A mount point cannot be renamed aside: the new export's files replace the earlier ones
+  there one by one, and the earlier export's others are removed."""
+  out = tmp_path / "hf"
+  out.mkdir()
+  (out / "model.safetensors").write_bytes(b"old model")
+  (out / "tokenizer.json").write_bytes(b"old tokenizer")
+  real = os.rename
+
+  def busy(src, dst):
+    if os.fspath(src) == str(out):
+      raise OSError(errno.EBUSY, os.strerror(errno.EBUSY))
+    return real(src, dst)
+  monkeypatch.setattr(os, "rename", busy)
+
+  def write(folder):
+    for name in ("model.safetensors", "config.json"):
+      paths.write_bytes(os.path.join(folder, name), b"new " + name.encode())
+    return [os.path.join(folder, n) for n in ("model.safetensors", "config.json")]
+  assert export.write_swapped(str(out), write) == [str(out / "model.safetensors"),
+                                                    str(out / "config.json")]
+  assert {f: (out / f).read_bytes() for f in os.listdir(out)} == {
+      "model.safetensors": b"new model.safetensors", "config.json": b"new config.json"}
+  assert sorted(os.listdir(tmp_path)) == ["hf"]
+
+
+def test_a_file_url_export_dir_is_its_local_path(tmp_path):
+  out = tmp_path / "hf"
+  flag_checks.check_export_dir(f"file://{out}", None, str(tmp_path / "w"))  # accepted
+  (out / "model.safetensors").parent.mkdir()
+  (out / "model.safetensors").write_bytes(b"an earlier export")
+  with pytest.raises(CommandLineError, match=f"--export_dir={out} already holds an export"):
+    flag_checks.check_export_dir(f"file://{out}", None, str(tmp_path / "w"))
+  with pytest.raises(CommandLineError, match="not of another host"):
+    flag_checks.check_export_dir("file://otherhost/tmp/hf", None, str(tmp_path / "w"))
 
 
 def _launch(*args, timeout=240, env=None):
@@ -158,12 +230,14 @@ def test_evaluate_sample_and_export_an_imported_gpt2_without_a_training_step(tmp
 
 def test_export_is_as_quiet_as_train_where_libtpu_is_installed_without_a_tpu(tmp_path):
   """JAX_PLATFORMS unset (conftest sets it): export restricts JAX to the CPU as train does, so
-  libtpu does not print its search for a TPU (6 lines of INVALID_ARGUMENT trace before)."""
+  libtpu does not print its search for a TPU (6 lines of INVALID_ARGUMENT trace before). The
+  folder is given as a file URL, which names the local folder (it was refused as a bucket)."""
   env = {k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"}
   r = _launch("--mode=export", f"--workdir={_bytes_run(tmp_path)}",
-              f"--export_dir={tmp_path / 'hf'}", env=env)
+              f"--export_dir=file://{tmp_path / 'hf'}", env=env)
   assert r.returncode == 0 and "Exported step 7" in r.stdout, r.stderr[-2000:]
   assert r.stderr.strip() == "", r.stderr[-2000:]
+  assert sorted(os.listdir(tmp_path / "hf")) == ["config.json", "model.safetensors"]
 
 
 def test_greedy_sample_of_a_shifted_id_run_is_the_gpt2_reference_continuation(tmp_path,

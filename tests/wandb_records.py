@@ -1,56 +1,10 @@
-"""Reads the records of a wandb offline run file (`run-<id>.wandb`) without the network.
+"""Reading wandb offline run files in tests: transformer/train/wandb_records.py's reader, and
+what the tests ask of it (rows once wandb's service has written them, the run record)."""
 
-wandb >= 0.2x has no Python reader of its own (the writer is Go), so this follows its format:
-a 7-byte header (`:W&B`, magic 0xBEE1, version 0), then LevelDB-log-style records in 32 KiB
-blocks, each `crc32 (4) | length (2, little endian) | type (1: full, 2: first, 3: middle,
-4: last) | data`, a block's tail under 7 bytes being padding. Each whole record is a
-`wandb_internal_pb2.Record`.
-"""
-
-import struct
+import json
 import time
 
-from wandb.proto import wandb_internal_pb2
-
-BLOCK = 32768
-
-
-def records(path: str) -> list:
-  with open(path, "rb") as f:
-    data = f.read()
-  assert data[:4] == b":W&B", path
-  pos, out, pending = 7, [], b""
-  while pos + 7 <= len(data):
-    room = BLOCK - pos % BLOCK
-    if room < 7:
-      pos += room
-      continue
-    length, kind = struct.unpack("<HB", data[pos + 4:pos + 7])
-    if length == 0 and kind == 0:
-      pos += room  # zero padding to the block's end
-      continue
-    chunk = data[pos + 7:pos + 7 + length]
-    pos += 7 + length
-    pending = chunk if kind in (1, 2) else pending + chunk
-    if kind in (1, 4):
-      record = wandb_internal_pb2.Record()
-      record.ParseFromString(pending)
-      out.append(record)
-      pending = b""
-  return out
-
-
-def history_steps(path: str, key: str) -> list[int]:
-  """The `_step` of every history row of `path` that logs `key`."""
-  steps = []
-  for r in records(path):
-    if r.WhichOneof("record_type") != "history":
-      continue
-    items = {i.key or "/".join(i.nested_key): i.value_json for i in r.history.item}
-    if key in items:
-      steps.append(int(r.history.step.num) if r.history.HasField("step")
-                   else int(items["_step"]))
-  return steps
+from transformer.train.wandb_records import history_steps, records
 
 
 def settled_history_steps(path: str, key: str, timeout_s: float = 30.0) -> list[int]:
@@ -71,3 +25,16 @@ def settled_history_steps(path: str, key: str, timeout_s: float = 30.0) -> list[
 def run_of(path: str):
   """The file's run record (run_id, run_group, tags, config.update)."""
   return next(r.run for r in records(path) if r.WhichOneof("record_type") == "run")
+
+
+def history_rows(path: str) -> dict[int, dict]:
+  """`{step: {key: value}}` of every history row of `path` (wandb's own `_`-keys left out)."""
+  rows = {}
+  for r in records(path):
+    if r.WhichOneof("record_type") != "history":
+      continue
+    items = {i.key or "/".join(i.nested_key): json.loads(i.value_json) for i in r.history.item}
+    step = int(r.history.step.num) if r.history.HasField("step") else int(items["_step"])
+    assert step not in rows, f"{path}: step {step} twice"
+    rows[step] = {k: v for k, v in items.items() if not k.startswith("_")}
+  return rows

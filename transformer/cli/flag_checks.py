@@ -225,11 +225,15 @@ def check_compile(values: Mapping[str, Any]) -> None:
 
 def check_export_dir(path: Optional[str], step: Optional[int], workdir: str,
                      overwrite: bool = False) -> None:
-  """--mode=export writes into a local folder (created if missing), never into the run, that
-  holds nothing but an earlier export, replaced only with --overwrite."""
+  """--mode=export writes into a local folder (created if missing; `file:///abs/path` is
+  `/abs/path`), never into the run, that holds nothing but an earlier export, replaced only
+  with --overwrite."""
   if not path:
     raise CommandLineError("--mode=export needs --export_dir=DIR, the folder to write "
                            "model.safetensors and config.json into (created if missing).")
+  path = paths.local_path(path)
+  if paths.scheme(path) == "file":  # another host's file URL
+    paths.check_backend(path, "--export_dir")
   if paths.has_scheme(path):
     raise CommandLineError(f"--export_dir={path}: give a local folder (copy it to the bucket "
                            "afterwards).")

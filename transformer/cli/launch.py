@@ -295,7 +295,8 @@ def _writes(workdir: str) -> list[tuple[str, str, str]]:
   (transformer/cli/modes.py) whose flag has a value; none for bench (it writes only with a
   profile, which `train.profile_steps` asks for), compile and data_bench."""
   for flag, what in modes.BY_NAME[_MODE.value].writes:
-    folder = workdir if flag == "workdir" else flags.FLAGS[flag].value
+    value = flags.FLAGS[flag].value
+    folder = workdir if flag == "workdir" else value and paths.local_path(value)  # file:///x
     if folder:
       return [(folder, f"--{flag}", what)]
   return []
@@ -394,7 +395,7 @@ def mode_sweep_or_report(config, workdir: str) -> None:
 def mode_export(config, workdir: str) -> None:
   """One process: the run's checkpoint to Hugging Face files."""
   from transformer.cli.export import export
-  export(workdir, _EXPORT_DIR.value)
+  export(workdir, paths.local_path(_EXPORT_DIR.value))  # file:///abs/path is /abs/path
 
 
 def mode_prepare(config, workdir: str) -> None:

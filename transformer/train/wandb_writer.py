@@ -7,12 +7,19 @@ written by hand to continue another run), so a resumed or requeued run
 runs are grouped by a hash of the config without its seed, so a sweep's seeds of one setting
 share a group. Offline (`WANDB_MODE=offline`) the run is kept under `<workdir>/wandb/`;
 `wandb sync <workdir>/wandb/offline-run-*` uploads it later.
+
+A kill -9 loses the rows wandb had not written yet (`FLUSH_SECONDS`), those of the checkpoint's
+step included; the sink says the last step its run holds (`WandbSink.last_step`: wandb's resume
+online, the earlier offline files of the run offline), and the resumed `MetricWriter` sends it
+the rows of `metrics.jsonl` after that step (`MetricWriter.start_at`), so wandb gets every row.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import os
 import uuid
 from typing import Any, Callable, Mapping, Optional
 
@@ -98,11 +105,36 @@ class WandbSink:
         dir=paths.absolute(workdir), config={**config, "provenance": dict(provenance or {})},
         reinit="finish_previous",  # what `True` meant; a bool is deprecated in wandb 0.31
         settings=wandb.Settings(x_transaction_log_flush_interval=FLUSH_SECONDS))
+    # The last step the wandb run holds (-1: none): `MetricWriter.start_at` replays the rows
+    # of metrics.jsonl after it, and `log` skips the steps up to it (wandb has them).
+    self.last_step = (self.run.starting_step - 1 if not self.run.offline else
+                      offline_last_step(paths.join(workdir, "wandb"), self.run.id,
+                                        self.run.sync_dir))
 
   def log(self, step: int, split: str, metrics: Mapping[str, Any]) -> None:
     scalars = {f"{split}/{k}": float(v) for k, v in metrics.items() if not isinstance(v, str)}
-    if scalars:
+    if scalars and step > self.last_step:
       self.run.log(scalars, step=int(step))
 
   def close(self) -> None:
     self.run.finish()
+
+
+def offline_last_step(wandb_dir: str, run: str, this_sync_dir: str = "") -> int:
+  """The last step whose history row an earlier process of wandb run `run` wrote offline under
+  `wandb_dir` (its `offline-run-*/run-<run>.wandb` files but the one in `this_sync_dir`, the
+  running process's); -1 for none. wandb writes a row once the next step begins, about once a
+  second (`FLUSH_SECONDS`), so a process killed by kill -9 lost the rows after this one. A file
+  this cannot read counts as none, with a warning (its rows are sent again)."""
+  from transformer.train.wandb_records import history_steps
+  last = -1
+  for path in sorted(glob.glob(os.path.join(glob.escape(wandb_dir), "offline-run-*",
+                                            f"run-{glob.escape(run)}.wandb"))):
+    if this_sync_dir and os.path.dirname(path) == os.path.normpath(this_sync_dir):
+      continue
+    try:
+      last = max([last, *history_steps(path)])
+    except Exception as e:  # noqa: BLE001 -- another wandb's format: resend rather than lose
+      log(f"WARNING: cannot read the wandb history of {path} ({type(e).__name__}: {e}); the "
+          "rows of metrics.jsonl it may hold are sent to wandb again.")
+  return last

@@ -43,7 +43,9 @@ class MetricWriter:
     from: a run killed after its last checkpoint wrote rows that it now runs again (and may
     not reach again, if its num_steps or eval_every changed), so every (split, step) stays
     once in the file, for every reader. The file is rewritten atomically, only when there is
-    something to drop (or a last line torn by the kill); every other line is kept as it was."""
+    something to drop (or a last line torn by the kill); every other line is kept as it was.
+    A sink that says which step it holds up to (`last_step`) then gets the kept rows after it
+    (`_replay`)."""
     if not self.enabled or not paths.exists(self.path):
       return
     lines = paths.read_text(self.path).splitlines(keepends=True)
@@ -55,6 +57,27 @@ class MetricWriter:
     if dropped:
       log(f"Resumed at step {step}: dropped {dropped} row(s) of later steps from "
           f"{self.path} (written before the restart; this run writes them again).")
+    for sink in self.sinks:
+      self._replay(sink, kept, step)
+
+  def _replay(self, sink, lines: list[str], step: int) -> None:
+    """Sends `sink` the rows of `lines` (metrics.jsonl's) of steps after `sink.last_step`: what
+    an earlier process wrote to metrics.jsonl but the sink never got (wandb writes its rows
+    about once a second and a step's row once the next begins, so a kill -9 right after a
+    checkpoint loses the rows up to it). A sink without `last_step` gets nothing again."""
+    held = getattr(sink, "last_step", None)
+    if held is None:
+      return
+    rows = [r for r in map(_row, lines) if r is not None and r["step"] > held]
+    rows = sorted((r for r in rows if isinstance(r.get("split"), str)),
+                  key=lambda r: r["step"])  # stable: a step's rows keep their order
+    for row in rows:
+      sink.log(row["step"], row["split"],
+               {k: v for k, v in row.items() if k not in ("step", "split", "time")})
+    if rows:
+      log(f"Resumed at step {step}: sent {type(sink).__name__} the {len(rows)} row(s) of "
+          f"{self.path} after step {held}, the last it held (steps {rows[0]['step']} to "
+          f"{rows[-1]['step']}).")
 
   def write(self, step: int, split: str, metrics: dict) -> None:
     if not self.enabled:
@@ -99,14 +122,21 @@ class MetricWriter:
     self.sinks = []
 
 
-def _row_after(line: str, step: int) -> bool:
-  """Whether the JSON line `line` is a metrics row of a step after `step`."""
+def _row(line: str):
+  """The metrics row (a dict with an int `step`) the JSON line `line` holds, or None."""
   try:
     row = json.loads(line)
   except ValueError:
-    return False
-  return (isinstance(row, dict) and isinstance(row.get("step"), int)
-          and not isinstance(row["step"], bool) and row["step"] > step)
+    return None
+  ok = (isinstance(row, dict) and isinstance(row.get("step"), int)
+        and not isinstance(row["step"], bool))
+  return row if ok else None
+
+
+def _row_after(line: str, step: int) -> bool:
+  """Whether the JSON line `line` is a metrics row of a step after `step`."""
+  row = _row(line)
+  return row is not None and row["step"] > step
 
 
 class EventWriter:
