@@ -16,6 +16,7 @@ import glob
 import hashlib
 import json
 import os
+import sys
 
 import jax.numpy as jnp
 import numpy as np
@@ -339,3 +340,19 @@ def test_init_from_an_export_folder_without_hf_says_to_add_it(tmp_path):
     init_from.load_params(str(out))
   with pytest.raises(ConfigError, match="no checkpoints/ folder there; point it at the workdir"):
     init_from.load_params(str(tmp_path / "empty"))
+
+
+def test_a_folder_tokenizer_that_cannot_be_compared_is_refused_in_one_line(
+    tmp_path, bpe_path, monkeypatch):
+  """An unreadable tokenizer.json, or no `tokenizers` package to read it: refused, not
+  taken on trust (nothing compared them before)."""
+  ours = build_tokenizer(f"hf:{bpe_path}")
+  (tmp_path / "tokenizer.json").write_text('{"not": "a tokenizer"}')
+  with pytest.raises(ConfigError, match=r"^--config.model.init_from: .*tokenizer\.json is not a "
+                                        r"readable tokenizer\.json \(.*\), so it cannot be "
+                                        r"compared"):
+    hf_tokenizer.check_folder_tokenizer(str(tmp_path), ours, "--config.model.init_from")
+  monkeypatch.setitem(sys.modules, "tokenizers", None)  # as if not installed
+  with pytest.raises(ConfigError, match=r"`tokenizers` package, which is not installed"):
+    hf_tokenizer.check_folder_tokenizer(str(tmp_path), ours, "--config.model.init_from")
+  hf_tokenizer.check_folder_tokenizer(str(tmp_path / "none"), ours, "x")  # no file: nothing

@@ -102,13 +102,19 @@ def check_folder_tokenizer(directory: str, tokenizer, what: str) -> None:
 def _folder_ids(path: str, contents: bytes, what: str) -> list[int]:
   """The ids the folder's tokenizer.json gives `PROBE` (its special tokens spelled out are
   text, as for our hf: tokenizers)."""
-  from tokenizers import Tokenizer
+  try:
+    from tokenizers import Tokenizer
+  except ImportError:
+    raise ConfigError(f"{what}: {path} is compared with this run's tokenizer by the "
+                      "`tokenizers` package, which is not installed: pip install -e "
+                      "\".[tokenizers]\".") from None
   try:
     tok = Tokenizer.from_buffer(contents)
   except Exception as e:  # noqa: BLE001 -- the library raises plain Exceptions
     raise ConfigError(f"{what}: {path} is not a readable tokenizer.json "
-                      f"({str(e).splitlines()[0][:200]}); remove it or put back the folder's "
-                      "own.") from None
+                      f"({str(e).splitlines()[0][:200]}), so it cannot be compared with this "
+                      "run's tokenizer; put back the folder's own (--mode=export writes "
+                      "it).") from None
   tok.no_padding()
   tok.no_truncation()
   tok.encode_special_tokens = True
