@@ -96,8 +96,8 @@ def kept_tokenizer(config: ExperimentConfig, workdir: str) -> Optional[str]:
     fix = (f"restore it from the run's copy {kept}" if has_copy else
            "put back the file it trained with (the run keeps no copy of it in tokenizer/)")
     raise ConfigError(f"{flag}: {path} changed since the run in {workdir} trained with it "
-                      f"(sha256 {trained[:12]} then, {configured[:12]} now); {fix} (a new "
-                      "tokenizer needs a new run).")
+                      f"(sha256 {trained[:12]} then, {configured[:12]} now); {fix}; a new "
+                      "tokenizer needs a new run.")
   return paths.local_copy(kept) if has_copy else None
 
 
@@ -111,7 +111,7 @@ def _copy_changed(flag: str, path: str, kept: str, workdir: str, trained: str, c
     return f"{said}; {path} is intact: restore the copy from it (cp {path} {kept})."
   now = "is gone" if configured is None else f"changed too ({configured[:12]})"
   return (f"{said}, and {path} {now}; put back the file the run trained with (sha256 "
-          f"{trained[:12]}) at {path} and remove the copy (a new tokenizer needs a new run).")
+          f"{trained[:12]}) at {path} and at the copy; a new tokenizer needs a new run.")
 
 
 def recorded_sha256(workdir: str) -> Optional[str]:
