@@ -13,8 +13,10 @@ must encode as tiktoken does).
 import base64
 import dataclasses
 import glob
+import hashlib
 import json
 import os
+import sys
 
 import jax.numpy as jnp
 import numpy as np
@@ -258,3 +260,99 @@ def test_a_missing_or_changed_tokenizer_stops_export_before_the_checkpoint(tmp_p
     with pytest.raises(ConfigError, match=message):
       export.export_run(workdir, str(tmp_path / "hf"))
     assert not (tmp_path / "hf").exists()
+
+
+@pytest.fixture(scope="module")
+def other_bpe(tmp_path_factory):
+  """Another byte-level BPE of the same size, trained on other files."""
+  texts = (open(p, encoding="utf-8", errors="replace").read()
+           for p in sorted(glob.glob(os.path.join(_STDLIB, "*.py")))[30:42])
+  return train_bpe(texts, str(tmp_path_factory.mktemp("other") / "tokenizer.json"), BPE_VOCAB)
+
+
+def test_an_export_made_with_another_bpe_of_the_same_size_is_refused_at_import(
+    tmp_path, bpe_path, other_bpe):
+  """Its 300 rows used to load into a run of another BPE without a word."""
+  cfg = tiny_config(vocab_size=BPE_VOCAB + 3, vocab_pad_multiple=64)
+  _, params = random_params(cfg, seed=8)
+  out = tmp_path / "hf"
+  hf_gpt2.write_hf_dir(cfg.model, params, str(out), id_offset=3)
+  new = dataclasses.replace(
+      cfg, model=dataclasses.replace(cfg.model, init_from=f"hf:{out}"),
+      data=dataclasses.replace(cfg.data, seq_len=cfg.model.max_len))
+  ours = build_tokenizer(f"hf:{bpe_path}")
+  theirs = build_tokenizer(f"hf:{other_bpe}")
+  assert theirs.vocab_size == ours.vocab_size and theirs.encode(TEXT) != ours.encode(TEXT)
+  hf_tokenizer.write_tokenizer(theirs, str(out), cfg.model.max_len)
+  with pytest.raises(ConfigError, match=r"^--config.model.init_from='hf:.*': its .*tokenizer"
+                                        r"\.json is not this run's tokenizer \(.*\): they encode "
+                                        r"a probe text differently .* Train with "
+                                        r"--config.data.tokenizer=hf:"):
+    kinds.build_task(new, DataFacts.of_tokenizer(ours))
+  # the folder's own tokenizer, and the same BPE as tiktoken ranks (same ids, another file)
+  assert kinds.build_task(new, DataFacts.of_tokenizer(theirs)).pretrained
+  ranks_file = tmp_path / "other.tiktoken"
+  ranks_file.write_text("".join(f"{base64.b64encode(t).decode()} {r}\n"
+                                for t, r in _ranks(other_bpe).items()))
+  as_ranks = build_tokenizer(f"gpt2:{ranks_file}")
+  hf_tokenizer.check_folder_tokenizer(str(out), as_ranks, "--config.model.init_from")
+  with pytest.raises(ConfigError, match="is not this run's tokenizer"):
+    hf_tokenizer.check_folder_tokenizer(str(out), ours, "--config.model.init_from")
+
+
+def test_a_run_moved_without_its_copy_whose_path_holds_another_bpe_is_not_exported(
+    tmp_path, bpe_path, other_bpe):
+  """config.json's recorded sha256 is the reference when the run's tokenizer/ copy did not
+  travel: before it, the other BPE was exported beside the weights."""
+  used = tmp_path / "tokenizer.json"
+  used.write_bytes(open(bpe_path, "rb").read())
+  cfg = tiny_config(vocab_size=BPE_VOCAB + 3, vocab_pad_multiple=64)
+  _, params = random_params(cfg, seed=9)
+  workdir = _workdir(tmp_path / "run", params, {"tokenizer": f"hf:{used}"},
+                     vocab_size=BPE_VOCAB + 3, vocab_pad_multiple=64)
+  saved_path = os.path.join(workdir, "config.json")
+  saved = json.load(open(saved_path))
+  saved["provenance"] = {"tokenizer": {"file": str(used), "sha256": hashlib.sha256(
+      used.read_bytes()).hexdigest()}}
+  with open(saved_path, "w") as f:
+    json.dump(saved, f)
+  used.write_bytes(open(other_bpe, "rb").read())
+  with pytest.raises(ConfigError, match=r"changed since the run .* put back the file it "
+                                        r"trained with"):
+    export.export_run(workdir, str(tmp_path / "hf"))
+  assert not (tmp_path / "hf").exists()
+  used.write_bytes(open(bpe_path, "rb").read())  # put back: it exports, with that tokenizer
+  export.export_run(workdir, str(tmp_path / "hf"))
+  assert (tmp_path / "hf" / "tokenizer.json").read_bytes() == open(bpe_path, "rb").read()
+
+
+def test_init_from_an_export_folder_without_hf_says_to_add_it(tmp_path):
+  cfg = tiny_config()
+  _, params = random_params(cfg)
+  out = tmp_path / "export"
+  hf_gpt2.write_hf_dir(cfg.model, params, str(out))
+  with pytest.raises(ConfigError, match=rf"^--config.model.init_from='{out}': no checkpoints/ "
+                                        r"folder there; it holds a Hugging Face export .*: give "
+                                        rf"--config.model.init_from=hf:{out}\.$"):
+    init_from.load_params(str(out))
+  (out / "model.safetensors").unlink()  # config.json with model_type alone says it too
+  with pytest.raises(ConfigError, match="it holds a Hugging Face export"):
+    init_from.load_params(str(out))
+  with pytest.raises(ConfigError, match="no checkpoints/ folder there; point it at the workdir"):
+    init_from.load_params(str(tmp_path / "empty"))
+
+
+def test_a_folder_tokenizer_that_cannot_be_compared_is_refused_in_one_line(
+    tmp_path, bpe_path, monkeypatch):
+  """An unreadable tokenizer.json, or no `tokenizers` package to read it: refused, not
+  taken on trust (nothing compared them before)."""
+  ours = build_tokenizer(f"hf:{bpe_path}")
+  (tmp_path / "tokenizer.json").write_text('{"not": "a tokenizer"}')
+  with pytest.raises(ConfigError, match=r"^--config.model.init_from: .*tokenizer\.json is not a "
+                                        r"readable tokenizer\.json \(.*\), so it cannot be "
+                                        r"compared"):
+    hf_tokenizer.check_folder_tokenizer(str(tmp_path), ours, "--config.model.init_from")
+  monkeypatch.setitem(sys.modules, "tokenizers", None)  # as if not installed
+  with pytest.raises(ConfigError, match=r"`tokenizers` package, which is not installed"):
+    hf_tokenizer.check_folder_tokenizer(str(tmp_path), ours, "--config.model.init_from")
+  hf_tokenizer.check_folder_tokenizer(str(tmp_path / "none"), ours, "x")  # no file: nothing

@@ -36,8 +36,9 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from transformer import REPO_ROOT, datasets, packed_runs, paths
 from transformer.data.local_files import list_source_files, stdlib_dir
+from transformer.data.run_tokenizer import PROVENANCE_KEY, RECORD_KEY
 
-KEY = "provenance"  # config.json's key for the first start's record
+KEY = PROVENANCE_KEY  # config.json's key for the first start's record ("provenance")
 FILE = "provenance.jsonl"  # in a workdir: one record per start of the run
 GIT_TIMEOUT_S = 10
 # Distributions whose versions are recorded when installed (importlib.metadata; no import).
@@ -263,15 +264,18 @@ def read_records(workdir: str) -> list[dict]:
 
 
 def record_start(workdir: str, data: Mapping, argv: Sequence[str],
-                 resumed_from: Optional[int]) -> dict:
+                 resumed_from: Optional[int], tokenizer: Optional[Mapping] = None) -> dict:
   """Records this start of the run in `workdir` and returns the record config.json keeps.
 
   A fresh start (`resumed_from` None: the workdir holds no checkpoint) begins the run:
   `provenance.jsonl` is written anew with this record, which config.json keeps. A resumption
   from checkpoint step `resumed_from` appends its record, and config.json keeps the first
-  record the workdir has (this one for a run from before provenance). Call it before
-  config.json is rewritten."""
+  record the workdir has (this one for a run from before provenance). `tokenizer` (the file
+  and sha256 of the tokenizer file the run reads, `run_tokenizer.tokenizer_record`) goes in
+  under `"tokenizer"`. Call it before config.json is rewritten."""
   record = {**collect(argv, data=data, devices=True), "resumed_from": resumed_from}
+  if tokenizer is not None:
+    record[RECORD_KEY] = dict(tokenizer)
   earlier = read_records(workdir) if resumed_from is not None else []
   line = json.dumps(record, sort_keys=True) + "\n"
   if resumed_from is None:

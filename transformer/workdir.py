@@ -13,13 +13,15 @@ atomic; `append_text` for metrics.jsonl): make a new file crash-safe there.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 from typing import Optional, Sequence
 
 from transformer import kinds, packed_runs, paths, provenance, user_files
 from transformer.config import (LEGACY_DEFAULTS, ConfigError, ExperimentConfig, flat_config,
                                 from_config_dict)
-from transformer.data.run_tokenizer import kept_tokenizer
+from transformer.data.run_tokenizer import kept_tokenizer, tokenizer_file, with_kept_tokenizer
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
@@ -136,6 +138,24 @@ def check_data_facts(workdir: str, config: ExperimentConfig) -> None:
       + ", ".join(f"{k} {current.get(k)}" for k in diffs) + ": the data changed since the run "
       "trained (a meta.json rewritten with another vocabulary?), and its checkpoints do not "
       "fit that model. Restore the data as it was, or pass another --workdir.")
+
+
+def resume_config(config: ExperimentConfig, workdir: str) -> ExperimentConfig:
+  """`config` reading the run's copy of its tokenizer file (`with_kept_tokenizer`) when the
+  configured file is gone and `workdir` holds a run to resume (a checkpoint and the copy), as
+  eval, sample and export do; else `config` itself. A fresh start reads the configured file.
+  The config a run saves still names the configured path: `named_tokenizer` puts it back."""
+  named = tokenizer_file(config)
+  if (named is None or os.path.isfile(named[1])
+      or not checkpoint_steps(paths.join(workdir, CHECKPOINTS))):
+    return config
+  return with_kept_tokenizer(config, workdir)
+
+
+def named_tokenizer(config: ExperimentConfig, named: ExperimentConfig) -> ExperimentConfig:
+  """`config` with the tokenizer file `named` names (undoing `resume_config`)."""
+  return dataclasses.replace(config, data=dataclasses.replace(
+      config.data, tokenizer=named.data.tokenizer, spm_model=named.data.spm_model))
 
 
 # --- checkpoints/ -----------------------------------------------------------------------------

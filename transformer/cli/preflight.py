@@ -13,6 +13,7 @@ from transformer import datasets, paths, user_files, workdir_lock
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.data import sword
 from transformer.errors import RunError
+from transformer.workdir import resume_config
 
 
 def check_workdir(workdir: str) -> None:
@@ -137,8 +138,9 @@ def check_before_run(config: ExperimentConfig, workdir: Optional[str]
   """All of the above; `workdir` None for modes that write none (bench). The workdir's lock
   is taken after the checks that write nothing and before those that write there, so a run
   refused by another's lock leaves the workdir as it was. Returns the lock (None without a
-  workdir, and on processes other than 0): the caller releases it when the run ends."""
-  check_files(config)
+  workdir, and on processes other than 0): the caller releases it when the run ends. A resume
+  whose tokenizer file is gone is checked with the run's copy of it (`resume_config`)."""
+  check_files(config if workdir is None else resume_config(config, workdir))
   check_devices(config)
   from transformer.train.wandb_writer import check_available
   check_available(config.train.wandb_project)

@@ -3,11 +3,14 @@ dataset (`--mode=sample`, `--mode=export`), and the run's own copy of its tokeni
 
 A run whose tokenizer is a file it names (`hf:<tokenizer.json>`, `gpt2:<ranks file>`, a
 SentencePiece `data.spm_model`) keeps a copy of that file in its workdir at each start
-(`keep_tokenizer`: `<workdir>/tokenizer/` + `KEPT[kind]`). A resume, an eval, a sample or an
-export then compares the file at the configured path with that copy, byte for byte (sha256), and
-refuses in one line when it changed (`kept_tokenizer`): the weights belong to the tokenizer
-they trained with. When the configured file is gone, the copy is used. Runs made before the
-copy existed use the configured file, as they always did. A token file's tokenizer lives in its
+(`keep_tokenizer`: `<workdir>/tokenizer/` + `KEPT[kind]`), and its config.json records the
+file's sha256 (`tokenizer_record`, in the first start's provenance record). A resume, an eval,
+a sample or an export then checks the configured file and the copy against that hash (against
+the copy, for a run from before the hash) and refuses in one line naming the one that changed
+(`kept_tokenizer`): the weights belong to the tokenizer they trained with. A run moved without
+its copy is still checked. When the configured file is gone, the copy is used, by a resume too
+(`transformer.workdir.resume_config`). Runs made before the copy existed use the configured
+file, as they always did. A token file's tokenizer lives in its
 own folder (`transformer.data.token_file`), not here.
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 from typing import Optional
 
@@ -27,6 +31,9 @@ from transformer.errors import ConfigError
 FOLDER = "tokenizer"  # in the workdir, beside a SentencePiece model trained there
 # The run's copy of its tokenizer file, by kind: `<workdir>/tokenizer/<name>`.
 KEPT = {"hf": "tokenizer.json", "gpt2": "ranks.tiktoken", "sentencepiece": "spm_model.model"}
+# config.json keeps `tokenizer_record` in the first start's provenance record
+# (`transformer.provenance.KEY`, a floor above this one): `{"provenance": {"tokenizer": ...}}`.
+PROVENANCE_KEY, RECORD_KEY = "provenance", "tokenizer"
 
 
 def run_tokenizer(config: ExperimentConfig, workdir: str):
@@ -68,21 +75,69 @@ def kept_path(config: ExperimentConfig, workdir: str) -> Optional[str]:
 
 
 def kept_tokenizer(config: ExperimentConfig, workdir: str) -> Optional[str]:
-  """The run's copy of its tokenizer file (a local path), or None when it keeps none (an older
-  run, or a tokenizer without a file). A one-line ConfigError when the configured file exists
-  and differs from the copy: the run trained with the copy."""
-  kept = kept_path(config, workdir)
-  if kept is None or not paths.isfile(kept):
+  """The run's copy of its tokenizer file (a local path), or None to read the configured file
+  (a run without a copy, or a tokenizer without a file). A one-line ConfigError naming the file
+  that changed since the run trained (`recorded_sha256`: the hash config.json records, else
+  the copy stands for it) and how to put it back: the weights belong to that tokenizer."""
+  named = tokenizer_file(config)
+  if named is None:
     return None
-  flag, path, _ = tokenizer_file(config)
-  if os.path.isfile(path):
-    then, now = _sha256(_read(kept)), _sha256(read_file(path, flag))
-    if then != now:
-      raise ConfigError(
-          f"{flag}: {path} changed since the run in {workdir} trained with it (sha256 "
-          f"{then[:12]} then, {now[:12]} now); restore it from the run's copy {kept} (a new "
-          "tokenizer needs a new run).")
-  return paths.local_copy(kept)
+  flag, path, _ = named
+  kept = kept_path(config, workdir)
+  has_copy = paths.isfile(kept)
+  copy = _sha256(_read(kept)) if has_copy else None
+  configured = _sha256(read_file(path, flag)) if os.path.isfile(path) else None
+  trained = recorded_sha256(workdir) or copy
+  if trained is None:  # an older run without a copy: the configured file, as it always was
+    return None
+  if has_copy and copy != trained:
+    raise ConfigError(_copy_changed(flag, path, kept, workdir, trained, copy, configured))
+  if configured is not None and configured != trained:
+    fix = (f"restore it from the run's copy {kept}" if has_copy else
+           "put back the file it trained with (the run keeps no copy of it in tokenizer/)")
+    raise ConfigError(f"{flag}: {path} changed since the run in {workdir} trained with it "
+                      f"(sha256 {trained[:12]} then, {configured[:12]} now); {fix}; a new "
+                      "tokenizer needs a new run.")
+  return paths.local_copy(kept) if has_copy else None
+
+
+def _copy_changed(flag: str, path: str, kept: str, workdir: str, trained: str, copy: str,
+                  configured: Optional[str]) -> str:
+  """The message for a run's copy of its tokenizer that is not the file it trained with."""
+  said = (f"{flag}: the run's copy {kept} of {path} changed since the run in {workdir} "
+          f"trained with it (sha256 {trained[:12]} then, {copy[:12]} now, as config.json "
+          "records)")
+  if configured == trained:
+    return f"{said}; {path} is intact: restore the copy from it (cp {path} {kept})."
+  now = "is gone" if configured is None else f"changed too ({configured[:12]})"
+  return (f"{said}, and {path} {now}; put back the file the run trained with (sha256 "
+          f"{trained[:12]}) at {path} and at the copy; a new tokenizer needs a new run.")
+
+
+def recorded_sha256(workdir: str) -> Optional[str]:
+  """The sha256 of the tokenizer file the run in `workdir` trained with, as its config.json
+  records it (`tokenizer_record`, under the first start's provenance record), or None (a run
+  from before the record, a tokenizer without a file, no readable config.json)."""
+  try:
+    saved = json.loads(paths.read_text(paths.join(workdir, "config.json")))
+    digest = saved[PROVENANCE_KEY][RECORD_KEY]["sha256"]
+  except (OSError, ValueError, TypeError, KeyError):  # no record: the copy is the reference
+    return None
+  return digest if isinstance(digest, str) else None
+
+
+def tokenizer_record(config: ExperimentConfig, workdir: str) -> Optional[dict]:
+  """`{"file": configured path, "sha256": hex}` of the tokenizer file the run reads (its copy
+  when the configured file is gone), which config.json keeps; None without a file. Called at a
+  start, after `keep_tokenizer`."""
+  named = tokenizer_file(config)
+  if named is None:
+    return None
+  flag, path, _ = named
+  kept = kept_path(config, workdir)
+  contents = (_read(kept) if not os.path.isfile(path) and paths.isfile(kept) else
+              read_file(path, flag))
+  return {"file": path, "sha256": _sha256(contents)}
 
 
 def with_kept_tokenizer(config: ExperimentConfig, workdir: str) -> ExperimentConfig:
@@ -103,11 +158,14 @@ def keep_tokenizer(config: ExperimentConfig, workdir: str) -> Optional[str]:
   """Copies the config's tokenizer file into the workdir (`kept_path`) unless the copy there
   already holds the same bytes; returns the copy's path (None: the tokenizer has no file).
   Called at each start of a run, once its checks have passed (`kept_tokenizer` refused a
-  resume whose file changed)."""
+  resume whose file changed). A resume whose configured file is gone keeps the copy it
+  trained with (`transformer.workdir.resume_config`)."""
   kept = kept_path(config, workdir)
   if kept is None:
     return None
   flag, path, _ = tokenizer_file(config)
+  if not os.path.isfile(path) and paths.isfile(kept):
+    return kept
   contents = read_file(path, flag)
   if not paths.isfile(kept) or _read(kept) != contents:
     paths.makedirs(paths.join(workdir, FOLDER))

@@ -152,7 +152,8 @@ class TaskBase:
                                 jax.random.PRNGKey(0))
       self.pretrained = init_from.matching_params(
           self.config.model.init_from, abstract, log, vocab_size=self.config.model.vocab_size,
-          id_offset=id_offset(self.facts.tokenizer), model=self.config.model)
+          id_offset=id_offset(self.facts.tokenizer), model=self.config.model,
+          tokenizer=self.facts.tokenizer)
 
   def apply(self, params, *inputs, rng: Optional[jax.Array] = None, sow: bool = False,
             **kwargs):

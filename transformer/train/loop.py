@@ -21,7 +21,7 @@ import numpy as np
 
 from transformer import kinds, paths, provenance
 from transformer.config import ExperimentConfig
-from transformer.data.run_tokenizer import keep_tokenizer
+from transformer.data.run_tokenizer import keep_tokenizer, tokenizer_record
 from transformer.train import eval_loop
 from transformer.train import baselines, diagnostics, optim, peaks
 from transformer.train.checkpoint import Checkpointer
@@ -32,7 +32,7 @@ from transformer.train.profiler import StepProfiler
 from transformer.train.state import TrainState, count_params
 from transformer.train.writers import MetricWriter, format_duration, log
 from transformer.workdir import (check_data_facts, check_workdir_config, checkpoint_steps,
-                                last_eval)
+                                last_eval, named_tokenizer, resume_config)
 
 # Multi-process runs agree on stopping (after a signal) every this many steps.
 STOP_CHECK_EVERY = 10
@@ -92,20 +92,15 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   paths.makedirs(workdir)
   check_workdir_config(workdir, config)
   t_start = time.time()
-  if task is None:
-    data, task = kinds.build_data_and_task(config, workdir)
-  config = task.config  # now with the tokenizer's vocab_size
+  if task is None:  # a resume whose tokenizer file is gone reads the run's copy of it
+    data, task = kinds.build_data_and_task(resume_config(config, workdir), workdir)
+  config = named_tokenizer(task.config, config)  # now with the tokenizer's vocab_size
   check_data_facts(workdir, config)  # the vocabulary the checkpoints were trained with
   init_rng, dropout_rng = jax.random.split(jax.random.PRNGKey(config.seed))
   par = build_parallel(config, task, optim.build_optimizer(config.optim, config.train.num_steps))
   first = None
   if jax.process_index() == 0:  # only once every check on the config has passed
-    steps = checkpoint_steps(paths.join(workdir, "checkpoints"))
-    first = provenance.record_start(workdir, config.to_dict()["data"], sys.argv,
-                                    steps[-1] if steps else None)
-    paths.write_text(paths.join(workdir, "config.json"),
-                     provenance.config_json(config.to_dict(), first))
-    keep_tokenizer(config, workdir)  # the run's own copy of its tokenizer file
+    first = _record_start(config, workdir)
   checkpointer = _checkpointer(config, workdir)
   state, first_batch = _restore_or_init(config, par, checkpointer, data, init_rng, workdir)
   _log_model(config, par, state)
@@ -134,6 +129,19 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
     writer.close()
   _log_end(final_eval, step, workdir, t_start)
   return final_eval or {}
+
+
+def _record_start(config: ExperimentConfig, workdir: str) -> dict:
+  """Keeps the run's copy of its tokenizer file, records this start (`provenance`, with the
+  tokenizer file's sha256) and writes config.json; returns the first start's record."""
+  keep_tokenizer(config, workdir)  # the run's own copy of its tokenizer file
+  steps = checkpoint_steps(paths.join(workdir, "checkpoints"))
+  first = provenance.record_start(workdir, config.to_dict()["data"], sys.argv,
+                                  steps[-1] if steps else None,
+                                  tokenizer=tokenizer_record(config, workdir))
+  paths.write_text(paths.join(workdir, "config.json"),
+                   provenance.config_json(config.to_dict(), first))
+  return first
 
 
 def _checkpointer(config: ExperimentConfig, workdir: str) -> Checkpointer:

@@ -17,6 +17,10 @@ Files written beside model.safetensors:
          `AutoTokenizer.from_pretrained(D)` reads `tokenizer.json`.
 bytes, sentencepiece and `ids` token files have no Hugging Face tokenizer: nothing is written
 and the export's output line says what the ids mean (`ids_meaning`).
+
+Import checks a folder's `tokenizer.json` against the run's tokenizer before it takes the
+folder's embedding rows (`check_folder_tokenizer`): the same file, or the same ids for a probe
+text; another tokenizer is refused in one line.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import os
 from typing import Callable
 
 from transformer import paths
-from transformer.errors import RunError
+from transformer.errors import ConfigError, RunError
 
 TOKENIZER_FILE = "tokenizer.json"
 TOKENIZER_CONFIG = "tokenizer_config.json"
@@ -55,6 +59,66 @@ def ids_meaning(tokenizer) -> str:
             "own")
   return (f"no Hugging Face tokenizer for SentencePiece: ids are those of {tokenizer.path} "
           "(0 = pad, 1 = BOS, 2 = EOS, 3 = unk)")
+
+
+# The text import encodes with both tokenizers (`check_folder_tokenizer`): code, prose, every
+# printable ASCII character, accents, CJK and an emoji, so that two BPEs of one size differ.
+PROBE = ("def f(x):\n\treturn x  # naïve café, 日本語 🙂\n\n  end\n"
+         "The quick brown fox jumps over the lazy dog; import os, sys\n"
+         "for i in range(10):\n    print(i, self.value, {'key': [1, 2.5]})\n"
+         + "".join(chr(c) for c in range(32, 127)))
+
+
+def check_folder_tokenizer(directory: str, tokenizer, what: str) -> None:
+  """A one-line ConfigError, before any tensor is read, when the Hugging Face folder
+  `directory` has a `tokenizer.json` that is not `tokenizer` (the run's): neither the same
+  file (sha256) nor the same ids for `PROBE` (ours minus `id_offset`). Passes when there is
+  nothing to compare: no tokenizer.json there, or a run whose tokenizer reads no text (ids)."""
+  path = os.path.join(directory, TOKENIZER_FILE)
+  if not os.path.isfile(path):
+    return
+  contents = _read_bytes(path)
+  own = getattr(tokenizer, "path", None)
+  if own and os.path.isfile(own) and _read_bytes(own) == contents:  # the same file
+    return
+  try:
+    ours = [i - id_offset(tokenizer) for i in tokenizer.encode(PROBE)]
+  except ConfigError:  # a token file's ids without their text: nothing to compare
+    return
+  theirs = _folder_ids(path, contents, what)
+  if theirs == ours:
+    return
+  at = next((k for k, (a, b) in enumerate(zip(theirs, ours)) if a != b),
+            min(len(theirs), len(ours)))
+  there, here = (ids[at] if at < len(ids) else "none" for ids in (theirs, ours))
+  raise ConfigError(
+      f"{what}='hf:{directory}': its {path} is not this run's tokenizer "
+      f"({own or type(tokenizer).__name__}): they encode a probe text differently (token {at}: "
+      f"id {there} there, {here} here), so its embedding rows stand for other tokens. Train "
+      f"with --config.data.tokenizer=hf:{path}, or import a folder exported with this run's "
+      "tokenizer.")
+
+
+def _folder_ids(path: str, contents: bytes, what: str) -> list[int]:
+  """The ids the folder's tokenizer.json gives `PROBE` (its special tokens spelled out are
+  text, as for our hf: tokenizers)."""
+  try:
+    from tokenizers import Tokenizer
+  except ImportError:
+    raise ConfigError(f"{what}: {path} is compared with this run's tokenizer by the "
+                      "`tokenizers` package, which is not installed: pip install -e "
+                      "\".[tokenizers]\".") from None
+  try:
+    tok = Tokenizer.from_buffer(contents)
+  except Exception as e:  # noqa: BLE001 -- the library raises plain Exceptions
+    raise ConfigError(f"{what}: {path} is not a readable tokenizer.json "
+                      f"({str(e).splitlines()[0][:200]}), so it cannot be compared with this "
+                      "run's tokenizer; put back the folder's own (--mode=export writes "
+                      "it).") from None
+  tok.no_padding()
+  tok.no_truncation()
+  tok.encode_special_tokens = True
+  return tok.encode(PROBE, add_special_tokens=False).ids
 
 
 def byte_to_unicode() -> dict[int, str]:

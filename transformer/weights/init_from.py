@@ -9,6 +9,7 @@ classifier (both have "embedder" and "encoder"), encoder-decoder -> encoder-deco
 
 from __future__ import annotations
 
+import json
 from typing import Any, Callable, Optional
 
 import jax
@@ -41,8 +42,10 @@ def load_params(workdir: str, step: Optional[int] = None,
   root = paths.absolute(workdir)
   directory = paths.join(root, "checkpoints")
   if not paths.isdir(directory):
-    raise ConfigError(f"{what}={workdir!r}: no checkpoints/ folder there; point it at the "
-                      "workdir of a trained run.")
+    hint = ("point it at the workdir of a trained run" if not _is_hf_folder(root) else
+            f"it holds a Hugging Face export (model.safetensors, config.json with model_type): "
+            f"give {what}=hf:{workdir}")
+    raise ConfigError(f"{what}={workdir!r}: no checkpoints/ folder there; {hint}.")
   config = {}
   config_path = paths.join(root, CONFIG_FILE)
   if paths.exists(config_path):  # before the checkpoint: a bad file fails at once
@@ -60,6 +63,19 @@ def load_params(workdir: str, step: Optional[int] = None,
   finally:
     manager.close()
   return restored["state"]["params"], config, step
+
+
+def _is_hf_folder(root: str) -> bool:
+  """`root` holds a Hugging Face model: `model.safetensors`, or a config.json naming its
+  `model_type` (a run's config.json has none)."""
+  from transformer.weights.hf_gpt2 import CONFIG_FILE as HF_CONFIG, WEIGHTS_FILE
+  if paths.isfile(paths.join(root, WEIGHTS_FILE)):
+    return True
+  try:
+    saved = json.loads(paths.read_text(paths.join(root, HF_CONFIG)))
+  except (OSError, ValueError):  # no readable JSON: not one
+    return False
+  return isinstance(saved, dict) and "model_type" in saved
 
 
 def unreadable_checkpoint(what: str, workdir: str, directory: str, step: int,
@@ -85,7 +101,8 @@ def _flat(tree: Any) -> dict[str, Any]:
 
 def matching_params(spec: str, abstract_params: Any, log: Callable[[str], None] = print,
                     vocab_size: Optional[int] = None, id_offset: int = 0,
-                    model: Optional[ModelConfig] = None) -> dict[str, np.ndarray]:
+                    model: Optional[ModelConfig] = None,
+                    tokenizer=None) -> dict[str, np.ndarray]:
   """The checkpoint's parameters that fit `abstract_params` (same path, same shape), keyed by
   path; logs which were loaded, which start fresh and which did not fit. Raises ConfigError
   when none fits (a different model altogether).
@@ -97,11 +114,13 @@ def matching_params(spec: str, abstract_params: Any, log: Callable[[str], None] 
   `vocab_size` (this run's, unpadded) and `id_offset` (3 when its ids are a tokenizer's + 3:
   `transformer.weights.hf_tokenizer.id_offset`) place the folder's embedding rows
   (`hf_gpt2.embedding_rows`: row i -> row i + id_offset, rows before it the folder's mean);
-  without `vocab_size` its rows are taken as ours, zero-padded."""
+  without `vocab_size` its rows are taken as ours, zero-padded. When they are taken, the
+  folder's tokenizer.json must be `tokenizer` (this run's, when given:
+  `hf_tokenizer.check_folder_tokenizer`), or nothing loads."""
   want = _flat(abstract_params)
   if spec.startswith(HF_PREFIX):  # Hugging Face GPT-2 weights (transformer/weights/hf_gpt2.py)
     workdir, step = spec[len(HF_PREFIX):], "hf"
-    params = _hf_params(workdir, want, log, vocab_size, id_offset, model)
+    params = _hf_params(workdir, want, log, vocab_size, id_offset, model, tokenizer)
     saved = {"model": {"kind": "Hugging Face GPT-2"}}
   else:
     workdir, step = parse_init_from(spec)
@@ -133,13 +152,17 @@ EMBEDDING = "embedder/token_embedding/embedding"
 
 
 def _hf_params(directory: str, want: dict[str, Any], log: Callable[[str], None],
-               vocab_size: Optional[int], id_offset: int, model: Optional[ModelConfig]) -> Any:
-  """Our params tree (numpy) of the GPT-2 folder `directory`, checked against `model` first."""
-  from transformer.weights import hf_gpt2
+               vocab_size: Optional[int], id_offset: int, model: Optional[ModelConfig],
+               tokenizer=None) -> Any:
+  """Our params tree (numpy) of the GPT-2 folder `directory`, checked against `model` first,
+  and its tokenizer against `tokenizer` when its embedding rows would be taken."""
+  from transformer.weights import hf_gpt2, hf_tokenizer
   what = "--config.model.init_from"
   hf = hf_gpt2.read_hf_config(directory, what)
   if model is not None:
     hf_gpt2.check_importable(model, directory, hf, what)
+  if tokenizer is not None and vocab_size == _int(hf.get("vocab_size")) + id_offset:
+    hf_tokenizer.check_folder_tokenizer(directory, tokenizer, what)
   tensors, hf = hf_gpt2.read_hf_dir(directory, what)
   rows, table = want.get(EMBEDDING), want.get("embedder/position_table/table")
   try:
@@ -154,6 +177,11 @@ def _hf_params(directory: str, want: dict[str, Any], log: Callable[[str], None],
         f"run's ({vocab_size} ids, {id_offset} of them ours before the tokenizer's), so the "
         "token embedding starts fresh (and the output layer, tied to it).")
   return params
+
+
+def _int(value: Any) -> int:
+  """A config.json count, or -1 when it is none."""
+  return value if isinstance(value, int) and not isinstance(value, bool) else -1
 
 
 def _check_whole(spec: str, want: dict[str, Any], got: dict[str, Any], misfit: list[str],
