@@ -1,11 +1,12 @@
 """The varied-prose corpus (issue 69): the HTML manuals of six Debian packages read offline
 (transformer/data/manuals.py), one document per page with its markup stripped, split by a hash
-of the page's path (transformer/data/local_files.py), built by `local_text`, and a one-line
-error naming the apt-get command when packages are absent. Hand-made pages in tmp_path mimic
-the packages' layout (Sphinx and DocBook HTML); the last test reads the real packages when they
-are installed."""
+of the page's path (transformer/data/local_files.py), built by `local_text`, a one-line error
+naming the apt-get command when packages are absent, and the study that runs prose_corpus's
+calls on it. Hand-made pages in tmp_path mimic the packages' layout (Sphinx and DocBook HTML);
+the last test reads the real packages when they are installed."""
 
 import hashlib
+import os
 
 import pytest
 
@@ -136,6 +137,46 @@ def test_the_config_stops_before_compiling_without_the_packages(tmp_path, monkey
   c.data.source_dir = str(absent)
   with pytest.raises(ConfigError, match="apt-get install python3-doc debian-handbook"):
     check_files(from_config_dict(c))
+
+
+def test_the_study_is_prose_corpus_on_the_manuals():
+  from experiments import prose_corpus, prose_varied as study
+  from transformer import study as contract
+  points, bible = study.get_sweep("cpu"), prose_corpus.get_sweep("cpu")
+  assert len(points) == len(bible) == 75
+  assert {p["data.source_dir"] for p in points} == {"/usr/share"}
+  assert {p["data.suffixes"] for p in points} == {".html"}
+  drop = ("data.source_dir", "data.suffixes")
+  assert ([{k: v for k, v in p.items() if k not in drop} for p in points]
+          == [{k: v for k, v in p.items() if k not in drop} for p in bible])
+  repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  loaded = contract.load(os.path.join(repo, "experiments", "prose_varied.py") + ":cpu")
+  assert {t.name for t in loaded.thresholds} >= {"SENSITIVITY_MARGIN", "WARMUP_MARGIN"}
+
+
+def test_the_studys_verdict_names_its_corpus_and_is_prose_corpus_call():
+  """Post-norm 0.3 nats a grid step worse past 3e-3 (pre 0.05) and 0.3 worse without warm-up
+  (pre 0.02), 0.01 more per seed: both calls hold, as prose_corpus's test of the same runs."""
+  from experiments import prose_varied as study
+  from experiments.presets import PROTOCOL_LRS
+  from transformer.report.runs import Run
+  runs = []
+  for p, w in (("post", 60), ("pre", 60), ("post", 0), ("pre", 0), ("peri", 60)):
+    for i, lr in enumerate(PROTOCOL_LRS["cpu"]):
+      for s in range(3):
+        loss = 2.0 + (0.1 * (2 - i) if i < 2 else (0.3 + 0.01 * s if p == "post" else 0.05)
+                      * (i - 2))
+        loss += 0 if w else (0.3 + 0.01 * s if p == "post" else 0.02)
+        o = {"model.norm_placement": p, "optim.warmup_steps": w, "optim.learning_rate": lr,
+             "seed": s}
+        metrics = {"train": [{"step": 1, "split": "train", "loss": 5.5}],
+                   "eval": [{"step": 600, "split": "eval", "loss": loss}], "diagnostics": []}
+        runs.append(Run(",".join(f"{k}={v}" for k, v in o.items()), o, 600, "/nonexistent",
+                        metrics, "finished"))
+  verdict = next(line for line in study.analyze(runs) if line.startswith("**"))
+  assert verdict.startswith("**Agrees.** On varied English prose (Debian's and Python's "
+                            "manuals), post-norm's larger LR sensitivity holds")
+  assert study.summarize(runs)["verdict"] == "agrees"
 
 
 @pytest.mark.slow  # strips 45 MB of HTML: about 35 s
