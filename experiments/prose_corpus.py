@@ -78,7 +78,8 @@ def _verdict(words: list) -> object:
   return "partly" if any(w is True for w in words) else None
 
 
-def analyze(runs):
+def analyze(runs, corpus: str = "English prose"):
+  """The verdict lines; `corpus` names the corpus in the verdict (prose_varied's differs)."""
   m = measure(runs)
   s = m["sensitivity"]
   rows = [[p, a.ci(s["trim"][p]), *(a.ci(s["per_lr"][p][lr]) for lr in s["lrs"]),
@@ -104,7 +105,7 @@ def analyze(runs):
   verdict = _verdict(words) if len(words) == 2 else None  # the warm-up call is still to come
   words += [None] * (2 - len(words))
   said = {True: "holds", False: "does not hold", None: "is not resolved"}
-  return lines + ["", a.verdict(verdict, "On English prose, post-norm's larger LR "
+  return lines + ["", a.verdict(verdict, f"On {corpus}, post-norm's larger LR "
                                 f"sensitivity {said[words[0]]} and its larger cost of dropping "
                                 f"warm-up {said[words[1]]} (the calls above, at the code "
                                 "corpus's margins).")]

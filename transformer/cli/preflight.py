@@ -11,7 +11,7 @@ from typing import Optional
 
 from transformer import datasets, paths, user_files, workdir_lock
 from transformer.config import ConfigError, ExperimentConfig
-from transformer.data import sword
+from transformer.data import local_files
 from transformer.errors import RunError
 from transformer.workdir import resume_config
 
@@ -99,8 +99,8 @@ def check_files(config: ExperimentConfig) -> None:
   """Files and folders the config names exist."""
   src = config.data.source_dir
   ours = datasets.lookup(config.data.name)
-  if ours and ours.identity == "local_files" and sword.missing_message(src):
-    raise ConfigError(sword.missing_message(src))  # the prose corpus: apt-get install ...
+  if ours and ours.identity == "local_files" and local_files.missing_message(src):
+    raise ConfigError(local_files.missing_message(src))  # a prose corpus: apt-get install ...
   if ours and ours.identity == "local_files" and src and not os.path.isdir(src):
     raise ConfigError(f"--config.data.source_dir={src!r} is not a folder; point it at a folder "
                       "of text files, or set it to '' for this Python's standard library.")

@@ -4,7 +4,10 @@ TensorFlow: the `local_text` and `stdlib_package` builders read them, and proven
 
 A file is one document, split by a hash of its path, except a SWORD Bible module's `.bzz` file
 (`transformer.data.sword`: the prose corpus), whose documents are its chapters, each split by a
-hash of its chapter id (`Gen.1`), so one chapter of two translations lands in one split.
+hash of its chapter id (`Gen.1`), so one chapter of two translations lands in one split. An
+`.html` file's document is its text, markup stripped (`transformer.data.manuals`); under
+`manuals.VARIED_DIR` (the varied-prose corpus) only the manuals' pages of `manuals.MANUALS`
+are listed.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import os
 import sysconfig
 from typing import Iterator
 
-from transformer.data import sword
+from transformer.data import manuals, sword
 
 EXCLUDED_DIRS = {"test", "tests", "idle_test", "site-packages", "__pycache__"}
 
@@ -26,7 +29,9 @@ def stdlib_dir() -> str:
 
 def list_source_files(source_dir: str, suffixes: tuple[str, ...]) -> list[str]:
   """Relative paths of files under `source_dir` with one of `suffixes`, sorted; folders named
-  in `EXCLUDED_DIRS` are skipped."""
+  in `EXCLUDED_DIRS` are skipped. Under `manuals.VARIED_DIR`: the corpus's manual pages."""
+  if manuals.is_corpus(source_dir):
+    return [f for f in manuals.corpus_files(source_dir) if f.endswith(suffixes)]
   found = []
   for root, dirs, files in os.walk(source_dir):
     dirs[:] = sorted(d for d in dirs if d not in EXCLUDED_DIRS)
@@ -44,9 +49,17 @@ def is_validation(rel_path: str, validation_percent: int) -> bool:
 
 
 def read_text(path: str) -> str:
-  """A file's text, decoded as UTF-8 with undecodable bytes replaced."""
+  """A file's text, decoded as UTF-8 with undecodable bytes replaced; an `.html` file's with
+  its markup stripped (`manuals.plain_text`)."""
   with open(path, "rb") as f:
-    return f.read().decode("utf-8", errors="replace")
+    text = f.read().decode("utf-8", errors="replace")
+  return manuals.plain_text(text) if path.endswith(".html") else text
+
+
+def missing_message(source_dir: str) -> str:
+  """'' unless `source_dir` is a packaged corpus (the Bibles, the manuals) with packages
+  missing; then the one-line error that names the `apt-get install` to run."""
+  return sword.missing_message(source_dir) or manuals.missing_message(source_dir)
 
 
 def document_keys(source_dir: str, rel_path: str) -> list[str]:

@@ -6,7 +6,8 @@ running interpreter's standard library (`sysconfig.get_paths()["stdlib"]`), with
 deterministically by an MD5 hash of their relative path, so the split never depends on file
 order or on the machine. Each example is one file: `{"text": str, "path": str}`, except in a
 SWORD Bible module's `.bzz` file (the prose corpus, `transformer.data.sword`), where each chapter
-is one, split by a hash of its chapter id, with path `<file>#<chapter id>`.
+is one, split by a hash of its chapter id, with path `<file>#<chapter id>`. An `.html` file's
+text is its words, markup stripped (`transformer.data.manuals`: the varied-prose corpus).
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ import sys
 import tensorflow_datasets as tfds
 
 # Listed without TensorFlow (provenance fingerprints the same files); re-exported here.
-from transformer.data import sword
 from transformer.data.local_files import (document_keys, is_validation, list_source_files,
-                                          split_documents, stdlib_dir)
+                                          missing_message, split_documents, stdlib_dir)
 
 
 class LocalTextConfig(tfds.core.BuilderConfig):
@@ -82,8 +82,8 @@ class LocalText(tfds.core.GeneratorBasedBuilder):
   def _split_generators(self, dl_manager):
     del dl_manager  # nothing to download: the source is local
     cfg = self.builder_config
-    if sword.missing_message(cfg.source_dir):
-      raise FileNotFoundError(sword.missing_message(cfg.source_dir))
+    if missing_message(cfg.source_dir):  # a packaged corpus: the apt-get install to run
+      raise FileNotFoundError(missing_message(cfg.source_dir))
     if not os.path.isdir(cfg.source_dir):
       raise FileNotFoundError(
           f"local_text source_dir {cfg.source_dir!r} is not a folder; set "

@@ -1,0 +1,54 @@
+"""prose_corpus's two headline calls on a third corpus, prose of many authors and topics
+(issue 69).
+
+  apt-get install python3-doc debian-handbook debian-reference-en debian-faq maint-guide \\
+      developers-reference
+  python launch.py --mode=sweep --sweep=experiments/prose_varied.py:cpu \\
+      --sweep_dir=runs/studies/prose_varied --parallel=2
+
+prose_corpus reads the King James and World English Bibles: real prose, but one book in two
+translations, and its warm-up call did not resolve there. Here the same 75 points (post, pre
+and peri with the protocol's warm-up over the LR grid, lr_sensitivity's runs; post and pre
+without warm-up, warmup_stability's; the protocol's seeds) train on `configs/prose_varied.py`'s
+data instead: the English HTML manuals six Debian packages ship (the Python documentation, the
+Debian Administrator's Handbook, the Debian Reference, FAQ, New Maintainers' Guide and
+Developer's Reference), one document per page, markup stripped (`transformer/data/manuals.py`).
+
+The calls, statistics, margins and verdict rule are prose_corpus's, fixed before these runs
+(`experiments/prose_corpus.py`): post-norm's trimmed LR sensitivity minus pre-norm's against
+0.1 nats/token, and post-norm's cost of dropping warm-up minus pre-norm's (each at its own best
+LR) against 0.05 nats/token; agrees when both lie above, disagrees when both lie below.
+"""
+
+from experiments import paired, prose_corpus
+from experiments import analysis as a
+from transformer.data.manuals import VARIED_DIR
+from transformer.report.robustness import Threshold
+
+CLAIM = ("Wortsman et al. 2023; Xiong et al. 2020, on a third corpus (issue 69): post-norm is "
+         "more LR-sensitive than pre-norm and pays more for dropping warm-up on prose of many "
+         "authors and topics (Debian's and Python's manuals) too, not only on the Bible.")
+VARIED = {"data.source_dir": VARIED_DIR, "data.suffixes": ".html"}
+CORPUS = "varied English prose (Debian's and Python's manuals)"
+
+
+def get_sweep(size: str = "cpu"):
+  """prose_corpus's points, each on the varied-prose corpus instead of the Bibles."""
+  return [{**point, **VARIED} for point in prose_corpus.get_sweep(size)]
+
+
+def analyze(runs):
+  return prose_corpus.analyze(runs, corpus=CORPUS)
+
+
+def summarize(runs):
+  return prose_corpus.summarize(runs)  # the verdict word does not depend on the corpus's name
+
+
+THRESHOLDS = (a.CONFIDENCE,  # prose_corpus's margins, moved where its calls read them
+              Threshold("LR sensitivity margin (nats/token)", "experiments.prose_corpus",
+                        "SENSITIVITY_MARGIN", (0.05, 0.2)),
+              Threshold("warm-up cost margin (nats/token)", "experiments.prose_corpus",
+                        "WARMUP_MARGIN", (0.03, 0.1)),
+              paired.LEAVE_ONE_OUT, paired.MATCHED_LR)
+THRESHOLDS_NOT_READ = paired.NOT_READ
