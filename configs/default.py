@@ -77,16 +77,26 @@ def get_config(variant: str = "") -> ml_collections.ConfigDict:
   c.model.vocab_pad_multiple = 0  # pad the output vocab to a multiple of this (GPU speed); 0 = off
 
   c.optim = ml_collections.ConfigDict()
+  c.optim.name = "adamw"  # adamw | adam | sgd | lion | adafactor | muon (README: Optimizers)
   c.optim.learning_rate = 3e-3  # peak learning rate
   c.optim.warmup_steps = 50  # linear warm-up from 0 to the peak
-  c.optim.decay = "cosine"  # cosine | linear | constant | rsqrt (1/sqrt(step)), after warm-up
+  c.optim.decay = "cosine"  # cosine | linear | constant | rsqrt (1/sqrt(step)) | wsd, after warm-up
   c.optim.end_lr_factor = 0.05  # final learning rate as a fraction of the peak
-  c.optim.b1 = 0.9  # AdamW beta1
-  c.optim.b2 = 0.98  # AdamW beta2
-  c.optim.eps = 1e-9  # AdamW epsilon
-  c.optim.weight_decay = 0.1  # decoupled weight decay, on kernels and embedding tables only
-  c.optim.decay_mask = "role"  # role: by parameter name | ndim: ndim >= 2 (runs made before)
+  c.optim.decay_fraction = 0.2  # wsd: the last fraction of the steps decays (the rest: the peak)
+  c.optim.cooldown_shape = "linear"  # wsd: linear | 1-sqrt decay to end_lr_factor * peak
+  c.optim.b1 = 0.9  # beta1 (adamw, adam, lion; muon's Adam)
+  c.optim.b2 = 0.98  # beta2 (adamw, adam, lion; muon's Adam)
+  c.optim.eps = 1e-9  # epsilon (adamw, adam, muon)
+  c.optim.weight_decay = 0.1  # decoupled weight decay (adamw, lion, adafactor, muon), decay_mask's
+  c.optim.decay_mask = "role"  # role: kernels and embedding tables | ndim: ndim >= 2 (runs before)
   c.optim.clip_norm = 1.0  # global gradient-norm clipping; 0 disables
+  c.optim.momentum = 0.9  # sgd: momentum (0 = plain SGD)
+  c.optim.nesterov = False  # sgd: Nesterov momentum
+  c.optim.muon_momentum = 0.95  # muon: momentum of the orthogonalized matrices' updates
+  c.optim.muon_ns_steps = 5  # muon: Newton-Schulz iterations
+  c.optim.adafactor_decay_rate = 0.8  # adafactor: second-moment decay 1 - step^-rate
+  c.optim.adafactor_clipping = 1.0  # adafactor: update clipping threshold; 0 = none
+  c.optim.adafactor_min_dim = 128  # adafactor: factor second moments of dims at least this
 
   c.train = ml_collections.ConfigDict()
   c.train.batch_size = 16  # global batch, in sequences

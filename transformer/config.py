@@ -14,19 +14,11 @@ from typing import Any, Callable, Mapping, Optional
 import ml_collections
 
 from transformer.errors import ConfigError  # re-exported: `config.ConfigError`
-
-
-def _choice(section: str, field: str, value: Any, allowed: tuple[str, ...]) -> None:
-  if value not in allowed:
-    raise ConfigError(
-        f"--config.{section}.{field}={value!r} is not supported; choose one of {list(allowed)}.")
-
-
-def _positive(section: str, field: str, value: Any, allow_zero: bool = False) -> None:
-  ok = isinstance(value, (int, float)) and (value >= 0 if allow_zero else value > 0)
-  if not ok:
-    bound = ">= 0" if allow_zero else "> 0"
-    raise ConfigError(f"--config.{section}.{field}={value!r} must be a number {bound}.")
+from transformer.errors import check_choice as _choice
+from transformer.errors import check_positive as _positive
+# The optimizer's section and its choices, re-exported: `config.OptimConfig`, ...
+from transformer.optim_config import (COOLDOWN_SHAPES, DECAY_MASKS, DECAYS,  # noqa: F401
+                                      OPTIM_FIELDS_ADDED, OPTIMIZERS, OptimConfig)
 
 
 # The choices of each option, written here only: the model, diagnostics, studies and tests
@@ -43,13 +35,12 @@ ATTENTION_IMPLS = ("reference", "xla", "cudnn")
 DTYPES = ("float32", "bfloat16")
 TOKENIZERS = ("bytes", "sentencepiece", "hf:<tokenizer.json>", "gpt2:<ranks file>")
 PACKINGS = ("concat", "pack", "pad")
-DECAYS = ("cosine", "linear", "constant", "rsqrt")
-DECAY_MASKS = ("role", "ndim")  # optim.decay_mask, see transformer/train/optim.py
 # Fields added after runs were made: the value a saved config.json without the field was
 # made with (what resuming and --reuse_runs_from compare it as).
 LEGACY_DEFAULTS = {"optim.decay_mask": "ndim", "model.vocab_pad_multiple": 0,
                    "parallel.dcn_data": 1, "train.loss_chunk": 0, "train.wandb_project": "",
-                   "train.wandb_entity": "", "train.wandb_group": "", "train.wandb_tags": ""}
+                   "train.wandb_entity": "", "train.wandb_group": "", "train.wandb_tags": "",
+                   **OPTIM_FIELDS_ADDED}
 REMAT_POLICIES = ("none", "full", "minimal")
 STRATEGIES = ("jit", "pmap")
 NONFINITE_MODES = ("stop", "skip")  # train.nonfinite: what a non-finite loss/gradient does
@@ -303,34 +294,6 @@ class DataConfig:
   def bucket_lengths(self) -> tuple[int, ...]:
     """`bucket_boundaries` as ints: padded lengths of the buckets below the full length."""
     return tuple(int(b) for b in self.bucket_boundaries.split(",") if b.strip())
-
-
-@dataclasses.dataclass(frozen=True)
-class OptimConfig:
-  learning_rate: float = 2e-3
-  warmup_steps: int = 100
-  decay: str = "cosine"
-  end_lr_factor: float = 0.05
-  b1: float = 0.9
-  b2: float = 0.98
-  eps: float = 1e-9
-  weight_decay: float = 0.1
-  clip_norm: float = 1.0
-  # Which leaves weight decay applies to (transformer/train/optim.py): role (kernels and
-  # embedding tables; never biases, norm scales, DyT alpha, Admin omega) | ndim (ndim >= 2,
-  # the rule of runs made before `role`; a saved config without this field was made with it).
-  decay_mask: str = "role"
-
-  def __post_init__(self):
-    s = "optim"
-    _choice(s, "decay", self.decay, DECAYS)
-    _choice(s, "decay_mask", self.decay_mask, DECAY_MASKS)
-    _positive(s, "learning_rate", self.learning_rate)
-    for f in ("warmup_steps", "end_lr_factor", "eps", "weight_decay", "clip_norm"):
-      _positive(s, f, getattr(self, f), allow_zero=True)
-    for f in ("b1", "b2"):
-      if not 0.0 <= getattr(self, f) < 1.0:
-        raise ConfigError(f"--config.optim.{f}={getattr(self, f)!r} must be in [0, 1).")
 
 
 @dataclasses.dataclass(frozen=True)
