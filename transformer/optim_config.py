@@ -28,10 +28,10 @@ class OptimConfig:
   `decay_fraction` and `cooldown_shape` are read by `decay=wsd` only.
   """
   name: str = "adamw"  # adamw | adam | sgd | lion | adafactor | muon
-  learning_rate: float = 2e-3
-  warmup_steps: int = 100
-  decay: str = "cosine"
-  end_lr_factor: float = 0.05
+  learning_rate: float = 3e-3  # the peak learning rate
+  warmup_steps: int = 50  # linear warm-up from 0 to the peak
+  decay: str = "cosine"  # after the warm-up: cosine | linear | constant | rsqrt | wsd
+  end_lr_factor: float = 0.05  # the last step's learning rate as a fraction of the peak
   # decay=wsd (warmup-stable-decay, Hägele et al. 2024): the peak holds until the last
   # `decay_fraction` of the steps, which decay to end_lr_factor * peak, linearly or as 1-sqrt.
   decay_fraction: float = 0.2
@@ -40,7 +40,7 @@ class OptimConfig:
   b2: float = 0.98  # adamw, adam, lion; muon: its Adam's b2
   eps: float = 1e-9  # adamw, adam, muon
   weight_decay: float = 0.1  # decoupled: adamw, lion, adafactor, muon (on decay_mask's leaves)
-  clip_norm: float = 1.0
+  clip_norm: float = 1.0  # global gradient-norm clipping, before the optimizer; 0 = off
   # Which leaves weight decay applies to (transformer/train/optim.py): role (kernels and
   # embedding tables; never biases, norm scales, DyT alpha, Admin omega) | ndim (ndim >= 2,
   # the rule of runs made before `role`; a saved config without this field was made with it).
