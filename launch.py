@@ -4,8 +4,10 @@
 Modes (--mode):
 {modes}
 
-Every config field can be overridden with --config.<section>.<field>=<value>; the fields and
-their meaning are in configs/default.py. All logic lives in `transformer.cli.launch`.
+Every config field can be overridden with --config.<section>.<field>=<value>; the fields, their
+defaults and their meaning are in transformer/config.py's dataclasses (the optim section:
+transformer/optim_config.py); configs/default.py, the main job, is those defaults. All logic
+lives in `transformer.cli.launch`.
 """
 
 import os

@@ -14,19 +14,11 @@ from typing import Any, Callable, Mapping, Optional
 import ml_collections
 
 from transformer.errors import ConfigError  # re-exported: `config.ConfigError`
-
-
-def _choice(section: str, field: str, value: Any, allowed: tuple[str, ...]) -> None:
-  if value not in allowed:
-    raise ConfigError(
-        f"--config.{section}.{field}={value!r} is not supported; choose one of {list(allowed)}.")
-
-
-def _positive(section: str, field: str, value: Any, allow_zero: bool = False) -> None:
-  ok = isinstance(value, (int, float)) and (value >= 0 if allow_zero else value > 0)
-  if not ok:
-    bound = ">= 0" if allow_zero else "> 0"
-    raise ConfigError(f"--config.{section}.{field}={value!r} must be a number {bound}.")
+from transformer.errors import check_choice as _choice
+from transformer.errors import check_positive as _positive
+# The optimizer's section and its choices, re-exported: `config.OptimConfig`, ...
+from transformer.optim_config import (COOLDOWN_SHAPES, DECAY_MASKS, DECAYS,  # noqa: F401
+                                      OPTIM_FIELDS_ADDED, OPTIMIZERS, OptimConfig)
 
 
 # The choices of each option, written here only: the model, diagnostics, studies and tests
@@ -43,13 +35,12 @@ ATTENTION_IMPLS = ("reference", "xla", "cudnn")
 DTYPES = ("float32", "bfloat16")
 TOKENIZERS = ("bytes", "sentencepiece", "hf:<tokenizer.json>", "gpt2:<ranks file>")
 PACKINGS = ("concat", "pack", "pad")
-DECAYS = ("cosine", "linear", "constant", "rsqrt")
-DECAY_MASKS = ("role", "ndim")  # optim.decay_mask, see transformer/train/optim.py
 # Fields added after runs were made: the value a saved config.json without the field was
 # made with (what resuming and --reuse_runs_from compare it as).
 LEGACY_DEFAULTS = {"optim.decay_mask": "ndim", "model.vocab_pad_multiple": 0,
                    "parallel.dcn_data": 1, "train.loss_chunk": 0, "train.wandb_project": "",
-                   "train.wandb_entity": "", "train.wandb_group": "", "train.wandb_tags": ""}
+                   "train.wandb_entity": "", "train.wandb_group": "", "train.wandb_tags": "",
+                   **OPTIM_FIELDS_ADDED}
 REMAT_POLICIES = ("none", "full", "minimal")
 STRATEGIES = ("jit", "pmap")
 NONFINITE_MODES = ("stop", "skip")  # train.nonfinite: what a non-finite loss/gradient does
@@ -88,33 +79,36 @@ def flat_config(d: Mapping, prefix: str = "",
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   """Architecture of the model; `vocab_size` comes from the tokenizer."""
-  kind: str = "decoder_lm"
-  vocab_size: int = 259
-  d_model: int = 256
-  num_heads: int = 8
-  num_layers: int = 4
-  d_ff: int = 1024
-  activation: str = "gelu"
+  kind: str = "decoder_lm"  # decoder_lm | encoder_decoder | masked_lm | classifier | vit_classifier
+  vocab_size: int = 259  # set from the tokenizer when the data is read (bytes: 259)
+  d_model: int = 192  # residual stream width
+  num_heads: int = 6  # attention heads; head_dim = d_model / num_heads
+  num_layers: int = 3  # Transformer blocks
+  d_ff: int = 768  # hidden width of the position-wise feed-forward net
+  activation: str = "gelu"  # feed-forward nonlinearity: relu | gelu | swiglu
+  # pre: x + f(LN(x)), final LN; post: LN(x + f(x)) (Vaswani); peri | deepnorm | mix | admin |
+  # hybrid: see transformer/model/block.py
   norm_placement: str = "pre"
-  norm: str = "layernorm"
-  norm_epsilon: float = 1e-6
-  norm_bias: bool = True
+  norm: str = "layernorm"  # layernorm | rmsnorm | dyt (gamma tanh(alpha x) + beta) | none
+  norm_epsilon: float = 1e-6  # added to the variance inside the norm
+  norm_bias: bool = True  # LayerNorm has the additive beta parameter
   # Norm-placement study options (issue 9; see transformer/model/block.py).
   mix_post_fraction: float = 0.25  # mix: the first floor(fraction * layers) blocks are post-norm
   dyt_alpha_init: float = 0.5  # norm=dyt: initial value of the learnable scalar alpha
   qk_norm: bool = False  # normalize queries and keys per head (norm of kind `norm`)
-  positions: str = "sinusoidal"
-  max_len: int = 2048
-  use_bias: bool = True
-  tie_embeddings: bool = True
-  embed_scale: bool = True
-  dropout_rate: float = 0.0
-  attention_dropout_rate: float = 0.0
+  positions: str = "sinusoidal"  # sinusoidal | learned | rope | none
+  max_len: int = 2048  # longest position the model supports (learned table size)
+  use_bias: bool = True  # biases in attention projections and feed-forward layers
+  tie_embeddings: bool = True  # output projection is the transposed token embedding
+  embed_scale: bool = True  # multiply token embeddings by sqrt(d_model) (Vaswani et al.)
+  dropout_rate: float = 0.0  # dropout on embeddings and on each residual branch
+  attention_dropout_rate: float = 0.0  # dropout on attention weights (reference impl only)
+  # reference: einsum softmax; xla | cudnn: jax.nn.dot_product_attention
   attention_impl: str = "xla"
-  dtype: str = "float32"
-  param_dtype: str = "float32"
-  scan_layers: bool = False
-  remat: str = "none"
+  dtype: str = "float32"  # compute dtype: float32 | bfloat16
+  param_dtype: str = "float32"  # parameter storage dtype
+  scan_layers: bool = False  # one lax.scan over stacked layer params instead of a loop
+  remat: str = "none"  # rematerialize in backprop: none | full | minimal (keeps matmuls)
   # Fields added with the model library (issue 3).
   num_kv_heads: int = 0  # key/value heads (grouped-query attention); 0 = num_heads
   num_decoder_layers: int = 0  # encoder_decoder: decoder blocks; 0 = num_layers
@@ -229,28 +223,34 @@ class ModelConfig:
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
+  # TFDS dataset; local_text is our builder of a local text corpus; token_file: a token file written
+  # by --mode=prepare (decoder_lm, no TensorFlow needed)
   name: str = "local_text"
+  # local_text: folder of text files; "" = this Python's standard library; token_file: the token
+  # file's folder (train.bin, <eval split>.bin, meta.json)
   source_dir: str = ""
-  suffixes: str = ".py"
-  validation_percent: int = 5
-  data_dir: str = ""
-  tokenizer: str = "bytes"
-  seq_len: int = 256
-  shuffle_buffer: int = 4096
-  eval_split: str = "validation"
-  eval_batches: int = 0
+  suffixes: str = ".py"  # local_text: comma-separated file suffixes to include
+  validation_percent: int = 5  # local_text: percent of files (by path hash) held out
+  data_dir: str = ""  # where TFDS prepares datasets; "" = TFDS default (~/tensorflow_datasets)
+  tokenizer: str = "bytes"  # bytes (256 byte ids + pad/bos/eos) | sentencepiece | hf: | gpt2:
+  seq_len: int = 256  # tokens per training sequence
+  shuffle_buffer: int = 4096  # sequences in the training shuffle buffer
+  eval_split: str = "validation"  # split used for eval loss and bits per byte
+  eval_batches: int = 16  # batches per periodic eval (0 = all); the final eval uses all
   # Added for catalog datasets, seq2seq / classification input, tokenizers and packing
   # (see transformer/data/pipeline.py).
-  src_len: int = 64
-  tgt_len: int = 64
+  src_len: int = 64  # seq2seq: source tokens per row (longer sources are truncated)
+  tgt_len: int = 64  # seq2seq: target tokens per row
+  # concat: cut the document stream (LM only); pack: several examples per row with segment ids and
+  # positions; pad: one example per row, padded
   packing: str = "concat"
-  bucket_boundaries: str = ""
-  inputs_key: str = ""
-  targets_key: str = ""
-  download: bool = True
-  spm_vocab_size: int = 2048
-  spm_model: str = ""
-  spm_train_bytes: int = 20_000_000
+  bucket_boundaries: str = ""  # pad only: e.g. "32,64,128" pads each batch to the bucket length
+  inputs_key: str = ""  # feature holding the input text ("" = the dataset's default)
+  targets_key: str = ""  # feature holding the target text or label ("" = default)
+  download: bool = True  # catalog datasets: download and prepare if not yet in data_dir
+  spm_vocab_size: int = 2048  # sentencepiece: vocabulary trained on the training split
+  spm_model: str = ""  # sentencepiece: an existing .model file ("" = train into the workdir)
+  spm_train_bytes: int = 20_000_000  # sentencepiece: training text read from the train split
 
   def __post_init__(self):
     s = "data"
@@ -306,41 +306,13 @@ class DataConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class OptimConfig:
-  learning_rate: float = 2e-3
-  warmup_steps: int = 100
-  decay: str = "cosine"
-  end_lr_factor: float = 0.05
-  b1: float = 0.9
-  b2: float = 0.98
-  eps: float = 1e-9
-  weight_decay: float = 0.1
-  clip_norm: float = 1.0
-  # Which leaves weight decay applies to (transformer/train/optim.py): role (kernels and
-  # embedding tables; never biases, norm scales, DyT alpha, Admin omega) | ndim (ndim >= 2,
-  # the rule of runs made before `role`; a saved config without this field was made with it).
-  decay_mask: str = "role"
-
-  def __post_init__(self):
-    s = "optim"
-    _choice(s, "decay", self.decay, DECAYS)
-    _choice(s, "decay_mask", self.decay_mask, DECAY_MASKS)
-    _positive(s, "learning_rate", self.learning_rate)
-    for f in ("warmup_steps", "end_lr_factor", "eps", "weight_decay", "clip_norm"):
-      _positive(s, f, getattr(self, f), allow_zero=True)
-    for f in ("b1", "b2"):
-      if not 0.0 <= getattr(self, f) < 1.0:
-        raise ConfigError(f"--config.optim.{f}={getattr(self, f)!r} must be in [0, 1).")
-
-
-@dataclasses.dataclass(frozen=True)
 class TrainConfig:
-  batch_size: int = 32
-  num_steps: int = 1200
-  log_every: int = 50
-  eval_every: int = 400
-  micro_batches: int = 1
-  peak_flops_per_device: float = 0.0
+  batch_size: int = 16  # global batch, in sequences
+  num_steps: int = 800  # optimizer steps
+  log_every: int = 50  # steps between train-metric logs
+  eval_every: int = 200  # steps between evaluations (and one at the end)
+  micro_batches: int = 1  # gradient accumulation: split each batch into this many pieces
+  peak_flops_per_device: float = 0.0  # for MFU; 0 = data sheet (GPU/TPU) or measured (CPU)
   nonfinite: str = "stop"  # stop: end the run at the first non-finite step; skip: skip its update
   # Accelerator performance (issue 11).
   prefetch: int = 0  # batches placed on the devices ahead of their step; 0 = off
@@ -414,10 +386,10 @@ class TrainConfig:
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointConfig:
-  every_steps: int = 200
-  keep: int = 3
-  keep_best: int = 1
-  async_save: bool = True
+  every_steps: int = 200  # steps between checkpoints (and one at the end)
+  keep: int = 3  # most recent checkpoints kept
+  keep_best: int = 1  # also keep this many with the lowest eval loss
+  async_save: bool = True  # write checkpoints in the background
 
   def __post_init__(self):
     _positive("checkpoint", "every_steps", self.every_steps)
@@ -436,12 +408,14 @@ class ParallelConfig:
   off TPU, between processes); it must divide `data`, and the mesh comes from
   `mesh_utils.create_hybrid_device_mesh`. 1: one slice, `jax.make_mesh`.
   """
-  strategy: str = "jit"
-  data: int = -1
-  fsdp: int = 1
-  tensor: int = 1
+  strategy: str = "jit"  # jit: sharded over a mesh | pmap: replicated data parallel
+  data: int = -1  # mesh axis sizes; -1 takes the devices the others leave
+  fsdp: int = 1  # parameters and optimizer state sharded over this axis too
+  tensor: int = 1  # heads / mlp / vocab dims split over this axis
+  # logical parameter axis -> mesh axis ("" = replicated); a config file holds it as a ConfigDict,
+  # so --config.parallel.rules.embed=tensor overrides one
   rules: Any = DEFAULT_LOGICAL_RULES
-  dcn_data: int = 1
+  dcn_data: int = 1  # of `data`, the ways across TPU slices (else processes); 1 = none
 
   def __post_init__(self):
     s = "parallel"
@@ -509,6 +483,22 @@ _SECTIONS = {
 }
 # Sections a config file may leave out (their defaults are used).
 _OPTIONAL_SECTIONS = ("parallel",)
+SEED = 0  # `seed`, the one top-level field: seeds parameter init, data shuffling and dropout
+
+
+def default_config_dict() -> ml_collections.ConfigDict:
+  """Every section's fields at their dataclass defaults (each default is written there only,
+  with its one-line help), as the ConfigDict a config file starts from
+  (`configs/default.py`); `parallel.rules` as `{logical axis: mesh axis}`, so that
+  `--config.parallel.rules.embed=tensor` overrides one rule."""
+  c = ml_collections.ConfigDict()
+  c.seed = SEED
+  for name, cls in _SECTIONS.items():
+    section = {f.name: f.default for f in dataclasses.fields(cls)}
+    if name == "parallel":
+      section["rules"] = ml_collections.ConfigDict(dict(section["rules"]))
+    c[name] = ml_collections.ConfigDict(section)
+  return c
 
 
 def _build_section(name: str, cls: type, values: Mapping[str, Any], extra: Mapping[str, Any]):
@@ -558,7 +548,7 @@ def from_config_dict(config: ml_collections.ConfigDict | Mapping[str, Any],
   for name, cls in _SECTIONS.items():
     extra = {"vocab_size": vocab_size} if name == "model" and vocab_size else {}
     sections[name] = _build_section(name, cls, d.get(name, {}), extra)
-  seed = d.get("seed", 0)
+  seed = d.get("seed", SEED)
   if not isinstance(seed, int) or isinstance(seed, bool):
     raise ConfigError(f"--config.seed={seed!r} must be an int.")
   if sections["train"].num_steps == 0 and not sections["model"].init_from:

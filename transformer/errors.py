@@ -19,6 +19,21 @@ class ConfigError(ValueError):
   """A config value is invalid; the message says which field and how to fix it."""
 
 
+def check_choice(section: str, field: str, value, allowed: tuple[str, ...]) -> None:
+  """A ConfigError unless `value` is one of `allowed`."""
+  if value not in allowed:
+    raise ConfigError(
+        f"--config.{section}.{field}={value!r} is not supported; choose one of {list(allowed)}.")
+
+
+def check_positive(section: str, field: str, value, allow_zero: bool = False) -> None:
+  """A ConfigError unless `value` is a number > 0 (>= 0 with `allow_zero`)."""
+  ok = isinstance(value, (int, float)) and (value >= 0 if allow_zero else value > 0)
+  if not ok:
+    bound = ">= 0" if allow_zero else "> 0"
+    raise ConfigError(f"--config.{section}.{field}={value!r} must be a number {bound}.")
+
+
 class RunError(RuntimeError):
   """A run stopped for a reason outside the config's values (training diverged, a checkpoint
   could not be read or written, a directory is not writable)."""

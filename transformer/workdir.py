@@ -104,6 +104,11 @@ def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
                                                   user_files.SAVED_CONFIG_FIX), leaf=None)
   saved = {**LEGACY_DEFAULTS, **saved}  # what a config saved before a field existed meant
   current = flat_config(config.to_dict(), leaf=None)
+  if saved["optim.name"] != current["optim.name"]:  # its optimizer state fits no other
+    raise ConfigError(
+        f"The workdir {workdir} holds a checkpoint of optim.name={saved['optim.name']!r}; it "
+        f"cannot resume under optim.name={current['optim.name']!r} (another optimizer state): "
+        f"pass another --workdir, or --config.optim.name={saved['optim.name']}.")
   diffs = sorted(k for k in set(saved) | set(current)
                  if saved.get(k) != current.get(k) and k not in RESUMABLE_CHANGES
                  and k not in kinds.FROM_DATA and k.split(".")[0] != PROVENANCE)

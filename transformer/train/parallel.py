@@ -153,6 +153,8 @@ def state_shardings(boxed_abstract_state: Any, mesh: Mesh,
   abstract = nn.meta.unbox(boxed_abstract_state)
 
   def one(spec, leaf):
+    if isinstance(leaf, optax.MaskedNode):  # a leaf an optimizer leaves out (muon's Adam part)
+      return leaf
     mesh_spec = nn.logical_to_mesh_axes(tuple(spec), rules) if len(spec) else P()
     return NamedSharding(mesh, _fit_to_shape(mesh_spec, leaf.shape, mesh))
 
