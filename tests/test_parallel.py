@@ -72,6 +72,15 @@ def single_device_run():
   return _train(par, _batches(), evaluate=True)
 
 
+# Adam divides each update by the root of its squared gradient, so a weight whose gradient is
+# all rounding noise moves by up to the LR's full step in either layout, and two summation orders
+# of the same gradients land that weight apart. Seen: one weight in 1,024 (2,048 scanned) 3.0e-5
+# (5.2e-5) away on a Xeon without AVX-512 (jax 0.12). So every weight must agree to OUTLIER_ATOL
+# (0.5% of the 2e-2 that two steps of LR 1e-2 can move it), and all but OUTLIERS of a leaf's
+# weights to `atol`: a real layout bug moves most of a leaf, not one weight.
+OUTLIER_ATOL, OUTLIERS = 1e-4, 2
+
+
 def _assert_same_run(run, reference, atol=2e-5):
   state, losses, evals = run
   ref_state, ref_losses, ref_evals = reference
@@ -81,7 +90,11 @@ def _assert_same_run(run, reference, atol=2e-5):
   assert int(state.step) == STEPS
   for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(state.params),
                           jax.tree.leaves(ref_state.params)):
-    np.testing.assert_allclose(a, b, rtol=1e-4, atol=atol, err_msg=jax.tree_util.keystr(path))
+    name = jax.tree_util.keystr(path)
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=OUTLIER_ATOL, err_msg=name)
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    off = np.abs(a - b) > atol + 1e-4 * np.abs(b)
+    assert off.sum() <= OUTLIERS, f"{name}: {off.sum()} of {off.size} weights beyond {atol:g}"
 
 
 @pytest.mark.parametrize("sizes", [dict(data=8), dict(data=1, fsdp=8),
@@ -174,9 +187,8 @@ def test_scanned_model_trains_sharded_like_single_device():
   par = _parallel(ParallelConfig(data=2, fsdp=2, tensor=2), cfg)
   kernel = par.state_shardings.params["decoder"]["layers"]["self_attention"]["query"]["kernel"]
   assert kernel.spec == jax.sharding.PartitionSpec(None, "fsdp", "tensor", None)  # [L, e, n, h]
-  # jax 0.12's XLA sums the sharded, rematerialized scan in another order: one weight in 2,048
-  # lands 2.7e-5 away (Adam scales up the rounding of tiny gradients); losses still agree to 1e-5.
-  _assert_same_run(_train(par, _batches()), ref, atol=5e-5)
+  # jax 0.12's XLA sums the sharded, rematerialized scan in another order (see OUTLIERS).
+  _assert_same_run(_train(par, _batches()), ref)
 
 
 def test_bfloat16_compute_and_params():
