@@ -252,7 +252,8 @@ def test_the_registry_imports_nothing_it_names_by_path():
 # The floors of `transformer/`, bottom first. Rooms on one floor import nothing from each other.
 FLOORS = (
     ("errors",),                      # error classes and exit statuses
-    ("paths", "float_text", "optim_config"),  # files, atomic writes; float32 text; optim section
+    ("paths", "float_text", "optim_config", "sampling"),  # files, atomic writes; float32 text;
+                                      # the optim section; decoding knobs
     ("config", "packed_runs", "png"),  # validated config; studies' packed runs; figure files
     ("user_files", "datasets"),       # files a user hands in; the dataset registry
     ("model", "data"),                # Linen modules and their FLOPs; input pipelines

@@ -73,7 +73,7 @@ def test_bench_times_the_training_loss_of_masked_lm():
   params = train_task.init_params(jax.random.PRNGKey(cfg.seed))
   batch = bench.bench_batch(train_task)
   step_rng = jax.random.fold_in(jax.random.PRNGKey(1), 0)  # bench's key, as the step folds it
-  loss_sum, weight_sum = train_task.loss_sums(params, batch, step_rng)
+  loss_sum, weight_sum, _ = train_task.loss_sums(params, batch, step_rng)
   training_loss = float(loss_sum / weight_sum)
   np.testing.assert_allclose(result["loss"], training_loss, rtol=1e-5)
   assert 0 < float(weight_sum) < batch["weights"].sum()  # only the masked tokens are scored

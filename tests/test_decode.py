@@ -11,6 +11,7 @@ import pytest
 from transformer.tasks import decode
 from transformer.config import ModelConfig
 from transformer.model.models import DecoderLM, EncoderDecoder
+from transformer.sampling import Sampling
 
 V = 19
 
@@ -77,7 +78,8 @@ def test_greedy_equals_argmax_of_full_forward_and_beam_of_one_equals_greedy():
   rng = np.random.default_rng(1)
   src = rng.integers(3, V, size=(3, 6)).astype(np.int32)
   params = _randomized(_init(model, src, src))
-  greedy = jax.jit(lambda p, s: decode.seq2seq_decode(model, p, s, 8, bos_id=1, eos_id=2))(
+  greedy = jax.jit(lambda p, s: decode.seq2seq_decode(model, p, s, Sampling(max_new=8),
+                                                          bos_id=1, eos_id=2))(
       params, src)
 
   @jax.jit  # seq2seq_decode takes the greedy path for beam_size=1: call beam_search itself
@@ -148,7 +150,8 @@ def test_beam_search_finds_the_known_best_sequence_and_greedy_does_not(alpha):
   want, want_score = _best_sequence_by_enumeration(max_len, alpha)
   assert want == [4, 2]  # b EOS: 0.4 * 0.9 = 0.36 beats a EOS: 0.6 * 0.34 = 0.204
   prompt = jnp.ones((1, 1), jnp.int32)
-  greedy = decode.generate(_toy_step, jnp.zeros((1,)), {}, prompt, max_len, eos_id=2)
+  greedy = decode.generate(_toy_step, jnp.zeros((1,)), {}, prompt, Sampling(max_new=max_len),
+                           eos_id=2)
   assert list(np.asarray(greedy[0])) == [3, 2, 0, 0, 0]
   search = jax.jit(lambda c: decode.beam_search(_toy_step, c, {}, prompt, max_len,
                                                 beam_size=2, eos_id=2, length_penalty=alpha))
@@ -160,31 +163,33 @@ def test_beam_search_finds_the_known_best_sequence_and_greedy_does_not(alpha):
 def test_top_k_and_top_p_sample_only_allowed_tokens():
   logits = jnp.log(jnp.array([[0.5, 0.3, 0.15, 0.05]] * 4000))
   rng = jax.random.PRNGKey(0)
-  k2 = np.asarray(decode.sample_logits(logits, rng, temperature=1.0, top_k=2))
+  k2 = np.asarray(decode.sample_logits(logits, rng, Sampling(temperature=1.0, top_k=2)))
   assert set(np.unique(k2)) == {0, 1}
   assert abs((k2 == 0).mean() - 0.5 / 0.8) < 0.03  # renormalized over the kept tokens
-  p = np.asarray(decode.sample_logits(logits, rng, temperature=1.0, top_p=0.85))
+  p = np.asarray(decode.sample_logits(logits, rng, Sampling(temperature=1.0, top_p=0.85)))
   assert set(np.unique(p)) == {0, 1, 2}  # 0.5 + 0.3 < 0.85, so the third is needed
-  full = np.asarray(decode.sample_logits(logits, rng, temperature=1.0))
+  full = np.asarray(decode.sample_logits(logits, rng, Sampling(temperature=1.0)))
   np.testing.assert_allclose(np.bincount(full, minlength=4) / 4000, [0.5, 0.3, 0.15, 0.05],
                              atol=0.03)
-  cold = np.asarray(decode.sample_logits(logits, rng, temperature=0.01))
+  cold = np.asarray(decode.sample_logits(logits, rng, Sampling(temperature=0.01)))
   assert (cold == 0).all()
-  assert (np.asarray(decode.sample_logits(logits, None)) == 0).all()  # temperature 0: argmax
+  greedy = decode.sample_logits(logits, None, Sampling())  # temperature 0: argmax
+  assert (np.asarray(greedy) == 0).all()
 
 
 def test_lm_generate_is_jittable_and_continues_the_prompt_greedily():
   model = DecoderLM(_cfg())
   prompt = np.random.default_rng(0).integers(3, V, size=(2, 3)).astype(np.int32)
   params = _randomized(_init(model, prompt))
-  out = jax.jit(lambda p, x: decode.lm_generate(model, p, x, 5, eos_id=2))(params, prompt)
+  out = jax.jit(lambda p, x: decode.lm_generate(model, p, x, Sampling(max_new=5), eos_id=2))(
+      params, prompt)
   seq = np.concatenate([prompt, np.asarray(out)], axis=1)  # causal: row t sees seq[:t + 1]
   logits = np.asarray(jax.jit(model.apply)({"params": params}, seq))
   for i in range(5):
     nxt = logits[:, 2 + i].argmax(-1)
     done = (np.asarray(out[:, :i]) == 2).any(1)
     np.testing.assert_array_equal(np.asarray(out[:, i])[~done], nxt[~done])
-  sampled = jax.jit(lambda p, x, r: decode.lm_generate(model, p, x, 5, eos_id=2, rng=r,
-                                                       temperature=1.0, top_k=5))(
+  sampled = jax.jit(lambda p, x, r: decode.lm_generate(
+      model, p, x, Sampling(max_new=5, temperature=1.0, top_k=5), eos_id=2, rng=r))(
       params, prompt, jax.random.PRNGKey(1))
   assert sampled.shape == (2, 5) and ((sampled >= 0) & (sampled < V)).all()

@@ -78,7 +78,7 @@ def test_norms_match_gradients_taken_directly_and_sgd_update_ratio():
   stats = _stats(task, params, batch, optax.sgd(0.1))
 
   def mean_loss(p):
-    s, w = task.loss_sums(p, batch, None)
+    s, w, _ = task.loss_sums(p, batch, None)
     return s / w
   grads = jax.grad(mean_loss)(params)
   norm = lambda t: np.sqrt(sum(np.sum(np.square(np.asarray(a, np.float64)))
@@ -102,7 +102,7 @@ def test_weight_matrix_grad_norm_is_that_kernels_gradient():
     stats = _stats(task, params, batch)
 
     def mean_loss(p):
-      s, w = task.loss_sums(p, batch, None)
+      s, w, _ = task.loss_sums(p, batch, None)
       return s / w
     grads = jax.grad(mean_loss)(params)["decoder"]
     for i in range(3):
@@ -182,7 +182,7 @@ def test_diagnostics_score_the_tasks_own_training_loss():
   batch = task.random_batch(4, np.random.default_rng(0))
   params = task.init_params(jax.random.PRNGKey(0))
   stats = _stats(task, params, batch)
-  loss_sum, weight_sum = task.loss_sums(params, batch, jax.random.PRNGKey(0))
+  loss_sum, weight_sum, _ = task.loss_sums(params, batch, jax.random.PRNGKey(0))
   np.testing.assert_allclose(stats["loss"], loss_sum / weight_sum, rtol=1e-6)
   plain_sum, plain_weight = cross_entropy_sums(task.apply(params, batch["inputs"]),
                                                batch["targets"], batch["weights"])

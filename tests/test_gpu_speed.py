@@ -16,6 +16,7 @@ from transformer.tasks import decode
 from transformer.model.attention import MultiHeadAttention, causal_mask, segment_mask
 from transformer.model.models import DecoderLM, output_projection
 from transformer.tasks.losses import chunked_cross_entropy_sums, cross_entropy_sums
+from transformer.sampling import Sampling
 
 B, T, D, H = 2, 6, 16, 4
 # Packed rows (segment 0 = padding) and padded rows (real tokens, then padding).
@@ -141,12 +142,13 @@ def test_padded_vocab_scores_as_the_unpadded_model_on_its_real_rows(tie):
 def test_greedy_and_sampled_decoding_never_emit_a_padded_id():
   padded, plain, params, real, tokens = _lm_pair(True)
   prompt = tokens[:, :2]
-  greedy = lambda m, p: np.asarray(jax.jit(lambda p: decode.lm_generate(m, p, prompt, 6,
-                                                                        eos_id=2))(p))
+  greedy = lambda m, p: np.asarray(jax.jit(lambda p: decode.lm_generate(
+      m, p, prompt, Sampling(max_new=6), eos_id=2))(p))
   got = greedy(padded, params)
   np.testing.assert_array_equal(got, greedy(plain, real))
   sampled = np.asarray(jax.jit(lambda p, r: decode.lm_generate(
-      padded, p, prompt, 6, eos_id=2, rng=r, temperature=5.0))(params, jax.random.PRNGKey(0)))
+      padded, p, prompt, Sampling(max_new=6, temperature=5.0), eos_id=2, rng=r))(
+          params, jax.random.PRNGKey(0)))
   assert (got < V).all() and (sampled < V).all() and (sampled >= 0).all()
 
 

@@ -19,6 +19,7 @@ from tests.test_hf_gpt2 import random_params, tiny_config
 from transformer import paths
 from transformer.cli import export, flag_checks
 from transformer.errors import CommandLineError, RunError
+from transformer.sampling import Sampling
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -267,5 +268,5 @@ def test_greedy_sample_of_a_shifted_id_run_is_the_gpt2_reference_continuation(tm
     ids.append(int(np.argmax(gpt2_logits(str(folder), np.asarray([ids]))[0, -1])))
   want = Tokenizer.from_file(bpe_path).decode(ids[-new:])
   got = generate_texts(cfg, kinds.build_model(cfg.model), params, build_tokenizer(
-      f"hf:{bpe_path}"), [prompt], max_new_tokens=new, temperature=0.0)
+      f"hf:{bpe_path}"), [prompt], Sampling(max_new=new))
   assert got == [want]

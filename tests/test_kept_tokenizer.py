@@ -17,6 +17,7 @@ from transformer import provenance
 from transformer.config import ConfigError, from_config_dict
 from transformer.data import run_tokenizer as rt
 from transformer.data.tokenizers import HFTokenizer, train_bpe
+from transformer.sampling import Sampling
 
 _STDLIB = os.path.dirname(os.__file__)
 TEXT = "def f(x):\n    return x + 1  # naïve café\n"
@@ -109,7 +110,7 @@ def test_train_keeps_the_file_and_a_changed_one_stops_resume_eval_and_sample(
   with pytest.raises(ConfigError, match="changed since the run"):
     evaluate_workdir(workdir)
   with pytest.raises(ConfigError, match="changed since the run"):
-    sample_from_workdir(workdir, "def", max_new_tokens=2)
+    sample_from_workdir(workdir, "def", Sampling(max_new=2))
   assert not os.path.exists(os.path.join(workdir, "eval"))
   shutil.copyfile(kept, used)  # restored as the message says: the run resumes and ends
   assert train_and_evaluate(config, workdir)["step"] == 4

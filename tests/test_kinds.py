@@ -65,7 +65,7 @@ def test_a_new_kind_needs_only_a_registry_entry_and_its_name(tiny_corpus, tmp_pa
   cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, kind="toy_lm"))
   data, task = kinds.build_data_and_task(cfg, str(tmp_path / "toy"))
   batch = data.next_train_batch()
-  loss_sum, n = task.loss_sums(task.init_params(jax.random.PRNGKey(0)), batch,
+  loss_sum, n, _ = task.loss_sums(task.init_params(jax.random.PRNGKey(0)), batch,
                                jax.random.PRNGKey(1))
   assert math.isfinite(float(loss_sum)) and float(n) == batch["weights"].sum()
   assert kinds.experiment_flops_per_step(cfg) == kinds.experiment_flops_per_step(

@@ -15,6 +15,7 @@ from transformer import kinds
 from transformer.data.facts import DataFacts
 from transformer.tasks.base import load_params
 from transformer.train.loop import train_and_evaluate
+from transformer.sampling import Sampling
 
 
 def test_sample_continues_the_prompt_with_the_checkpoint(tiny_corpus, tmp_path):
@@ -22,7 +23,7 @@ def test_sample_continues_the_prompt_with_the_checkpoint(tiny_corpus, tmp_path):
   workdir = str(tmp_path / "lm")
   train_and_evaluate(cfg, workdir)
 
-  greedy = sample_from_workdir(workdir, "def ", max_new_tokens=6, temperature=0.0)
+  greedy = sample_from_workdir(workdir, "def ", Sampling(max_new=6))
   # Greedy re-derived from the full forward pass of the restored model, token by token.
   task = kinds.build_task(cfg, DataFacts.of_tokenizer(ByteTokenizer()))  # no data needed
   params, _ = load_params(workdir)
@@ -36,7 +37,7 @@ def test_sample_continues_the_prompt_with_the_checkpoint(tiny_corpus, tmp_path):
     ids.append(nxt)
   assert greedy == [tok.decode(ids[5:])]
 
-  sampled = sample_from_workdir(workdir, "def ", max_new_tokens=6, temperature=1.0, top_k=5,
+  sampled = sample_from_workdir(workdir, "def ", Sampling(max_new=6, temperature=1.0, top_k=5),
                                 num_samples=3, seed=1)
   assert len(sampled) == 3 and all(isinstance(s, str) for s in sampled)
   with open(os.path.join(workdir, "samples.txt")) as f:
@@ -48,7 +49,7 @@ def test_sample_continues_the_prompt_with_the_checkpoint(tiny_corpus, tmp_path):
 
 def test_sample_refuses_a_workdir_without_a_run(tmp_path):
   with pytest.raises(ConfigError, match="config.json"):
-    sample_from_workdir(str(tmp_path), "x")
+    sample_from_workdir(str(tmp_path), "x", Sampling())
 
 
 def _random_lm(max_len):
@@ -71,12 +72,12 @@ def test_a_prompt_longer_than_the_context_keeps_its_last_tokens_and_says_so():
   config, model, params, tok = _random_lm(max_len=16)
   notes = []
   long = generate_texts(config, model, params, tok, ["abcdefghijklmnopqrstuvwxyz"],
-                        max_new_tokens=5, log=notes.append)
+                        Sampling(max_new=5), log=notes.append)
   # 16 positions = the start token + 10 prompt tokens + 5 new ones: 16 of 26 dropped.
   assert len(notes) == 1
   assert "the prompt is 26 tokens" in notes[0] and "kept its last 10 tokens" in notes[0]
   assert "dropped the first 16" in notes[0]
-  tail = generate_texts(config, model, params, tok, ["qrstuvwxyz"], max_new_tokens=5,
+  tail = generate_texts(config, model, params, tok, ["qrstuvwxyz"], Sampling(max_new=5),
                         log=notes.append)
   assert long == tail and len(notes) == 1  # what was kept is what the model saw; no note
 
@@ -87,10 +88,11 @@ def test_max_new_tokens_that_fill_the_context_are_a_command_line_error():
   config, model, params, tok = _random_lm(max_len=16)
   with pytest.raises(CommandLineError, match="--max_new_tokens=16 does not fit the model's "
                      "context of max_len=16 tokens .* give at most 15"):
-    generate_texts(config, model, params, tok, ["a"], max_new_tokens=16)
+    generate_texts(config, model, params, tok, ["a"], Sampling(max_new=16))
   # The whole context for new tokens after the start token: the prompt is dropped, said once.
   notes = []
-  out = generate_texts(config, model, params, tok, ["ab"], max_new_tokens=15, log=notes.append)
+  out = generate_texts(config, model, params, tok, ["ab"], Sampling(max_new=15),
+                       log=notes.append)
   assert len(out) == 1 and "kept its last 0 tokens, dropped the first 2" in notes[0]
 
 
@@ -101,17 +103,18 @@ def test_decoding_compiles_once_per_model_settings_and_prompt_length():
   config, model, params, tok = _random_lm(max_len=32)
   compiled = generate._lm_continue._cache_size
   before = compiled()
-  first = generate.generate_texts(config, model, params, tok, ["abc"], max_new_tokens=5)
+  first = generate.generate_texts(config, model, params, tok, ["abc"], Sampling(max_new=5))
   assert compiled() == before + 1
   # An equal model built again, new parameter values, another seed and prompt: no new program.
   again = kinds.get(config.model.kind).build_model(config.model)
   doubled = jax.tree.map(lambda x: 2 * x, params)
   for m, p, seed, text in ((model, params, 0, "abc"), (again, doubled, 3, "xyz")):
-    generate.generate_texts(config, m, p, tok, [text], max_new_tokens=5, seed=seed)
+    generate.generate_texts(config, m, p, tok, [text], Sampling(max_new=5), seed=seed)
   assert compiled() == before + 1
-  assert generate.generate_texts(config, again, params, tok, ["abc"], max_new_tokens=5) == first
-  generate.generate_texts(config, model, params, tok, ["abc"], max_new_tokens=6)
-  generate.generate_texts(config, model, params, tok, ["abcd"], max_new_tokens=5)
+  assert generate.generate_texts(config, again, params, tok, ["abc"],
+                                 Sampling(max_new=5)) == first
+  generate.generate_texts(config, model, params, tok, ["abc"], Sampling(max_new=6))
+  generate.generate_texts(config, model, params, tok, ["abcd"], Sampling(max_new=5))
   assert compiled() == before + 3  # another length of output, another length of prompt
 
 

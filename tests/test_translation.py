@@ -24,6 +24,7 @@ from transformer.weights.init_from import load_params
 from transformer.train import optim
 from transformer.train.loop import train_and_evaluate
 from transformer.train.parallel import build_parallel
+from transformer.sampling import Sampling
 
 
 def _task_without_data():
@@ -109,10 +110,10 @@ def test_seq2seq_run_reports_bleu_and_evaluates_and_samples(s2s_run):
     if nxt == tok.eos_id:
       break
     out.append(nxt)
-  greedy = sample_from_workdir(workdir, "31415", max_new_tokens=8, temperature=0.0)
+  greedy = sample_from_workdir(workdir, "31415", Sampling(max_new=8))
   assert greedy == [tok.decode(out[1:])]
-  beams = sample_from_workdir(workdir, "31415", max_new_tokens=8, beam_size=2)
-  sampled = sample_from_workdir(workdir, "31415", max_new_tokens=8, temperature=1.0,
+  beams = sample_from_workdir(workdir, "31415", Sampling(max_new=8, beams=2))
+  sampled = sample_from_workdir(workdir, "31415", Sampling(max_new=8, temperature=1.0),
                                 num_samples=2, seed=3)
   assert len(beams) == 1 and len(sampled) == 2
 

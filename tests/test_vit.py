@@ -93,7 +93,7 @@ def test_vit_task_on_the_digits_builder(tmp_path):
   batch = data.next_train_batch()
   assert batch["inputs"].shape == (8, 8, 8, 1) and batch["inputs"].max() <= 1.0
   params = task.init_params(jax.random.PRNGKey(0))
-  loss, n = task.loss_sums(params, batch, jax.random.PRNGKey(1))
+  loss, n, _ = task.loss_sums(params, batch, jax.random.PRNGKey(1))
   # Untrained, the head is near uniform over 10 classes: loss per image ~ log(10).
   assert float(n) == 8 and abs(float(loss) / 8 - np.log(10)) < 1.0
   sums = task.eval_sums(params, next(data.eval_batches(1)))

@@ -12,7 +12,9 @@ A kind names
                  kind has no separate encoder input,
   generative     "" (scores only), "lm" (continues a prompt) or "seq2seq" (decodes a source),
   images         whether the inputs are images (then `lengths` gives tokens per image and
-                 values per patch, not a source length).
+                 values per patch, not a source length),
+  baselines      whether a run records its eval split's unigram and bigram levels
+                 (`baselines.json`, `transformer.train.baselines`): next-token LMs.
 
 The training loop, eval, sample, bench and the FLOPs count look a kind up here instead of
 branching on `model.kind`. Adding a kind means writing its model (and its FLOPs formula in
@@ -67,6 +69,7 @@ class Kind:
   generative: str = ""
   description: str = ""
   images: bool = False
+  baselines: bool = False
 
   def build_model(self, cfg: ModelConfig):
     return _resolve(self.model)(cfg)
@@ -100,7 +103,7 @@ class Kind:
 KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind("decoder_lm", "transformer.model.models:DecoderLM", "transformer.data.sources:lm",
          "transformer.tasks.language:LanguageModelTask", flops.decoder_lm_flops, generative="lm",
-         description="decoder-only causal LM"),
+         description="decoder-only causal LM", baselines=True),
     Kind("encoder_decoder", "transformer.model.models:EncoderDecoder",
          "transformer.data.sources:seq2seq", "transformer.tasks.seq2seq:Seq2SeqTask",
          flops.encoder_decoder_flops, lengths=_seq2seq_lengths, generative="seq2seq",
@@ -139,6 +142,24 @@ def get(name: str) -> Kind:
     raise ConfigError(f"--config.model.kind={name!r} is not supported; choose one of "
                       f"{list(KINDS)}.")
   return KINDS[name]
+
+
+def generative(name: str) -> str:
+  """The one answer to "is kind `name` generative": "" (it scores only), "lm" (it continues a
+  prompt) or "seq2seq" (it decodes a source). Sampling, the samples written at every eval and
+  their prompts all read it here."""
+  return get(name).generative
+
+
+def check_generative(name: str, what: str) -> str:
+  """`generative(name)`, or a ConfigError saying `what` (e.g. "--mode=sample") needs one of
+  the generative kinds, which it names."""
+  answer = generative(name)
+  if not answer:
+    able = [k.name for k in KINDS.values() if k.generative]
+    raise ConfigError(f"{what} needs a generative run ({' or '.join(able)}); this is a "
+                      f"{name!r} run.")
+  return answer
 
 
 def build_model(cfg: ModelConfig):

@@ -8,7 +8,6 @@ looks at the flags and the file system: no JAX, no TensorFlow, nothing written.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from typing import Any, Collection, Mapping, Optional, Sequence
@@ -16,6 +15,7 @@ from typing import Any, Collection, Mapping, Optional, Sequence
 from transformer import paths
 from transformer.cli import modes
 from transformer.errors import CommandLineError
+from transformer.sampling import Sampling
 from transformer.sweep.points import manifest_path
 from transformer.sweep.slurm import SlurmResources
 
@@ -26,7 +26,8 @@ _READS_A_RUN = tuple(mode.name for mode in modes.MODES if mode.reads_a_run)
 READ_BY: dict[str, tuple[str, ...]] = modes.read_by()
 
 # Integer flags and their least value (None, where allowed, means "not given").
-MINIMUM = {"max_new_tokens": 1, "num_samples": 1, "beam_size": 1, "top_k": 0, "step": 0,
+# The sampling flags are checked by the `Sampling` they build (`transformer.sampling`).
+MINIMUM = {"num_samples": 1, "step": 0,
            "bench_steps": 1, "data_bench_batches": 1, "parallel": 1, "num_processes": 1,
            "process_id": 0, "distributed_timeout": 1, "heartbeat_timeout": 1,
            "slurm_gpus_per_task": 0, "slurm_cpus_per_task": 0, "num_slices": 1}
@@ -79,17 +80,13 @@ def check_read_by_mode(mode: str, given: Collection[str]) -> None:
 
 
 def check_numbers(values: Mapping[str, Any]) -> None:
-  """Counts, seconds and indices at or above their least value; sampling settings in range."""
+  """Counts, seconds and indices at or above their least value; sampling settings in range
+  (the `Sampling` they build validates them)."""
   for name, least in MINIMUM.items():
     value = values.get(name)
     if value is not None and value < least:
       raise CommandLineError(f"--{name}={value}: must be at least {least}.")
-  temperature = values.get("temperature", 0.0)
-  if not math.isfinite(temperature) or temperature < 0:
-    raise CommandLineError(f"--temperature={temperature}: must be >= 0 (0 = greedy).")
-  top_p = values.get("top_p", 1.0)
-  if not 0 < top_p <= 1:
-    raise CommandLineError(f"--top_p={top_p}: must be in (0, 1] (1 = all tokens).")
+  Sampling.from_flags(values)
   check_batch_sizes(values.get("bench_batch_sizes") or [])
 
 

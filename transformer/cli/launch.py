@@ -21,6 +21,7 @@ from transformer.cli import modes
 from transformer.cli.args import DEFAULT_CONFIG, config_arg, parse_flags
 from transformer.config import ConfigError, from_config_dict
 from transformer.errors import CommandLineError, RunError, exit_with
+from transformer.sampling import FLAGS as SAMPLING_FLAGS, Sampling
 from transformer.train import runtime, topologies
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -420,15 +421,15 @@ def mode_compile(config, workdir: str) -> None:
 def mode_sample(config, workdir: str) -> None:
   from transformer.evaluation.sample import sample_from_workdir  # JAX
   text_in = _SOURCE.value or _PROMPT.value
+  sampling = Sampling.from_flags({flag: flags.FLAGS[flag].value
+                                  for flag in SAMPLING_FLAGS.values()})
   with _one_line(CommandLineError):
     texts = sample_from_workdir(
-        workdir, text_in, max_new_tokens=_MAX_NEW.value, temperature=_TEMPERATURE.value,
-        top_k=_TOP_K.value, top_p=_TOP_P.value, num_samples=_NUM_SAMPLES.value,
-        seed=_SAMPLE_SEED.value, beam_size=_BEAM_SIZE.value, step=_STEP.value,
-        log=lambda line: print(line, file=sys.stderr, flush=True))
+        workdir, text_in, sampling, num_samples=_NUM_SAMPLES.value, seed=_SAMPLE_SEED.value,
+        step=_STEP.value, log=lambda line: print(line, file=sys.stderr, flush=True))
+  how = (f"beam {sampling.beams}" if sampling.beams > 1 else f"temperature "
+         f"{sampling.temperature}, top_k {sampling.top_k}, top_p {sampling.top_p}")
   for i, text in enumerate(texts):
-    how = (f"beam {_BEAM_SIZE.value}" if _BEAM_SIZE.value > 1 else
-           f"temperature {_TEMPERATURE.value}, top_k {_TOP_K.value}, top_p {_TOP_P.value}")
     shown = f"{text_in} -> {text}" if _SOURCE.value else f"{text_in}{text}"
     print(f"--- sample {i} ({how}) ---\n{shown}")
   print(f"(appended to {workdir}/samples.txt)")

@@ -17,7 +17,7 @@ from transformer import kinds, paths
 from transformer.data.run_tokenizer import run_tokenizer
 from transformer.tasks.generate import generate_texts
 from transformer.config import ConfigError
-from transformer.errors import CommandLineError
+from transformer.sampling import Sampling
 from transformer.weights.init_from import load_params
 from transformer.workdir import checkpoint_steps, run_config
 
@@ -25,40 +25,29 @@ from transformer.workdir import checkpoint_steps, run_config
 def load_for_sampling(workdir: str, step: Optional[int] = None):
   """`(config, model, params, tokenizer)` of the run in `workdir` (latest or given step)."""
   config = run_config(workdir)
-  kind = kinds.get(config.model.kind)
-  if not kind.generative:
-    raise ConfigError(f"--mode=sample needs a generative run (decoder_lm or encoder_decoder); "
-                      f"{workdir} is a {config.model.kind!r} run.")
+  kinds.check_generative(config.model.kind, f"--mode=sample (--workdir={workdir})")
   if not checkpoint_steps(paths.join(workdir, "checkpoints")):
     raise ConfigError(f"--workdir={workdir!r} holds a config.json but no checkpoint yet: train "
                       "it first (--mode=train with this --workdir), or point --workdir at a "
                       "trained run.")
   params, _, _ = load_params(workdir, step, what="--workdir")
-  return config, kind.build_model(config.model), params, run_tokenizer(config, workdir)
+  return (config, kinds.get(config.model.kind).build_model(config.model), params,
+          run_tokenizer(config, workdir))
 
 
-def sample_from_workdir(workdir: str, prompt: str, *, max_new_tokens: int = 200,
-                        temperature: float = 0.8, top_k: int = 0, top_p: float = 0.95,
-                        num_samples: int = 1, seed: int = 0, beam_size: int = 1,
-                        step: Optional[int] = None,
+def sample_from_workdir(workdir: str, prompt: str, sampling: Sampling, *, num_samples: int = 1,
+                        seed: int = 0, step: Optional[int] = None,
                         log: Callable[[str], None] = print) -> list[str]:
   """Continues `prompt` (decoder LM) or decodes it as a source (encoder-decoder)
-  `num_samples` times with checkpoint `step` (default: the latest) in `workdir`; returns the
-  outputs and appends them to `<workdir>/samples.txt`. `beam_size` > 1: beam search
-  (encoder-decoder). A prompt cut to the model's context is said through `log`, once."""
+  `num_samples` times, as `sampling` says (seeds `seed`, `seed + 1`, ...), with checkpoint
+  `step` (default: the latest) in `workdir`; returns the outputs and appends them to
+  `<workdir>/samples.txt`. A prompt cut to the model's context is said through `log`, once."""
   config, model, params, tok = load_for_sampling(workdir, step)
-  if beam_size > 1 and kinds.get(config.model.kind).generative != "seq2seq":
-    raise CommandLineError(f"--beam_size={beam_size}: beam search is for encoder_decoder runs; "
-                           f"{workdir} holds a decoder_lm, which samples (--temperature, "
-                           "--top_k, --top_p; --temperature=0 for greedy).")
   texts = []
   for i in range(num_samples):
-    texts += generate_texts(config, model, params, tok, [prompt], max_new_tokens=max_new_tokens,
-                            temperature=temperature, top_k=top_k, top_p=top_p,
-                            beam_size=beam_size, seed=seed + i,
+    texts += generate_texts(config, model, params, tok, [prompt], sampling, seed=seed + i,
                             log=log if i == 0 else lambda _: None)
   paths.append_text(paths.join(workdir, "samples.txt"), "".join(
-      json.dumps({"prompt": prompt, "temperature": temperature, "top_k": top_k,
-                  "top_p": top_p, "seed": seed, "beam_size": beam_size,
-                  "sample": text}) + "\n" for text in texts))
+      json.dumps({"prompt": prompt, **sampling.as_flags(), "seed": seed, "sample": text}) + "\n"
+      for text in texts))
   return texts

@@ -15,7 +15,7 @@ import re
 from typing import Any, Optional, Sequence
 
 
-from transformer import packed_runs, paths, provenance, user_files
+from transformer import kinds, packed_runs, paths, provenance, user_files
 from transformer import study as study_lib
 from transformer.sweep import points as sweep_lib
 from transformer.workdir import CONFIG_FILE, PROVENANCE, read_metrics
@@ -188,6 +188,13 @@ def linked_from(workdir: str) -> Optional[str]:
   return home
 
 
+def _kind_has_baselines(name) -> bool:
+  """Whether runs of kind `name` record unigram and bigram baselines (`kinds.Kind.baselines`);
+  False for a name the registry does not know."""
+  kind = kinds.KINDS.get(name)
+  return kind is not None and kind.baselines
+
+
 def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
   """Entropy (nats/token) of the token frequencies of the eval split of the run in `workdir`
   (the collapse check's reference), read, never rebuilt from the data: from the run's
@@ -201,7 +208,7 @@ def unigram_entropy(workdir: str, cache_dir: str) -> Optional[float]:
   if isinstance(recorded_value, (int, float)):  # recorded by the run at its start
     return float(recorded_value)
   saved = saved_config(workdir)
-  if saved is None or config_section(saved, "model").get("kind") != "decoder_lm":
+  if saved is None or not _kind_has_baselines(config_section(saved, "model").get("kind")):
     return None
   key = entropy_key(saved.get("data"), recorded_identity(saved))
   value = read_cache(paths.join(cache_dir, "unigram_entropy.json")).get(key)

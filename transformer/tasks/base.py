@@ -10,6 +10,9 @@ registry (`transformer.kinds`) builds a kind's data and its task.
 Every function a task hands to the loop is pure: `loss_sums(params, batch, rng)` and
 `eval_sums(params, batch)` return sums (not means), so they add up across batches, micro-
 batches and devices; `summarize(sums)` turns eval sums into the reported figures.
+`loss_sums` returns `(loss sum, weight sum, aux sums)`: the aux sums (`train_aux`, `{}` by
+default) are metrics the forward pass computes, summed over the same weighted tokens; the
+train step divides them by the weight and the train row logs them beside the loss.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ class Task(Protocol):
   def init_params(self, rng: jax.Array) -> Any: ...
   # The same params still wrapped in their logical axis names, for the mesh shardings.
   def init_boxed_params(self, rng: jax.Array) -> Any: ...
-  def loss_sums(self, params, batch: dict, rng: jax.Array) -> tuple[jax.Array, jax.Array]: ...
+  def loss_sums(self, params, batch: dict, rng: jax.Array
+                ) -> tuple[jax.Array, jax.Array, dict]: ...
   def eval_sums(self, params, batch: dict) -> dict: ...
   def summarize(self, sums: dict) -> dict: ...
   def random_batch(self, rows: int, rng: np.random.Generator) -> dict: ...
@@ -191,8 +195,19 @@ class TaskBase:
     return cross_entropy_sums(forward.logits, forward.targets, forward.weights,
                               self.config.train.label_smoothing, z_loss=self.config.train.z_loss)
 
-  def loss_sums(self, params, batch, rng):
-    return self.train_loss(self.train_forward(params, batch, rng))
+  def train_aux(self, forward: Forward) -> dict:
+    """Metrics of the forward pass for the train row: `{name: scalar sum over the weighted
+    tokens}`, which the train step divides by the loss's weight sum (`steps.make_train_step`).
+    None by default; a task adds one here (or returns it from its `loss_sums`) and the train
+    row, the log line and every writer show it with nothing else to change."""
+    del forward
+    return {}
+
+  def loss_sums(self, params, batch, rng) -> tuple[jax.Array, jax.Array, dict]:
+    """(loss sum, weight sum, aux sums) of the training loss on `batch`, dropout keyed by
+    `rng` (none when None)."""
+    forward = self.train_forward(params, batch, rng)
+    return (*self.train_loss(forward), self.train_aux(forward))
 
 
 def random_tokens(facts: DataFacts, rows: int, length: int,

@@ -8,7 +8,8 @@ an encoder-decoder; `{}` for a decoder-only LM) and `logits: [batch, t, vocab]`.
 `lm_step_fn` and `seq2seq_step_fn` build it from the models in `transformer.model.models`.
 
 Sequences returned hold the generated tokens only (not the prompt), `[batch, max_new]`, with
-`pad_id` after the first `eos_id`.
+`pad_id` after the first `eos_id`. How tokens are picked (greedy, temperature, top-k, top-p,
+beams, how many) is one `transformer.sampling.Sampling` value, validated where it is built.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from transformer.model.models import DecoderLM, EncoderDecoder
+from transformer.sampling import Sampling
 
 StepFn = Callable[[jax.Array, jax.Array, Any, Any], tuple[jax.Array, Any]]
 
@@ -94,17 +96,15 @@ def seq2seq_context(model: EncoderDecoder, params: Any, inputs: jax.Array) -> di
 # ------------------------------------------------------------------- choosing a token
 
 
-def sample_logits(logits: jax.Array, rng: Optional[jax.Array], temperature: float = 0.0,
-                  top_k: int = 0, top_p: float = 1.0) -> jax.Array:
+def sample_logits(logits: jax.Array, rng: Optional[jax.Array],
+                  sampling: Sampling) -> jax.Array:
   """Picks one token per row of `logits: [batch, vocab]` -> `[batch]` int32.
 
-  temperature 0 is greedy (argmax). Otherwise sample from softmax(logits / temperature),
-  restricted to the `top_k` most likely tokens (0 = all) and to the smallest set of most
-  likely tokens whose probability reaches `top_p` (nucleus sampling; 1.0 = all).
+  `sampling.temperature` 0 is greedy (argmax). Otherwise sample from softmax(logits /
+  temperature), restricted to the `top_k` most likely tokens (0 = all) and to the smallest set
+  of most likely tokens whose probability reaches `top_p` (nucleus sampling; 1.0 = all).
   """
-  if temperature < 0 or top_k < 0 or not 0.0 < top_p <= 1.0:
-    raise ValueError(f"Need temperature >= 0, top_k >= 0 and 0 < top_p <= 1; got "
-                     f"{temperature}, {top_k}, {top_p}.")
+  temperature, top_k, top_p = sampling.temperature, sampling.top_k, sampling.top_p
   if temperature == 0.0:
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
   if rng is None:
@@ -126,27 +126,28 @@ def sample_logits(logits: jax.Array, rng: Optional[jax.Array], temperature: floa
 # ------------------------------------------------------------- greedy and sampling
 
 
-def generate(step_fn: StepFn, cache: Any, context: Any, prompt: jax.Array, max_new: int, *,
-             eos_id: int, pad_id: int = 0, rng: Optional[jax.Array] = None,
-             temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0) -> jax.Array:
-  """Greedy decoding (temperature 0) or sampling, one token per step over the KV cache.
+def generate(step_fn: StepFn, cache: Any, context: Any, prompt: jax.Array, sampling: Sampling,
+             *, eos_id: int, pad_id: int = 0, rng: Optional[jax.Array] = None) -> jax.Array:
+  """Greedy decoding (temperature 0) or sampling, one token per step over the KV cache
+  (`sampling.beams` is not read: see `beam_search`).
 
   Args:
     step_fn, cache, context: see the module docstring; the cache holds at least
-      `prompt_len + max_new` positions.
+      `prompt_len + sampling.max_new` positions.
     prompt: `[batch, prompt_len]` tokens fed first (e.g. just BOS), no padding.
-    max_new: tokens to generate (static).
+    sampling: how to pick each token and how many (`max_new`); static.
   Returns:
     `[batch, max_new]` int32; `pad_id` after each row's first `eos_id`.
   """
   batch, prompt_len = prompt.shape
+  max_new = sampling.max_new
   positions = jnp.broadcast_to(jnp.arange(prompt_len), prompt.shape)
   logits, cache = step_fn(prompt, positions, cache, context)
   rng = jax.random.PRNGKey(0) if rng is None else rng
 
   def body(i, carry):
     out, finished, last_logits, cache = carry
-    token = sample_logits(last_logits, jax.random.fold_in(rng, i), temperature, top_k, top_p)
+    token = sample_logits(last_logits, jax.random.fold_in(rng, i), sampling)
     token = jnp.where(finished, pad_id, token)
     out = out.at[:, i].set(token)
     finished = finished | (token == eos_id)
@@ -290,33 +291,34 @@ def _best_hypothesis(live_lp: jax.Array, live_seqs: jax.Array, fin_seqs: jax.Arr
 # --------------------------------------------------------------- model-level helpers
 
 
-def seq2seq_decode(model: EncoderDecoder, params: Any, inputs: jax.Array, max_new: int, *,
-                   bos_id: int, eos_id: int, beam_size: int = 1, length_penalty: float = 0.6,
-                   pad_id: int = 0, rng: Optional[jax.Array] = None, temperature: float = 0.0,
-                   top_k: int = 0, top_p: float = 1.0) -> jax.Array:
-  """Translates `inputs: [batch, src_len]` -> `[batch, max_new]`: greedy (or sampling with
-  `temperature` > 0) when `beam_size` is 1, beam search otherwise. Jittable (static sizes)."""
+def seq2seq_decode(model: EncoderDecoder, params: Any, inputs: jax.Array, sampling: Sampling,
+                   *, bos_id: int, eos_id: int, pad_id: int = 0, length_penalty: float = 0.6,
+                   rng: Optional[jax.Array] = None) -> jax.Array:
+  """Translates `inputs: [batch, src_len]` -> `[batch, sampling.max_new]`: greedy (or
+  sampling with `temperature` > 0) when `sampling.beams` is 1, beam search (with
+  `length_penalty`) otherwise. Jittable (`sampling` static)."""
   batch, src_len = inputs.shape
+  max_new, beam_size = sampling.max_new, sampling.beams
   context = seq2seq_context(model, params, inputs)
   prompt = jnp.full((batch, 1), bos_id, jnp.int32)
   step = seq2seq_step_fn(model, params)
   if beam_size == 1:
     cache = init_cache(model, batch, 1 + max_new, src_len)
-    return generate(step, cache, context, prompt, max_new, eos_id=eos_id, pad_id=pad_id,
-                    rng=rng, temperature=temperature, top_k=top_k, top_p=top_p)
+    return generate(step, cache, context, prompt, sampling, eos_id=eos_id, pad_id=pad_id,
+                    rng=rng)
   cache = init_cache(model, batch * beam_size, 1 + max_new, src_len)
   return beam_search(step, cache, context, prompt, max_new, beam_size=beam_size, eos_id=eos_id,
                      length_penalty=length_penalty, pad_id=pad_id)[0]
 
 
-def lm_generate(model: DecoderLM, params: Any, prompt: jax.Array, max_new: int, *,
-                eos_id: int, rng: Optional[jax.Array] = None, temperature: float = 0.0,
-                top_k: int = 0, top_p: float = 1.0, pad_id: int = 0) -> jax.Array:
-  """Continues `prompt: [batch, prompt_len]` by `max_new` tokens from a decoder-only LM."""
+def lm_generate(model: DecoderLM, params: Any, prompt: jax.Array, sampling: Sampling, *,
+                eos_id: int, pad_id: int = 0, rng: Optional[jax.Array] = None) -> jax.Array:
+  """Continues `prompt: [batch, prompt_len]` by `sampling.max_new` tokens from a decoder-only
+  LM (no beam search: `sampling.beams` is not read). Jittable (`sampling` static)."""
   batch, prompt_len = prompt.shape
-  cache = init_cache(model, batch, prompt_len + max_new)
-  return generate(lm_step_fn(model, params), cache, {}, prompt, max_new, eos_id=eos_id,
-                  pad_id=pad_id, rng=rng, temperature=temperature, top_k=top_k, top_p=top_p)
+  cache = init_cache(model, batch, prompt_len + sampling.max_new)
+  return generate(lm_step_fn(model, params), cache, {}, prompt, sampling, eos_id=eos_id,
+                  pad_id=pad_id, rng=rng)
 
 
 def until_eos(row, eos_id: int, drop_id: Optional[int] = None) -> list[int]:

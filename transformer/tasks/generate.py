@@ -10,10 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from transformer import kinds
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.data.foreign_tokens import IdsTokenizer
 from transformer.errors import CommandLineError
-from transformer.model.models import DecoderLM, EncoderDecoder
+from transformer.sampling import Sampling
 from transformer.tasks import decode
 from transformer.weights.hf_tokenizer import id_offset
 
@@ -42,14 +43,14 @@ def keep_last(ids: list[int], room: int) -> tuple[list[int], int]:
   return ids[dropped:], dropped
 
 
-# Decoding compiled once per model, settings and input shape, not once per call: jit's cache
-# keys on the static arguments (a Flax module compares by its fields), so the samples written
-# at every eval of a run, and each of `--mode=sample --num_samples=N`, reuse one program.
-# Both take (model, params, inputs, max_new, ...) with the model and max_new static.
-_SAMPLING = ("eos_id", "pad_id", "temperature", "top_k", "top_p")
-_lm_continue = jax.jit(decode.lm_generate, static_argnums=(0, 3), static_argnames=_SAMPLING)
+# Decoding compiled once per model, `Sampling` and input shape, not once per call: jit's cache
+# keys on the static arguments (a Flax module compares by its fields, a `Sampling` by its
+# knobs), so the samples written at every eval of a run, and each of `--mode=sample
+# --num_samples=N`, reuse one program. Both take (model, params, inputs, sampling, ...).
+_IDS = ("eos_id", "pad_id")
+_lm_continue = jax.jit(decode.lm_generate, static_argnums=(0, 3), static_argnames=_IDS)
 _seq2seq_decode = jax.jit(decode.seq2seq_decode, static_argnums=(0, 3),
-                          static_argnames=_SAMPLING + ("bos_id", "beam_size", "length_penalty"))
+                          static_argnames=_IDS + ("bos_id", "length_penalty"))
 
 
 def _lm_rows(config: ExperimentConfig, tok, texts: list[str], max_new_tokens: int,
@@ -101,39 +102,46 @@ def _no_room(config: ExperimentConfig, max_new_tokens: int) -> CommandLineError:
                           f"{config.model.max_len - 2}.")
 
 
-def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: list[str], *,
-                   max_new_tokens: int, temperature: float = 0.0, top_k: int = 0,
-                   top_p: float = 1.0, beam_size: int = 1, seed: int = 0,
+def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: list[str],
+                   sampling: Sampling, *, seed: int = 0,
                    log: Callable[[str], None] = print) -> list[str]:
-  """One output per text in `texts`: the LM's continuation (text after the prompt, up to the
-  first EOS) or the encoder-decoder's decoded target. `params` may be sharded arrays.
+  """One output per text in `texts`, decoded as `sampling` says with the rng of `seed`: the
+  LM's continuation (text after the prompt, up to the first EOS) of a kind that continues a
+  prompt, or the decoded target of one that decodes a source (`transformer.kinds`'
+  `generative`). `params` may be sharded arrays.
 
-  A prompt longer than the model's context (`model.max_len` less `max_new_tokens` and the
-  start token) keeps its last tokens; a source longer than `data.src_len` its first ones.
-  Either is said through `log`."""
+  A prompt longer than the model's context (`model.max_len` less `max_new` and the start
+  token) keeps its last tokens; a source longer than `data.src_len` its first ones. Either is
+  said through `log`."""
+  generative = kinds.check_generative(config.model.kind, "--mode=sample")
+  if sampling.beams > 1 and generative != "seq2seq":
+    raise CommandLineError(f"--beam_size={sampling.beams}: beam search is for kinds that decode "
+                           f"a source; this {config.model.kind} run samples (--temperature, "
+                           "--top_k, --top_p; --temperature=0 for greedy).")
   rng = jax.random.PRNGKey(seed)
-  if isinstance(model, DecoderLM):  # what the kind calls generative "lm" (transformer.kinds)
-    rows = _lm_rows(config, tok, texts, max_new_tokens, log)
-    settings = dict(eos_id=tok.eos_id, pad_id=tok.pad_id, rng=rng, temperature=temperature,
-                    top_k=top_k, top_p=top_p)
+  ids = dict(eos_id=tok.eos_id, pad_id=tok.pad_id)
+  if generative == "lm":
     # Prompts differ in length and the cache has no left padding: one by one.
-    outs = [np.asarray(_lm_continue(model, params, jnp.asarray([row], jnp.int32), max_new_tokens,
-                                    **settings))[0] for row in rows]
-  elif isinstance(model, EncoderDecoder):  # generative "seq2seq"
-    src_len = config.data.src_len
-    encoded = [list(tok.encode(t)) for t in texts]
-    for ids in encoded:
-      if len(ids) > src_len - 1:
-        log(f"Note: the source is {len(ids)} tokens and the model reads {src_len} "
-            f"(data.src_len, with the end token): kept its first {src_len - 1} tokens, dropped "
-            f"the last {len(ids) - (src_len - 1)}.")
-    sources = _pad_rows([ids[:src_len - 1] + [tok.eos_id] for ids in encoded], src_len)
-    outs = np.asarray(_seq2seq_decode(
-        model, params, jnp.asarray(sources), max_new_tokens, bos_id=tok.bos_id,
-        eos_id=tok.eos_id, pad_id=tok.pad_id, beam_size=beam_size,
-        length_penalty=config.model.length_penalty, rng=rng, temperature=temperature,
-        top_k=top_k, top_p=top_p))
+    outs = [np.asarray(_lm_continue(model, params, jnp.asarray([row], jnp.int32), sampling,
+                                    rng=rng, **ids))[0]
+            for row in _lm_rows(config, tok, texts, sampling.max_new, log)]
   else:
-    raise ConfigError(f"--mode=sample needs a generative run (decoder_lm or encoder_decoder); "
-                      f"this is a {config.model.kind!r} run.")
+    outs = np.asarray(_seq2seq_decode(
+        model, params, jnp.asarray(_seq2seq_sources(config, tok, texts, log)), sampling,
+        bos_id=tok.bos_id, length_penalty=config.model.length_penalty, rng=rng, **ids))
   return [tok.decode(decode.until_eos(o, tok.eos_id)) for o in outs]
+
+
+
+def _seq2seq_sources(config: ExperimentConfig, tok, texts: list[str],
+                     log: Callable[[str], None]) -> np.ndarray:
+  """`[len(texts), data.src_len]` int32 sources: each text's first tokens and the end token,
+  padded."""
+  src_len = config.data.src_len
+  encoded = [list(tok.encode(t)) for t in texts]
+  for ids in encoded:
+    if len(ids) > src_len - 1:
+      log(f"Note: the source is {len(ids)} tokens and the model reads {src_len} "
+          f"(data.src_len, with the end token): kept its first {src_len - 1} tokens, dropped "
+          f"the last {len(ids) - (src_len - 1)}.")
+  return _pad_rows([ids[:src_len - 1] + [tok.eos_id] for ids in encoded], src_len)

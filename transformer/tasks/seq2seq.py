@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer.model.models import shift_right
+from transformer.sampling import Sampling
 from transformer.tasks import decode
 from transformer.tasks.base import TaskBase, TokenVocabulary, random_tokens
 from transformer.tasks.losses import cross_entropy_sums
@@ -48,10 +49,10 @@ class Seq2SeqTask(TokenVocabulary, TaskBase):
 
   def decode(self, params, inputs, beam_size: int, max_new: int):
     """`[batch, src_len]` -> `[batch, max_new]` greedy (beam_size 1) or beam-search output."""
-    return decode.seq2seq_decode(self.model, params, inputs, max_new, bos_id=self.bos_id,
-                                 eos_id=self.eos_id, beam_size=beam_size,
-                                 length_penalty=self.config.model.length_penalty,
-                                 pad_id=self.pad_id)
+    return decode.seq2seq_decode(self.model, params, inputs,
+                                 Sampling(max_new=max_new, beams=beam_size), bos_id=self.bos_id,
+                                 eos_id=self.eos_id, pad_id=self.pad_id,
+                                 length_penalty=self.config.model.length_penalty)
 
   def exact_matches(self, decoded, targets, weights):
     """`[batch]` float: 1 where `decoded` equals the (real) target exactly."""

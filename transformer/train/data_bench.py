@@ -75,7 +75,7 @@ def run_data_benchmark(config, num_batches: int, num_steps: int, skip_model: boo
   with tempfile.TemporaryDirectory() as workdir:
     data, task = kinds.build_data_and_task(config, workdir)
     d = config.data
-    seq2seq = "seq2seq" in config.model.kind or "encoder_decoder" in config.model.kind
+    seq2seq = kinds.generative(config.model.kind) == "seq2seq"  # source and target rows
     shape = f"src {d.src_len} / tgt {d.tgt_len}" if seq2seq else f"seq_len {d.seq_len}"
     print(f"data: {d.name}, tokenizer {d.tokenizer} ({data.tokenizer.vocab_size} ids), "
           f"packing {d.packing}, batch {data.batch_size} per process, {shape}")

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from transformer import kinds, paths
+from transformer.sampling import Sampling
 from transformer.tasks.decode import until_eos
 from transformer.tasks.generate import generate_texts
 from transformer.train.parallel import on_any_process
@@ -87,7 +88,7 @@ def sample_prompts(task, data) -> list[str]:
 
 
 def _generative(task) -> str:
-  return kinds.get(task.config.model.kind).generative
+  return kinds.generative(task.config.model.kind)
 
 
 class SampleWriter:
@@ -116,11 +117,10 @@ class SampleWriter:
     if self._prompts is None:
       self._prompts = sample_prompts(self._task, self._data)
     config, prompts = self._task.config, self._prompts
-    max_new = (LM_SAMPLE_TOKENS if _generative(self._task) == "lm"
-               else config.model.max_decode_len or config.data.tgt_len)
+    greedy = Sampling(max_new=(LM_SAMPLE_TOKENS if _generative(self._task) == "lm"
+                               else config.model.max_decode_len or config.data.tgt_len))
     outputs = generate_texts(config, self._task.model, self._par.params(state),
-                             self._data.tokenizer, prompts, max_new_tokens=max_new,
-                             temperature=0.0)
+                             self._data.tokenizer, prompts, greedy)
     if jax.process_index() != 0:
       return
     paths.append_text(paths.join(writer.workdir, "samples.txt"), "".join(

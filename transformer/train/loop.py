@@ -3,8 +3,11 @@
 `train_and_evaluate(config, workdir)` is the whole run. Running it again on the same workdir
 resumes from the latest checkpoint (train state, input position and all) and, if the run had
 finished, only reports its final figures. `TrainSteps` is the loop itself, one named part per
-thing a step may do. A train metric is added in the step (`steps.make_train_step`'s dict), not
-here; where rows go (JSON lines, TensorBoard, wandb) is `writers.py`.
+thing a step may do. A train metric is added in the step (`steps.make_train_step`'s dict) or
+in a task's loss (its aux sums, `TaskBase.train_aux`), not here: the row and the log line take
+whatever the step returns. The kind and the norm placement are looked up in their registries
+(`transformer.kinds`, `transformer.model.placements`), never named here. Where rows go (JSON
+lines, TensorBoard, wandb) is `writers.py`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 from transformer import kinds, paths, provenance
 from transformer.config import ExperimentConfig
 from transformer.data.run_tokenizer import keep_tokenizer, tokenizer_record
+from transformer.model import placements
 from transformer.train import eval_loop
 from transformer.train import baselines, diagnostics, optim, peaks
 from transformer.train.checkpoint import Checkpointer
@@ -104,7 +108,7 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   checkpointer = _checkpointer(config, workdir)
   state, first_batch = _restore_or_init(config, par, checkpointer, data, init_rng, workdir)
   _log_model(config, par, state)
-  if jax.process_index() == 0 and config.model.kind == "decoder_lm":
+  if jax.process_index() == 0 and kinds.get(config.model.kind).baselines:
     _record_baselines(config, data, workdir, count_params(par.params(state)))
   writer = MetricWriter(workdir, sinks=_extra_sinks(config, workdir, first))
   writer.write_hparams(config.to_dict(), trial_id=os.path.basename(workdir))
@@ -165,23 +169,24 @@ def _restore_or_init(config: ExperimentConfig, par: Parallel, checkpointer: Chec
   """The latest checkpoint's state (and `data`'s input position), placed for training; or a
   fresh state from `init_rng` when there is none.
 
-  A fresh Admin run (`norm_placement="admin"`) profiles its omegas on the run's first training
-  batch (Liu et al. 2020 profile on data), read here before training and returned, so that
-  the first step still trains on it (`TrainSteps(first_batch=...)`): the batches, and the
-  iterator position saved with each checkpoint, are those of any other run. With several
-  processes every one profiles on process 0's rows, so all hold the same omegas. A resumed
-  run restores its omegas with the other params and reads nothing. Returns (state, the batch
-  read ahead or None)."""
+  A fresh run whose norm placement profiles at init (`placements.init_profile` says which,
+  and what) has `init` run on the run's first training batch, read here before training and
+  returned, so that the first step still trains on it (`TrainSteps(first_batch=...)`): the
+  batches, and the iterator position saved with each checkpoint, are those of any other run.
+  With several processes every one profiles on process 0's rows, so all hold the same
+  profile. A resumed run restores it with the other params and reads nothing. Returns
+  (state, the batch read ahead or None)."""
   latest, state = checkpointer.restore_latest(par.checkpoint_target(), data.train_iterator,
                                               warn=lambda m: log(f"WARNING: {m}"))
   if latest is None:
-    if config.model.norm_placement != "admin":
+    profiled = placements.init_profile(config.model.norm_placement)
+    if not profiled:
       return par.init_state(init_rng), None
     first = data.next_train_batch()
     profile = first
     if jax.process_count() > 1:
       profile = multihost_utils.broadcast_one_to_all(first)
-    log("Admin: omegas profiled on the first training batch.")
+    log(f"{profiled}: profiled on the first training batch.")
     return par.init_state(init_rng, profile_batch=profile), first
   log(f"Resumed from {workdir}/checkpoints at step {latest}.")
   return par.from_checkpoint(state), None
@@ -261,6 +266,31 @@ def train_means(metrics: list[dict]) -> dict:
   return {k: float(np.mean([m[k] for m in metrics])) for k in metrics[0] if k not in NOT_LOGGED}
 
 
+# The log line's known columns, first and in this order: (row key, label, format); every other
+# column of the row follows in the row's order (`train_means`: the step's order), then the
+# throughput the line says in its own words (`OWN_WORDS`).
+LOG_FIRST = (("loss", "loss", ".4f"), ("learning_rate", "lr", ".2e"),
+             ("grad_norm", "grad_norm", ".3f"))
+OWN_WORDS = ("tokens_per_sec", "step_time", "mfu", "skipped_steps")
+
+
+def format_train_row(step: int, num_steps: int, row: dict, skipped: int = 0) -> str:
+  """The log line of a train row: `step`, the `LOG_FIRST` columns, every other column (a
+  metric a step or a task's aux sums add: `name value`, 4 significant digits), then tokens/s,
+  ms/step, MFU, the skipped steps (when any) and the ETA (for a row whose steps were timed)."""
+  first = [f"{label} {row[key]:{spec}}" for key, label, spec in LOG_FIRST if key in row]
+  known = {key for key, _, _ in LOG_FIRST} | set(OWN_WORDS)
+  rest = [f"{k} {v:.4g}" for k, v in row.items() if k not in known]
+  timed = "tokens_per_sec" in row
+  parts = [f"step {step:>6}/{num_steps}"] + first + rest + (
+      [f"{row['tokens_per_sec']:,.0f} tok/s", f"{row['step_time'] * 1e3:,.0f} ms/step"]
+      if timed else ["compiling step, not timed"])
+  parts += [f"MFU {row['mfu']:.1%}"] if "mfu" in row else []
+  parts += [f"skipped {skipped}"] if skipped else []
+  parts += [f"ETA {format_duration(row['step_time'] * (num_steps - step))}"] if timed else []
+  return " | ".join(parts)
+
+
 class TrainSteps:
   """The steps from a state's step to `train.num_steps` (or `stop_after`, or a stop signal).
 
@@ -273,8 +303,8 @@ class TrainSteps:
   def __init__(self, config: ExperimentConfig, task, data, par: Parallel,
                checkpointer: Checkpointer, writer: MetricWriter, dropout_rng: jax.Array,
                first_batch: Optional[dict] = None):
-    """`first_batch`: the batch of the first step, already read from `data` (Admin's profile,
-    `_restore_or_init`); the later ones are read as usual."""
+    """`first_batch`: the batch of the first step, already read from `data` (a placement's
+    init profile, `_restore_or_init`); the later ones are read as usual."""
     self.config, self.task, self.data, self.par = config, task, data, par
     self._first_batch = first_batch
     self.checkpointer, self.writer, self.dropout_rng = checkpointer, writer, dropout_rng
@@ -465,11 +495,5 @@ class _ThroughputLog:
     if self._guard.mode == "skip":
       row["skipped_steps"] = skipped
     self._writer.write(step, "train", row)
-    log(f"step {step:>6}/{num_steps} | loss {row['loss']:.4f} | lr {row['learning_rate']:.2e} "
-        f"| grad_norm {row['grad_norm']:.3f}"
-        + (f" | {row['tokens_per_sec']:,.0f} tok/s | {step_time * 1e3:,.0f} ms/step"
-           if self._steps else " | compiling step, not timed")
-        + (f" | MFU {row['mfu']:.1%}" if "mfu" in row else "")
-        + (f" | skipped {skipped}" if skipped else "")
-        + (f" | ETA {format_duration(step_time * (num_steps - step))}" if self._steps else ""))
+    log(format_train_row(step, num_steps, row, skipped))
     self.pending, self._start, self._steps, self._timed = [], time.time(), 0, []

@@ -15,8 +15,12 @@ import optax
 from transformer.train import health
 from transformer.train.state import TrainState
 
-# loss_sums(params, batch, rng) -> (sum of per-token losses, sum of weights)
-LossSums = Callable[[object, dict, jax.Array], tuple[jax.Array, jax.Array]]
+# loss_sums(params, batch, rng) -> (sum of per-token losses, sum of weights[, aux sums]): the
+# optional third part is a dict of scalar sums over the same weighted tokens (a metric the
+# forward pass computes), reported divided by the same denominator as the loss.
+LossSums = Callable[[object, dict, jax.Array], tuple]
+# Metric names the step sets itself: an aux sum may not take them.
+STEP_METRICS = ("loss", "grad_norm", "tokens", "finite")
 
 
 def split_micro_batches(batch: dict, micro_batches: int) -> dict:
@@ -49,43 +53,39 @@ def make_train_step(loss_sums: LossSums, tx: optax.GradientTransformation, *,
   resumed run draws the same dropout masks as an uninterrupted one.
 
   `metrics` are scalars, the same on every device: `loss` (the step's mean loss),
-  `grad_norm`, `tokens` (the batch's total weight) and `finite` (whether the loss and gradients
-  were finite; with `skip_nonfinite` a step where they were not keeps the previous params and
-  opt_state, see `health.py`). Every key but `tokens` and `finite`, which the loop reads itself,
-  is a column of the train row, averaged over the row's steps (`loop.train_means`): a metric
-  added here is logged with no change to the loop. The keys keep their order through jit and
-  pmap (an `OrderedDict`: a plain dict's come back sorted), and so do the row's columns.
+  `grad_norm`, then each aux sum the loss returns (`LossSums`) divided by the same total
+  weight as the loss (summed over micro-batches and devices first, like the loss), `tokens`
+  (the batch's total weight) and `finite` (whether the loss and gradients were finite; with
+  `skip_nonfinite` a step where they were not keeps the previous params and opt_state, see
+  `health.py`). Every key but `tokens` and `finite`, which the loop reads itself, is a column
+  of the train row, averaged over the row's steps (`loop.train_means`): a metric added here,
+  or an aux sum a task's loss returns, is logged with no change to the loop. The keys keep
+  their order through jit and pmap (an `OrderedDict`: a plain dict's come back sorted), and
+  so do the row's columns.
   """
 
   def sums_and_grads(params, batch, rng):
-    (loss_sum, weight_sum), grads = jax.value_and_grad(
-        lambda p: loss_sums(p, batch, rng), has_aux=True)(params)
-    return loss_sum, weight_sum, grads
+    (loss_sum, (weight_sum, aux)), grads = jax.value_and_grad(
+        lambda p: _with_aux(loss_sums(p, batch, rng)), has_aux=True)(params)
+    return loss_sum, weight_sum, aux, grads
 
   def train_step(state: TrainState, batch: dict, rng: jax.Array):
     step_rng = jax.random.fold_in(rng, state.step)
     if micro_batches == 1:
-      loss_sum, weight_sum, grads = sums_and_grads(state.params, batch, step_rng)
+      loss_sum, weight_sum, aux, grads = sums_and_grads(state.params, batch, step_rng)
     else:
-      def body(carry, xs):
-        i, micro = xs
-        l, w, g = sums_and_grads(state.params, micro, jax.random.fold_in(step_rng, i))
-        g = jax.tree.map(lambda a, b: a + b.astype(jnp.float32), carry[2], g)
-        return (carry[0] + l, carry[1] + w, g), None
-
-      zeros = (jnp.zeros([], jnp.float32), jnp.zeros([], jnp.float32),
-               jax.tree.map(lambda p: jnp.zeros(p.shape, jnp.float32), state.params))
-      (loss_sum, weight_sum, grads), _ = jax.lax.scan(
-          body, zeros, (jnp.arange(micro_batches), split_micro_batches(batch, micro_batches)))
-      grads = jax.tree.map(lambda g, p: g.astype(p.dtype), grads, state.params)
+      loss_sum, weight_sum, aux, grads = _accumulate(sums_and_grads, state.params, batch,
+                                                     step_rng, micro_batches)
     if axis_name is not None:
-      loss_sum, weight_sum, grads = jax.lax.psum((loss_sum, weight_sum, grads), axis_name)
+      loss_sum, weight_sum, aux, grads = jax.lax.psum((loss_sum, weight_sum, aux, grads),
+                                                      axis_name)
     denom = jnp.maximum(weight_sum, 1.0)
     grads = jax.tree.map(lambda g: g / denom.astype(g.dtype), grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    metrics = collections.OrderedDict(loss=loss_sum / denom,
-                                      grad_norm=optax.global_norm(grads), tokens=weight_sum)
+    metrics = collections.OrderedDict(loss=loss_sum / denom, grad_norm=optax.global_norm(grads))
+    metrics.update((name, value / denom) for name, value in aux.items())
+    metrics["tokens"] = weight_sum
     metrics["finite"] = health.all_finite(metrics["loss"], metrics["grad_norm"])
     new_state = state.replace(step=state.step + 1, params=params, opt_state=opt_state)
     if skip_nonfinite:
@@ -93,3 +93,34 @@ def make_train_step(loss_sums: LossSums, tx: optax.GradientTransformation, *,
     return new_state, metrics
 
   return train_step
+
+
+def _accumulate(sums_and_grads: Callable, params, batch: dict, step_rng: jax.Array,
+                micro_batches: int) -> tuple:
+  """`sums_and_grads`' (loss sum, weight sum, aux sums, gradient) summed over `micro_batches`
+  pieces of `batch` (a `lax.scan`, float32 sums; the gradient cast back to the params' dtype),
+  dropout keyed by `fold_in(step_rng, i)` for piece i."""
+  micro = split_micro_batches(batch, micro_batches)
+
+  def body(carry, xs):
+    i, piece = xs
+    parts = sums_and_grads(params, piece, jax.random.fold_in(step_rng, i))
+    return jax.tree.map(lambda a, b: a + b.astype(jnp.float32), carry, parts), None
+
+  shapes = jax.eval_shape(sums_and_grads, params, jax.tree.map(lambda x: x[0], micro), step_rng)
+  zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, jnp.float32), shapes)
+  (loss_sum, weight_sum, aux, grads), _ = jax.lax.scan(
+      body, zeros, (jnp.arange(micro_batches), micro))
+  return loss_sum, weight_sum, aux, jax.tree.map(lambda g, p: g.astype(p.dtype), grads, params)
+
+
+def _with_aux(out: tuple) -> tuple[jax.Array, tuple[jax.Array, dict]]:
+  """`loss_sums`' `(loss, weight)` or `(loss, weight, aux)` as `(loss, (weight, aux))`, the
+  aux sums checked for names the step sets itself (`STEP_METRICS`), at trace time."""
+  loss_sum, weight_sum, *rest = out
+  aux = dict(rest[0]) if rest else {}
+  taken = [k for k in aux if k in STEP_METRICS]
+  if taken:
+    raise ValueError(f"The task's loss returns aux sums named {taken}, which the train step "
+                     f"sets itself ({', '.join(STEP_METRICS)}); rename them in the task.")
+  return loss_sum, (weight_sum, aux)
