@@ -202,7 +202,7 @@ def test_a_resume_whose_file_is_gone_reads_the_copy_and_a_moved_run_is_checked_a
   metrics = os.path.join(workdir, "metrics.jsonl")
   rows = open(metrics).read()
   for use in (lambda: train_and_evaluate(config, workdir), lambda: evaluate_workdir(workdir),
-              lambda: sample_from_workdir(workdir, "def", max_new_tokens=2)):
+              lambda: sample_from_workdir(workdir, "def", Sampling(max_new=2))):
     with pytest.raises(ConfigError, match="changed since the run .* put back the file it "
                                           "trained with"):
       use()

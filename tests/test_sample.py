@@ -159,7 +159,7 @@ def test_a_blank_prompt_of_an_ids_only_run_is_one_line(tmp_path):
   assert "e.g. --prompt='149 299'" in lines[0], lines[0]
   samples = os.path.join(workdir, "samples.txt")
   assert not os.path.exists(samples) or "   " not in open(samples).read()
-  sampled = sample_from_workdir(workdir, "7 8", max_new_tokens=4, temperature=0.0)
+  sampled = sample_from_workdir(workdir, "7 8", Sampling(max_new=4))
   assert all(w.isdigit() and int(w) < 300 for w in sampled[0].split())  # ids work
 
 
@@ -175,8 +175,8 @@ def test_a_prompt_with_nothing_to_continue_is_refused_before_compiling():
   before = generate._lm_continue._cache_size()
   for blank in ("", "   ", "\n"):
     with pytest.raises(ConfigError, match="holds no ids.*e.g. --prompt='127 255'") as e:
-      generate.generate_texts(config, model, params, tok, [blank], max_new_tokens=5)
+      generate.generate_texts(config, model, params, tok, [blank], Sampling(max_new=5))
     assert "\n" not in str(e.value)
   with pytest.raises(CommandLineError, match="--max_new_tokens=15 leaves no room.*at most 14"):
-    generate.generate_texts(config, model, params, tok, ["7 8"], max_new_tokens=15)
+    generate.generate_texts(config, model, params, tok, ["7 8"], Sampling(max_new=15))
   assert generate._lm_continue._cache_size() == before

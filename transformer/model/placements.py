@@ -36,6 +36,7 @@ PLACEMENTS: dict[str, Placement] = {p.name: p for p in (
     Placement("mix"),
     Placement("admin", init_profile="Admin's omegas (Liu et al. 2020)"),
     Placement("hybrid"),
+    Placement("hybrid_v0"),  # this project's earlier reading of HybridNorm (block.py)
 )}
 
 if tuple(PLACEMENTS) != NORM_PLACEMENTS:
