@@ -268,5 +268,5 @@ def test_greedy_sample_of_a_shifted_id_run_is_the_gpt2_reference_continuation(tm
     ids.append(int(np.argmax(gpt2_logits(str(folder), np.asarray([ids]))[0, -1])))
   want = Tokenizer.from_file(bpe_path).decode(ids[-new:])
   got = generate_texts(cfg, kinds.build_model(cfg.model), params, build_tokenizer(
-      f"hf:{bpe_path}"), [prompt], Sampling(max_new=new))
+      f"hf:{bpe_path}"), [prompt], Sampling(max_new=new), generative="lm")
   assert got == [want]

@@ -204,16 +204,24 @@ def _random_lm():
 
 
 def test_generative_is_answered_by_the_kind_registry_alone(monkeypatch):
-  """The same decoder model under a kind the registry calls non-generative is refused by
-  `generate_texts` (it used to dispatch on the model's class), naming the generative kinds;
-  beam search on a kind that continues a prompt is refused too."""
+  """`generate_texts` dispatches on the registry's answer its callers pass (it used to dispatch
+  on the model's class; tasks/ does not import the registry, which names tasks): the same
+  decoder model under a kind the registry calls non-generative is refused by
+  `kinds.check_generative`, naming the generative kinds, and by `generate_texts` without an
+  answer; beam search on a kind that continues a prompt is refused too."""
   from transformer.tasks.generate import generate_texts
   config, model, params, tok = _random_lm()
+  lm = kinds.check_generative(config.model.kind, "--mode=sample")
+  assert lm == "lm"
   with pytest.raises(CommandLineError, match="--beam_size=2: beam search is for kinds that"):
-    generate_texts(config, model, params, tok, ["a"], Sampling(max_new=2, beams=2))
+    generate_texts(config, model, params, tok, ["a"], Sampling(max_new=2, beams=2),
+                   generative=lm)
   monkeypatch.setitem(kinds.KINDS, "decoder_lm",
                       dataclasses.replace(kinds.KINDS["decoder_lm"], generative=""))
   with pytest.raises(ConfigError, match=r"needs a generative run \(encoder_decoder\); this is "
                      r"a 'decoder_lm' run"):
-    generate_texts(config, model, params, tok, ["a"], Sampling(max_new=2))
+    kinds.check_generative(config.model.kind, "--mode=sample")
+  with pytest.raises(ConfigError, match="a generative kind's answer is 'lm' or 'seq2seq'"):
+    generate_texts(config, model, params, tok, ["a"], Sampling(max_new=2),
+                   generative=kinds.generative(config.model.kind))
   assert kinds.generative("decoder_lm") == ""

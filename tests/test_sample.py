@@ -72,12 +72,13 @@ def test_a_prompt_longer_than_the_context_keeps_its_last_tokens_and_says_so():
   config, model, params, tok = _random_lm(max_len=16)
   notes = []
   long = generate_texts(config, model, params, tok, ["abcdefghijklmnopqrstuvwxyz"],
-                        Sampling(max_new=5), log=notes.append)
+                        Sampling(max_new=5), generative="lm", log=notes.append)
   # 16 positions = the start token + 10 prompt tokens + 5 new ones: 16 of 26 dropped.
   assert len(notes) == 1
   assert "the prompt is 26 tokens" in notes[0] and "kept its last 10 tokens" in notes[0]
   assert "dropped the first 16" in notes[0]
   tail = generate_texts(config, model, params, tok, ["qrstuvwxyz"], Sampling(max_new=5),
+                        generative="lm",
                         log=notes.append)
   assert long == tail and len(notes) == 1  # what was kept is what the model saw; no note
 
@@ -88,10 +89,10 @@ def test_max_new_tokens_that_fill_the_context_are_a_command_line_error():
   config, model, params, tok = _random_lm(max_len=16)
   with pytest.raises(CommandLineError, match="--max_new_tokens=16 does not fit the model's "
                      "context of max_len=16 tokens .* give at most 15"):
-    generate_texts(config, model, params, tok, ["a"], Sampling(max_new=16))
+    generate_texts(config, model, params, tok, ["a"], Sampling(max_new=16), generative="lm")
   # The whole context for new tokens after the start token: the prompt is dropped, said once.
   notes = []
-  out = generate_texts(config, model, params, tok, ["ab"], Sampling(max_new=15),
+  out = generate_texts(config, model, params, tok, ["ab"], Sampling(max_new=15), generative="lm",
                        log=notes.append)
   assert len(out) == 1 and "kept its last 0 tokens, dropped the first 2" in notes[0]
 
@@ -103,18 +104,21 @@ def test_decoding_compiles_once_per_model_settings_and_prompt_length():
   config, model, params, tok = _random_lm(max_len=32)
   compiled = generate._lm_continue._cache_size
   before = compiled()
-  first = generate.generate_texts(config, model, params, tok, ["abc"], Sampling(max_new=5))
+  first = generate.generate_texts(config, model, params, tok, ["abc"], Sampling(max_new=5),
+                                  generative="lm")
   assert compiled() == before + 1
   # An equal model built again, new parameter values, another seed and prompt: no new program.
   again = kinds.get(config.model.kind).build_model(config.model)
   doubled = jax.tree.map(lambda x: 2 * x, params)
   for m, p, seed, text in ((model, params, 0, "abc"), (again, doubled, 3, "xyz")):
-    generate.generate_texts(config, m, p, tok, [text], Sampling(max_new=5), seed=seed)
+    generate.generate_texts(config, m, p, tok, [text], Sampling(max_new=5),
+                            generative="lm", seed=seed)
   assert compiled() == before + 1
   assert generate.generate_texts(config, again, params, tok, ["abc"],
-                                 Sampling(max_new=5)) == first
-  generate.generate_texts(config, model, params, tok, ["abc"], Sampling(max_new=6))
-  generate.generate_texts(config, model, params, tok, ["abcd"], Sampling(max_new=5))
+                                 Sampling(max_new=5), generative="lm") == first
+  generate.generate_texts(config, model, params, tok, ["abc"], Sampling(max_new=6), generative="lm")
+  generate.generate_texts(config, model, params, tok, ["abcd"], Sampling(max_new=5),
+                          generative="lm")
   assert compiled() == before + 3  # another length of output, another length of prompt
 
 
@@ -175,8 +179,10 @@ def test_a_prompt_with_nothing_to_continue_is_refused_before_compiling():
   before = generate._lm_continue._cache_size()
   for blank in ("", "   ", "\n"):
     with pytest.raises(ConfigError, match="holds no ids.*e.g. --prompt='127 255'") as e:
-      generate.generate_texts(config, model, params, tok, [blank], Sampling(max_new=5))
+      generate.generate_texts(config, model, params, tok, [blank], Sampling(max_new=5),
+                              generative="lm")
     assert "\n" not in str(e.value)
   with pytest.raises(CommandLineError, match="--max_new_tokens=15 leaves no room.*at most 14"):
-    generate.generate_texts(config, model, params, tok, ["7 8"], Sampling(max_new=15))
+    generate.generate_texts(config, model, params, tok, ["7 8"], Sampling(max_new=15),
+                            generative="lm")
   assert generate._lm_continue._cache_size() == before

@@ -43,9 +43,11 @@ def sample_from_workdir(workdir: str, prompt: str, sampling: Sampling, *, num_sa
   `step` (default: the latest) in `workdir`; returns the outputs and appends them to
   `<workdir>/samples.txt`. A prompt cut to the model's context is said through `log`, once."""
   config, model, params, tok = load_for_sampling(workdir, step)
+  generative = kinds.check_generative(config.model.kind, "--mode=sample")
   texts = []
   for i in range(num_samples):
-    texts += generate_texts(config, model, params, tok, [prompt], sampling, seed=seed + i,
+    texts += generate_texts(config, model, params, tok, [prompt], sampling,
+                            generative=generative, seed=seed + i,
                             log=log if i == 0 else lambda _: None)
   paths.append_text(paths.join(workdir, "samples.txt"), "".join(
       json.dumps({"prompt": prompt, **sampling.as_flags(), "seed": seed, "sample": text}) + "\n"

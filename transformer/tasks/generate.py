@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer import kinds
 from transformer.config import ConfigError, ExperimentConfig
 from transformer.data.foreign_tokens import IdsTokenizer
 from transformer.errors import CommandLineError
@@ -103,17 +102,20 @@ def _no_room(config: ExperimentConfig, max_new_tokens: int) -> CommandLineError:
 
 
 def generate_texts(config: ExperimentConfig, model, params: Any, tok, texts: list[str],
-                   sampling: Sampling, *, seed: int = 0,
+                   sampling: Sampling, *, generative: str, seed: int = 0,
                    log: Callable[[str], None] = print) -> list[str]:
   """One output per text in `texts`, decoded as `sampling` says with the rng of `seed`: the
   LM's continuation (text after the prompt, up to the first EOS) of a kind that continues a
-  prompt, or the decoded target of one that decodes a source (`transformer.kinds`'
-  `generative`). `params` may be sharded arrays.
+  prompt (`generative` "lm"), or the decoded target of one that decodes a source ("seq2seq"):
+  the callers read it from the kind registry (`transformer.kinds.check_generative`), which
+  tasks/ does not import (it names tasks). `params` may be sharded arrays.
 
   A prompt longer than the model's context (`model.max_len` less `max_new` and the start
   token) keeps its last tokens; a source longer than `data.src_len` its first ones. Either is
   said through `log`."""
-  generative = kinds.check_generative(config.model.kind, "--mode=sample")
+  if generative not in ("lm", "seq2seq"):
+    raise ConfigError(f"generate_texts: generative={generative!r}; a generative kind's answer "
+                      "is 'lm' or 'seq2seq' (transformer.kinds.check_generative).")
   if sampling.beams > 1 and generative != "seq2seq":
     raise CommandLineError(f"--beam_size={sampling.beams}: beam search is for kinds that decode "
                            f"a source; this {config.model.kind} run samples (--temperature, "

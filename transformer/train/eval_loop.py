@@ -120,7 +120,8 @@ class SampleWriter:
     greedy = Sampling(max_new=(LM_SAMPLE_TOKENS if _generative(self._task) == "lm"
                                else config.model.max_decode_len or config.data.tgt_len))
     outputs = generate_texts(config, self._task.model, self._par.params(state),
-                             self._data.tokenizer, prompts, greedy)
+                             self._data.tokenizer, prompts, greedy,
+                             generative=_generative(self._task))
     if jax.process_index() != 0:
       return
     paths.append_text(paths.join(writer.workdir, "samples.txt"), "".join(
