@@ -323,17 +323,22 @@ def test_a_categorical_field_left_unset_is_plotted_at_config():
   assert means and all(list(line.get_xdata()) == [0, 1] for line in means)
 
 
+def _use_study_file(sweep_dir, study) -> None:
+  """Points the fixture sweep's manifest at the study file `study`."""
+  with open(os.path.join(sweep_dir, MANIFEST)) as f:
+    manifest = json.load(f)
+  manifest["sweep_file"] = str(study)
+  with open(os.path.join(sweep_dir, MANIFEST), "w") as f:
+    json.dump(manifest, f)
+
+
 def test_a_study_cut_off_midway_says_so_above_its_verdict(sweep_dir, tmp_path):
   """One point of the fixture has not finished: the verdict section says how many have not,
   above the study's own lines, so a call on part of the runs is never read as the call."""
   study = tmp_path / "study.py"
   study.write_text("def get_sweep():\n  return []\n"
                    "def analyze(runs):\n  return ['**Agrees.** on what ran']\n")
-  with open(os.path.join(sweep_dir, MANIFEST)) as f:
-    manifest = json.load(f)
-  manifest["sweep_file"] = str(study)
-  with open(os.path.join(sweep_dir, MANIFEST), "w") as f:
-    json.dump(manifest, f)
+  _use_study_file(sweep_dir, study)
   text = open(report.write_report(sweep_dir)).read()
   verdict = text.split("## Verdict", 1)[1]
   assert verdict.index("**The sweep is not complete:** 1 of 12 points have not finished") < \
@@ -352,11 +357,7 @@ def test_a_report_runs_its_study_file_once(sweep_dir, tmp_path):
                    "def get_sweep():\n  return []\n"
                    "def figures(runs, sweep_dir):\n  return []\n"
                    "def analyze(runs):\n  return [f'**Agrees.** margin {MARGIN}']\n")
-  with open(os.path.join(sweep_dir, MANIFEST)) as f:
-    manifest = json.load(f)
-  manifest["sweep_file"] = str(study)
-  with open(os.path.join(sweep_dir, MANIFEST), "w") as f:
-    json.dump(manifest, f)
+  _use_study_file(sweep_dir, study)
   text = open(report.write_report(sweep_dir)).read()
   assert "**Claim under test:** read once" in text and "| margin | 0.2 | agrees |" in text
   assert ran.read_text() == "x"
