@@ -146,3 +146,9 @@ def summarize(runs):
 
 THRESHOLDS = paired.loss_margin_thresholds((0.03, 0.1))
 THRESHOLDS_NOT_READ = paired.NOT_READ
+
+REGISTRATION = {
+    "gap under lion minus gap under adamw": "pre-registered at 378bd3f, the commit that added "
+                                            "this file, before any Lion or Muon run",
+    "gap under muon minus gap under adamw": "pre-registered at 378bd3f, the commit that added "
+                                            "this file, before any Lion or Muon run"}

@@ -21,6 +21,8 @@ helper `_like_this`):
 - `summarize(runs)`: the study's entry in experiments/results/README.md;
 - `THRESHOLDS`, `THRESHOLDS_NOT_READ`: the `## Robustness` section (the call at the
   neighbours of each threshold it reads; the ones it does not read, named);
+- `REGISTRATION`: per call, "pre-registered at <commit>" (the commit that fixed it before its
+  first run) or "post hoc: <what it replaced; where it was confirmed>" (the `## Calls` section).
 - `REPORT_DIAGNOSTICS`: per-layer diagnostics to plot against the swept fields (unused here).
 
 The call, fixed before the runs (`experiments/paired.py`): post-norm's clipped final eval loss
@@ -95,3 +97,6 @@ def summarize(runs):
 THRESHOLDS = paired.loss_margin_thresholds((0.01, 0.05))[:3]
 THRESHOLDS_NOT_READ = {**paired.NOT_READ,
                        paired.MATCHED_LR.label: "every setting runs at the matched LR only"}
+# Write the commit that fixes the call here before the first run (`git log -1 --format=%h`).
+REGISTRATION = {"post minus pre": "pre-registered at fddc016, the commit of this template "
+                                  "(its statistic and margin, before its runs)"}

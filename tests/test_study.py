@@ -35,6 +35,7 @@ def test_every_study_and_the_template_load(name):
 def test_the_template_declares_every_hook_but_the_diagnostics_and_its_points_validate():
   s = study.load("experiments/template.py")
   assert s.claim and s.analyze and s.figures and s.summarize and s.thresholds_not_read
+  assert list(s.registration) == ["post minus pre"]
   assert len(s.thresholds) == 3 and s.report_diagnostics == ()
   points = sweep_points.load_sweep("experiments/template.py:tiny")
   assert len(points) == 2
@@ -52,6 +53,9 @@ def test_the_template_declares_every_hook_but_the_diagnostics_and_its_points_val
     ("THRESHOLDS = ('margin',)\n", "THRESHOLDS is a tuple; it must be a tuple of "
      "transformer.study.Threshold"),
     ("THRESHOLDS_NOT_READ = {'cutoff': 1}\n", "THRESHOLDS_NOT_READ is a dict; it must be a dict"),
+    ("REGISTRATION = {'gap': 'fixed before the runs'}\n", "REGISTRATION is a dict; it must be a "
+     "dict {call: 'pre-registered at <commit> ...' or 'post hoc: ...'}"),
+    ("REGISTRATION = {'gap': 'pre-registered at HEAD'}\n", "REGISTRATION is a dict"),
     ("from transformer.study import Threshold\n"
      "THRESHOLDS = (Threshold('margin', None, 'MARGN', (0.1,)),)\n",
      "THRESHOLDS has 'margin', which moves MARGN, a name the file does not define"),
@@ -63,7 +67,8 @@ def test_the_template_declares_every_hook_but_the_diagnostics_and_its_points_val
     ("def Figures(runs, sweep_dir):\n  return []\n", "Figures looks like a misspelling of the "
      "hook figures"),
 ], ids=["claim", "diagnostics", "analyze", "figures_arity", "thresholds", "not_read",
-        "threshold_name", "analyse", "summarise", "THRESHOLD", "claim_case", "Figures"])
+        "registration_word", "registration_commit", "threshold_name", "analyse", "summarise",
+        "THRESHOLD", "claim_case", "Figures"])
 def test_a_hook_of_the_wrong_type_or_a_misspelled_one_is_one_line(tmp_path, text, phrase):
   path = _write(tmp_path, GOOD + text)
   with pytest.raises(UserFileError) as e:
@@ -116,3 +121,16 @@ def test_the_template_runs_end_to_end_as_the_readme_says(tmp_path):
   assert "**Claim under test:** Xiong et al. 2020" in text
   assert "**Inconclusive.** post-norm minus pre-norm:" in text and "## Robustness" in text
   assert "loss_heatmap.png" in text and "2 points: 2 finished" in text
+
+
+def test_the_calls_section_counts_pre_registered_and_post_hoc_calls(tmp_path):
+  from transformer.report import registration
+  analyze = "def analyze(runs):\n  return ['**Agrees.**']\n"
+  bare = study.load(_write(tmp_path, GOOD + analyze, "bare.py"))
+  assert "read every call as post hoc" in registration.counts_line(bare)
+  text = (GOOD + analyze + "REGISTRATION = {'gap': 'pre-registered at 378bd3f, before any run',"
+          " 'halves': 'post hoc: replaces the relative gap; not yet confirmed on new seeds'}\n")
+  lines = registration.section(study.load(_write(tmp_path, text, "declared.py")))
+  assert lines[2] == "**Calls:** 1 pre-registered, 1 post hoc (halves)."
+  assert "- **gap**: pre-registered at 378bd3f, before any run" in lines
+  assert registration.section(study.load(_write(tmp_path, GOOD, "plain.py"))) == []

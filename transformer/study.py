@@ -1,7 +1,7 @@
 """The study contract: what a study file (a `--sweep` file, `experiments/<study>.py`) may define,
 and the one loader that reads it.
 
-A study file is plain Python. `--mode=sweep` and `--mode=report` read eight names from it:
+A study file is plain Python. `--mode=sweep` and `--mode=report` read nine names from it:
 
   get_sweep([preset])        -> the points, each a dict 'section.field' -> value (required)
   CLAIM                      str: the claim the study tests, one or two sentences
@@ -12,6 +12,11 @@ A study file is plain Python. `--mode=sweep` and `--mode=report` read eight name
   summarize(runs)            -> {"verdict": ..., "numbers": [...], ...} for results/README.md
   THRESHOLDS                 tuple of `Threshold`: the verdict recomputed at their neighbours
   THRESHOLDS_NOT_READ        {threshold label: why the call does not read it}
+  REGISTRATION               {call: when it was fixed}: each value starts "pre-registered at
+                                <commit>" (the commit that fixed the call before its first run)
+                                or "post hoc:" (what it replaced, where it was confirmed on data
+                                not used to choose it, or that it was not); the report's
+                                `## Calls` section
 
 `runs` is a list of `transformer.report.runs.Run`. `load(FILE[:PRESET])` runs the file once
 (cached by path while the file is unchanged) and returns a `Study`; a hook of the wrong type,
@@ -62,6 +67,7 @@ class Study:
   summarize: Optional[Callable[[list], dict]] = None
   thresholds: tuple[Threshold, ...] = ()
   thresholds_not_read: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  registration: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +94,16 @@ def _labels(value) -> bool:
                                             for k, v in value.items())
 
 
+PRE_REGISTERED = re.compile(r"pre-registered at [0-9a-f]{7,40}\b")
+POST_HOC = "post hoc:"
+
+
+def _registration(value) -> bool:
+  """`{call: "pre-registered at <commit> ..." or "post hoc: ..."}` (a commit: 7-40 hex)."""
+  return _labels(value) and all(PRE_REGISTERED.match(v) or v.startswith(POST_HOC)
+                                for v in value.values())
+
+
 HOOKS = (
     Hook("get_sweep", "get_sweep", "a function get_sweep() or get_sweep(preset)"),
     Hook("CLAIM", "claim", "a str", check=lambda v: isinstance(v, str)),
@@ -99,6 +115,8 @@ HOOKS = (
          check=_thresholds),
     Hook("THRESHOLDS_NOT_READ", "thresholds_not_read", "a dict {label: why} of str",
          check=_labels),
+    Hook("REGISTRATION", "registration", "a dict {call: 'pre-registered at <commit> ...' or "
+         "'post hoc: ...'} of str", check=_registration),
 )
 NAMES = tuple(h.name for h in HOOKS)
 

@@ -11,6 +11,7 @@ from transformer import study as study_lib
 from transformer.config import LEGACY_DEFAULTS
 from transformer.sweep import points as sweep_lib
 from transformer.report.budget import BUDGET_LINE, COST_LINE
+from transformer.report.registration import REGISTRATION_LINE
 from transformer.report.robustness import ROBUSTNESS_LINE
 from transformer.report.runs import (PENDING, Run, read_cache, config_section, load_runs,
                                    saved_config, study_claim)
@@ -98,7 +99,8 @@ def _study_lines(results_dir: str, name: str, manifest: dict, s: dict) -> list[s
 def _atlas_lines(results_dir: str, studies: Sequence[tuple[str, dict, dict]]) -> list[str]:
   """`## The placement atlas`: one line per study whose summary names an atlas question
   (`summarize(runs)["atlas"]`, the question in a few words): its answer (the verdict line of
-  its report) and whether that holds at the neighbouring thresholds; [] when none does."""
+  its report), whether that holds at the neighbouring thresholds, and which of its calls were
+  fixed before their data (`registration.REGISTRATION_LINE`); [] when none does."""
   rows = []
   for name, _, s in studies:
     if not s.get("atlas"):
@@ -112,8 +114,11 @@ def _atlas_lines(results_dir: str, studies: Sequence[tuple[str, dict, dict]]) ->
     holds = ("not recomputed" if not robust else "holds" if " holds under every " in robust[0]
              else "does not hold")
     answer = verdict[0] if verdict else f"the data {s['verdict']}"
+    calls = [l.removeprefix(REGISTRATION_LINE).strip() for l in _quoted(report)
+             if l.startswith(REGISTRATION_LINE)]
     rows.append(f"- **{s['atlas']}** ([{name}]({name}/report.md)) {answer} At the "
-                f"neighbouring thresholds the call {holds}.")
+                f"neighbouring thresholds the call {holds}."
+                + (f" Calls: {calls[0]}" if calls else ""))
   if not rows:
     return []
   return ["## The placement atlas", "",
@@ -219,7 +224,8 @@ def recipe_changes_since(runs: Sequence[Run]) -> list[str]:
 
 def _quoted(report_path: str) -> list[str]:
   """The study report's robustness line (`robustness.ROBUSTNESS_LINE`: whether its call holds
-  under every neighbouring threshold), budget line (`budget.BUDGET_LINE`: tokens per
+  under every neighbouring threshold), calls line (`registration.REGISTRATION_LINE`: which
+  calls were pre-registered), budget line (`budget.BUDGET_LINE`: tokens per
   parameter, the best run against the bigram level) and cost line (`budget.COST_LINE`: the
   runs it trained and their wall time), as the report states them."""
   try:
@@ -228,7 +234,7 @@ def _quoted(report_path: str) -> list[str]:
   except (OSError, UnicodeDecodeError):
     return []
   out = []
-  for start in (ROBUSTNESS_LINE, BUDGET_LINE, COST_LINE):
+  for start in (ROBUSTNESS_LINE, REGISTRATION_LINE, BUDGET_LINE, COST_LINE):
     found = [l for l in text if l.startswith(start)]
     out += [found[0], ""] if found else []
   return out

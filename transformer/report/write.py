@@ -39,7 +39,7 @@ from transformer.errors import CommandLineError
 from transformer.sweep import points as sweep_lib
 from transformer.report import budget
 from transformer.report import provenance_report
-from transformer.report import robustness
+from transformer.report import registration, robustness
 from transformer.report.runs import (PENDING, Run, classify_run, eval_metric_names, groups,
                                      load_runs, study_claim, swept_fields, tied_fields,
                                      wall_seconds)
@@ -230,7 +230,8 @@ def study_verdict(manifest: dict, runs: Sequence[Run],
              "rest has run.", ""] if pending else [])
   try:
     lines = ["## Verdict", "", *caveat, *study.analyze(list(runs)), ""]
-    return lines + robustness.section(study, list(runs), reclassify)
+    lines += robustness.section(study, list(runs), reclassify)
+    return lines + registration.section(study)
   except Exception as e:  # noqa: BLE001
     print(f"[report] {manifest['sweep_file']}: analyze() failed: {type(e).__name__}: {e}")
     return ["## Verdict", "", f"The analysis failed ({type(e).__name__}: {e}); the tables "
