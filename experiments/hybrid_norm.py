@@ -6,11 +6,12 @@
 
 HybridNorm (`norm_placement=hybrid`): attention `x + Attn(x)` with queries, keys and values
 each normalized per head after projection (QKV-Norm); the feed-forward half `y + FFN(y)` with
-`y = N(x)`; a final norm after the stack (the paper's block, issue 68). The results committed
-up to commit e081cee ran the earlier reading, now `norm_placement=hybrid_v0` (q, k, v normed
-over all heads together, `N(x + FFN(x))`, no final norm): their HybridNorm rows are that
-block's, not the paper's. A rerun needs a fresh --sweep_dir (a finished point there is not
-rerun); `--reuse_runs_from` refuses to link the old `hybrid` runs. The protocol's
+`y = N(x)`; a final norm after the stack (the paper's block, issue 68). The committed
+HybridNorm runs are that block's (trained at 8f2da00, 2026-12-02). The results committed up to
+commit e081cee ran an earlier reading, now `norm_placement=hybrid_v0` (q, k, v normed over all
+heads together, `N(x + FFN(x))`, no final norm; pre minus it was -0.131 ± 0.082, largest
+stable LR 3e-3); depth_lr keeps those 6-layer runs inside its own packed file.
+`--reuse_runs_from` refuses to link an old `hybrid` run to a point now. The protocol's
 model, budget, warm-up, LR grid and seeds; post- and pre-norm are lr_sensitivity's runs (same
 config and data, linked), so only HybridNorm's 15 runs are new.
 
@@ -112,3 +113,8 @@ def summarize(runs):
 
 THRESHOLDS = paired.loss_margin_thresholds((0.0, 0.03))
 THRESHOLDS_NOT_READ = paired.NOT_READ
+
+REGISTRATION = {
+    "pre-norm minus HybridNorm": "pre-registered at e235672 (statistic and margin 0.01), before "
+                                 "the paper's block was built (0ba5dd1) and its 15 runs trained "
+                                 "(2026-12-02); it was first read on hybrid_v0's runs"}
