@@ -14,7 +14,7 @@ Seeds 0, 1, 2 (all three placements) are the exploratory set; seeds 3, 4, 5 (pre
 only, the judged pair: 18 runs) are the confirmatory set, added in issue 68 because the call
 below was chosen after seeing seeds 0-2.
 
-The call (issue 68, `experiments/paired.py`'s rule), fixed before any run of seeds 3-5 and read
+The call (issue 68, `paired.py`'s rule), fixed at 0eff39e before any run of seeds 3-5, read
 on them only: per seed and LR, the peak over training and layers of max |h| (a magnitude, as
 the claim is); the statistic is ln(pre's peak max|h|) minus ln(peri's), paired by seed, at
 every LR both ran. At each LR pre-norm's stream is *more than twice* Peri-LN's when the 95%
@@ -270,5 +270,5 @@ REGISTRATION = {
     CALL: "post hoc: chosen on seeds 0-2 in issue 68, replacing the call pre-registered at "
           "f4d3bd4 (the same difference on the peak max|h| / median|h| ratio, which divides "
           "out the magnitude the claim is about; kept as a caveat, no longer a call); "
-          "confirmatory on seeds 3-5, fixed before their runs at the commit that adds them to "
-          "the sweep"}
+          "confirmatory on seeds 3-5, fixed before their runs at 0eff39e, the commit that adds "
+          "them to the sweep"}
