@@ -14,7 +14,7 @@ seeds, beside LayerNorm in post-, peri- and pre-norm and DyT at 0.5 in pre-norm.
 at alpha_0 1 and 2 in post and peri, 60; the other 90 are norm_type_placement's, norms' and
 lr_sensitivity's (linked).
 
-The call (`experiments/paired.py`), fixed in this file before any of its runs (pre-registered;
+The call (`experiments/paired.py`), fixed at c678e28 before any of its new runs (pre-registered;
 see REGISTRATION): DyT's cost in a placement is its clipped final eval loss minus LayerNorm's in
 that placement, each at its own best LR of the grid, paired by seed. DyT in post-norm is read at
 its best alpha_0: the one of 0.5, 1, 2 whose loss at its best LR has the lowest mean over seeds
@@ -191,3 +191,8 @@ def summarize(runs):
 
 THRESHOLDS = paired.loss_margin_thresholds((0.03, 0.1))
 THRESHOLDS_NOT_READ = paired.NOT_READ
+REGISTRATION = {
+    "DyT's cost in post-norm at its best alpha_0 minus in pre-norm":
+        "pre-registered at c678e28, the commit that added this file, before any run of DyT at "
+        "alpha_0 1 or 2 (its alpha_0 0.5 and LayerNorm runs are norm_type_placement's, norms' "
+        "and lr_sensitivity's, landed before; their numbers are quoted in the file)"}

@@ -98,3 +98,10 @@ def test_not_run_yet_while_post_norm_dyt_lacks_an_alpha():
   assert "| post | DyT, alpha_0 2 | none | - | - | not run |" in lines
   assert "| post | DyT, alpha_0 0.5 | 0.003 | 3.41 ± 0.025 | +1.400 ± 0.000 | 15 finished |" in (
       lines)
+
+
+def test_the_call_is_declared_pre_registered():
+  from transformer import study
+  s = study.load("experiments/dyt_alpha.py")
+  assert list(s.registration) == ["DyT's cost in post-norm at its best alpha_0 minus in pre-norm"]
+  assert study.PRE_REGISTERED.match(next(iter(s.registration.values())))
