@@ -1,11 +1,11 @@
 """The studies issue 46 added: clipping (warmup_stability's paired call without gradient
-clipping) and massive_activations (the peak max|h| / median|h| over training), on hand-made
-runs whose answers are known."""
+clipping), prose_corpus and warmup_long, on hand-made runs whose answers are known
+(massive_activations, whose call issue 68 replaced: tests/test_massive_activations.py)."""
 
 import math
 
 from experiments import analysis as a
-from experiments import clipping, massive_activations
+from experiments import clipping
 from transformer.report import runs as report_runs
 
 T_975_2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom
@@ -51,35 +51,6 @@ def test_clipping_says_when_clipping_changes_the_call():
       lambda clip, p, s: 0.3 + 0.01 * s if (p == "post" or not clip) else 0.0))
   assert _verdict(lines).startswith("**Disagrees.**")
   assert "gives a different call (agrees)" in _verdict(lines)
-
-
-def _activation_runs(pre_ratio, peri_ratio=10.0):
-  """Every run logs 3 diagnostics steps over 2 layers; its peak max/median is the placement's
-  ratio (x 1.1 per seed) at the middle step of layer 1, everything else at ratio 2."""
-  runs = []
-  for p, lrs in massive_activations.LRS.items():
-    for lr in lrs:
-      for s in range(3):
-        peak = (pre_ratio if p == "pre" else peri_ratio) * 1.1 ** s
-        rows = [{"step": step, "split": "diagnostics",
-                 "decoder/layer_0/residual_max_abs": 2.0,
-                 "decoder/layer_1/residual_max_abs": peak if step == 100 else 2.0,
-                 "decoder/layer_0/residual_median_abs": 1.0,
-                 "decoder/layer_1/residual_median_abs": 1.0} for step in (50, 100, 150)]
-        runs.append(_run({a.PLACEMENT: p, a.LR: lr, "seed": s}, diagnostics=rows))
-  return runs
-
-
-def test_massive_activations_reads_the_peak_ratio_over_training_and_layers():
-  run = _activation_runs(80.0)[0]
-  assert massive_activations.ratios(run) == [(50, 2.0), (100, 80.0), (150, 2.0)]
-  lines = massive_activations.analyze(_activation_runs(80.0))
-  # ln(80 / 10) = 2.079 at every seed (the seeds' factor cancels): far above ln 2.
-  assert _verdict(lines).startswith("**Agrees.**")
-  assert f"ln(pre / peri peak ratio) at LR 0.003: +{math.log(8):.3f} ± 0.000 (3 seeds)" in (
-      _verdict(lines))
-  assert _verdict(massive_activations.analyze(_activation_runs(12.0))).startswith(
-      "**Disagrees.**")  # ln 1.2 < ln 2 at every LR
 
 
 def _prose_runs(post_cliff, post_warmup_cost):
