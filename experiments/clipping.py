@@ -11,16 +11,19 @@ the protocol's clipping (warmup_stability's runs, linked) and without it (`optim
 The window was 1e-3..1e-2 for the first 72 runs; it put post-norm's best LR without clipping at
 its lower edge, so 3e-4 was added (12 new runs, 12 linked), as the edge rule asks.
 
-The call (`experiments/paired.py`), fixed before the runs: warmup_stability's statistic,
-post-norm's cost of dropping warm-up minus pre-norm's (each setting at its own best LR of the
-window, paired by seed), made without clipping against the same margin, 0.05 nats. It *agrees*
-(the warm-up claim holds without clipping too) when the interval lies above the margin.
-Described beside it: the same statistic with clipping, and per placement and warm-up what
+The calls (issue 68; `experiments/paired.py`): warmup_stability's two halves, made without
+clipping against the same margin, 0.05 nats: post-norm's cost of dropping warm-up (each setting
+at its own best LR of the window, paired by seed) above the margin (it needs warm-up), and
+pre-norm's below it (it does not), each its own call. The study *agrees* (the warm-up claim
+holds without clipping too) when both halves do, *partly agrees* when one does. They replace
+the call fixed before the runs, post-norm's cost minus pre-norm's against the margin, which is
+kept as a described number; the halves were chosen after the runs (see REGISTRATION).
+Described beside them: the same halves with clipping, and per placement and warm-up what
 dropping clipping costs at the best LR.
 """
 
 from experiments import analysis as a
-from experiments import paired
+from experiments import paired, warmup_stability
 from experiments.presets import PROTOCOL_MATCHED_LR, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.sweep import preset, product
 
@@ -50,8 +53,8 @@ def _setting(runs, clip, placement, warmup):
 
 
 def measure(runs) -> dict:
-  """Per clip: per placement the cost of dropping warm-up (Difference, LRs read), and the call's
-  difference, post's cost minus pre's."""
+  """Per clip: per placement the cost of dropping warm-up (Difference, LRs read), and the old
+  call's statistic, post's cost minus pre's (described)."""
   warmups = sorted({r.overrides["optim.warmup_steps"] for r in runs})
   lrs = {r.overrides[a.LR] for r in runs}
   matched = next((lr for lr in PROTOCOL_MATCHED_LR.values() if lr in lrs), None)
@@ -62,9 +65,9 @@ def measure(runs) -> dict:
       lr0, without = paired.read(_setting(runs, clip, p, warmups[0]), matched)
       lr1, with_ = paired.read(_setting(runs, clip, p, warmups[-1]), matched)
       costs[p] = (paired.difference(f"{p}'s cost of dropping warm-up", without, with_), lr0, lr1)
-    call = paired.difference("post-norm's cost minus pre-norm's", costs["post"][0].per_seed,
-                             costs["pre"][0].per_seed)
-    out[clip] = {"costs": costs, "call": call}
+    relative = paired.difference("post-norm's cost minus pre-norm's (described)",
+                                 costs["post"][0].per_seed, costs["pre"][0].per_seed)
+    out[clip] = {"costs": costs, "relative": relative}
   return {"clips": out, "warmups": warmups}
 
 
@@ -82,7 +85,7 @@ def analyze(runs):
       d, lr0, lr1 = m["clips"][clip]["costs"][p]
       lines.append(f"- {_clip_name(clip)}, {d.text()} (best LR {a.fmt_lr(lr0)} without warm-up, "
                    f"{a.fmt_lr(lr1)} with it)")
-    lines.append(f"- {_clip_name(clip)}, {m['clips'][clip]['call'].text()}")
+    lines.append(f"- {_clip_name(clip)}, {m['clips'][clip]['relative'].text()}")
   edges = []
   for clip in CLIPS:
     for p in PLACEMENTS:
@@ -92,14 +95,27 @@ def analyze(runs):
                            _setting(runs, clip, p, w))
         edges += [note] if note else []
   lines += ["", a.status_counts(runs), "", *(f"- {n}" for n in edges), *([""] if edges else [])]
-  call = m["clips"][0.0]["call"]
-  agrees = paired.judge(call, LOSS_MARGIN)
-  with_clip = paired.judge(m["clips"][1.0]["call"], LOSS_MARGIN)
+  return lines + [_verdict_line(m)]
+
+
+def _halves(m, clip):
+  """(verdict, sentence) of warmup_stability's two halves at `clip`."""
+  costs = m["clips"][clip]["costs"]
+  return warmup_stability.two_halves({p: {"": costs[p][0]} for p in PLACEMENTS}, LOSS_MARGIN)
+
+
+def _verdict_line(m) -> str:
+  """The call without clipping; the same halves with it and the old relative statistic,
+  described."""
+  agrees, said = _halves(m, 0.0)
+  with_clip, said_clip = _halves(m, 1.0)
   same = "the same call" if agrees == with_clip else "a different call"
-  return lines + [a.verdict(agrees, f"Without clipping (the papers' recipe): "
-                            f"{paired.call_text(call, LOSS_MARGIN)}. With the protocol's "
-                            f"clipping the same statistic gives {same} "
-                            f"({a.verdict_word(with_clip)}).")]
+  return a.verdict(agrees, f"Without clipping (the papers' recipe): {said} (nats/token, mean ± "
+                   f"95% CI over seeds; each half its own call, chosen after the runs). With "
+                   f"the protocol's clipping the same halves give {same} "
+                   f"({a.verdict_word(with_clip)}): {said_clip}. Described, not called: "
+                   f"post-norm's cost minus pre-norm's {m['clips'][0.0]['relative'].estimate()} "
+                   f"without clipping, {m['clips'][1.0]['relative'].estimate()} with it.")
 
 
 def summarize(runs):
@@ -111,3 +127,11 @@ def summarize(runs):
 
 THRESHOLDS = paired.loss_margin_thresholds()
 THRESHOLDS_NOT_READ = paired.NOT_READ
+
+_POST_HOC = ("post hoc: replaces the call fixed before the runs, post-norm's cost of dropping "
+             "warm-up minus pre-norm's without clipping against the same margin (kept as a "
+             "described number), after these runs were seen; not yet confirmed on new data")
+REGISTRATION = {"post-norm's cost of dropping warm-up without clipping above the margin":
+                _POST_HOC,
+                "pre-norm's cost of dropping warm-up without clipping below the margin":
+                _POST_HOC}

@@ -139,3 +139,48 @@ def call_text(d: Difference, margin: float) -> str:
   word = {True: "above", False: "below", None: "across"}[judge(d, margin)]
   return (f"{d.text()}; its {stats.CONFIDENCE:.0%} interval lies {word} the margin "
           f"{margin:g}")
+
+
+def side(diffs: Sequence[Difference], margin: float) -> Optional[bool]:
+  """One call on several differences (a placement's cost against each fixed warm-up): True
+  when every interval lies above `margin`, False when every one lies below, None otherwise.
+  An intersection-union test: each interval at the stated confidence, with no multiplicity
+  adjustment, and no difference chosen from the data."""
+  sides = [judge(d, margin) for d in diffs]
+  if sides and all(s is True for s in sides):
+    return True
+  if sides and all(s is False for s in sides):
+    return False
+  return None
+
+
+def halves(found: Sequence[Optional[bool]], claimed: Sequence[bool]):
+  """The verdict of a claim made of halves, each its own call (`judge` or `side`), `claimed`
+  the side each half should find: True when every half finds its side, "partly" when some
+  do, False when none does and one lies wholly on the other side, None otherwise."""
+  agree = [f is c for f, c in zip(found, claimed)]
+  if agree and all(agree):
+    return True
+  if any(agree):
+    return "partly"
+  if any(f is (not c) for f, c in zip(found, claimed)):
+    return False
+  return None
+
+
+def sides_text(diffs: dict, margin: float, against: str = "against") -> str:
+  """Where each difference's interval lies against `margin`, grouped by side, each with its
+  mean ± half-width: `above the margin 0.05 against 150 (+0.098 ± 0.041), 300 (+0.096 ±
+  0.034); across it against 60 (+0.078 ± 0.064)`. `diffs` maps a label to a difference; a
+  lone difference under the label '' reads `above the margin 0.05 (+0.290 ± 0.040)`."""
+  groups: dict = {}
+  for label, d in diffs.items():
+    groups.setdefault(judge(d, margin), []).append(
+        f"{label} ({d.estimate()})" if label else f"({d.estimate()})")
+  parts = []
+  for s, word in ((True, "above"), (False, "below"), (None, "across")):
+    if s in groups:
+      where = f"the margin {margin:g}" if not parts else "it"
+      lead = f" {against} " if any(diffs) else " "
+      parts.append(f"{word} {where}{lead}{', '.join(groups[s])}")
+  return "; ".join(parts)

@@ -177,6 +177,10 @@ def test_the_studys_verdict_names_its_corpus_and_is_prose_corpus_call():
   assert verdict.startswith("**Agrees.** On varied English prose (Debian's and Python's "
                             "manuals), post-norm's larger LR sensitivity holds")
   assert study.summarize(runs)["verdict"] == "agrees"
+  # Issue 68: the warm-up halves, each its own call (post 0.31 above 0.05, pre 0.02 below).
+  assert "post-norm needs warm-up" in verdict and "pre-norm does not need warm-up" in verdict
+  from experiments import prose_corpus
+  assert list(study.REGISTRATION) == list(prose_corpus.REGISTRATION)  # the same three calls
 
 
 @pytest.mark.slow  # strips 45 MB of HTML: about 35 s

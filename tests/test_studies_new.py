@@ -4,6 +4,8 @@ claim, not when they do not."""
 
 import math
 
+import pytest
+
 from experiments import analysis as a
 from experiments import depth, long_training, norms, warmup_length
 from transformer.report import runs as report_runs
@@ -247,18 +249,24 @@ def _warmup_runs(post_grows=True, pre_moves=False):
 
 
 def test_warmup_length_sees_post_norm_gain_stable_lr():
-  """The call: post's cost of no warm-up (1.7 at its best warm-up's best LR, 2.0 without)
-  minus pre's (0: its best LR is the same at every length), paired by seed, above 0.05."""
+  """The calls (issue 68): post's cost of no warm-up against each fixed length (2.0 without,
+  1.9 / 1.8 / 1.7 / 1.7 at each length's best LR) above 0.05 at every length; pre's (0: its
+  best LR is the same at every length) below it. Post's minus pre's against its best length
+  is described."""
   lines = warmup_length.analyze(_warmup_runs())
-  assert _verdict(lines).startswith("**Agrees.**")
-  assert "post-norm's cost minus pre-norm's: +0.300 ± 0.000 nats/token (3 seeds)" in _verdict(
-      lines)
+  assert _verdict(lines).startswith(
+      "**Agrees.** Post-norm needs warm-up: its cost of dropping it lies above the margin 0.05 "
+      "against warm-up 20 (+0.100 ± 0.000), 50 (+0.200 ± 0.000), 100 (+0.300 ± 0.000), 200 "
+      "(+0.300 ± 0.000); pre-norm does not need warm-up: its cost of dropping it lies below the "
+      "margin 0.05 against warm-up 20 (+0.000 ± 0.000), 50")
+  assert ("Described, not called: post-norm's cost minus pre-norm's: +0.300 ± 0.000 nats/token "
+          "(3 seeds), each against its own best warm-up length") in _verdict(lines)
   assert "0.001 -> 0.003 -> 0.01 -> 0.03 -> 0.03" in _verdict(lines)  # described beside it
   # The matched-LR section: every setting at 3e-3; post without warm-up diverged there (clipped
   # at its initial loss), every other setting ends 2.0 - 0.1 + 0.01 per seed.
   assert "| post | 5.56 ± 0 | 1.91 ± 0.025 | 1.91 ± 0.025 | 1.91 ± 0.025 | 1.91 ± 0.025 |" in lines
   assert _verdict(warmup_length.analyze(_warmup_runs(post_grows=False))).startswith(
-      "**Disagrees.**")  # neither pays for no warm-up: 0 ± 0 lies below the margin
+      "**Partly agrees.** Post-norm does not need warm-up")  # neither pays: pre's half holds
   assert _verdict(warmup_length.analyze(_warmup_runs(post_grows=False, pre_moves=True))
                   ).startswith("**Disagrees.**")
 
@@ -276,13 +284,46 @@ def test_warmup_length_judges_training_over_the_tolerance(tmp_path):
   cells = [c.strip() for c in row.split("|")[3:3 + len(a.TOLERANCES)]]
   assert cells == ["0.001" if t < 0.5 else "0.03" for t in a.TOLERANCES]
   assert "grows with the warm-up length for X in [0.5, 1]" in text
-  assert _verdict(lines).startswith("**Disagrees.**")  # post's best LR is 1e-3 at every length
+  # Post's best LR is 1e-3 at every length: no cost, so only pre's half holds.
+  assert _verdict(lines).startswith("**Partly agrees.** Post-norm does not need warm-up")
   written = warmup_length.figures(runs, str(tmp_path))
   assert (tmp_path / written[0][1]).stat().st_size > 1000
   s = warmup_length.summarize(runs)
-  assert s["verdict"] == "disagrees"
+  assert s["verdict"] == "partly agrees"
   assert s["placements"]["post"] == {"largest LR trained at X=0.3 over warm-up 0/20/50/100/200":
                                      "0.001 / 0.001 / 0.001 / 0.001 / 0.001"}
+
+
+def _length_runs(gain):
+  """Post and pre at warm-ups 0, 20, 50: loss 2.0 + 0.1 per LR step from 3e-3 + 0.01 s, less
+  `gain(placement, warmup, seed)` (0 at warm-up 0)."""
+  lrs = [1e-3, 3e-3, 1e-2]
+  return [_run({a.PLACEMENT: p, "optim.warmup_steps": w, a.LR: lr, "seed": s},
+               final_loss=2.0 + 0.1 * abs(i - 1) + 0.01 * s - (gain(p, w, s) if w else 0.0))
+          for p in ("post", "pre") for w in (0, 20, 50) for i, lr in enumerate(lrs)
+          for s in range(3)]
+
+
+@pytest.mark.parametrize("post, pre, word, found", [
+    # Post gains 0.5 and pre 0.2 at every length: post minus pre (0.3) cleared the margin (the
+    # old call agreed), but pre pays more than the margin too.
+    ({20: 0.5, 50: 0.5}, {20: 0.2, 50: 0.2}, "**Partly agrees.**", "pre-norm needs warm-up"),
+    # Pre's cost above the margin against 20, below it against 50: not resolved.
+    ({20: 0.5, 50: 0.5}, {20: 0.2, 50: -0.1}, "**Partly agrees.**",
+     "pre-norm is not resolved: its cost of dropping it lies above the margin 0.05 against "
+     "warm-up 20 (+0.200 ± 0.000); below it against warm-up 50 (-0.100 ± 0.000)"),
+    ({20: 0.5, 50: 0.5}, {20: 0.01, 50: 0.0}, "**Agrees.**", "pre-norm does not need"),
+    # Post's cost clears the margin against 50 only, pre's as above: neither half resolved.
+    ({20: 0.02, 50: 0.5}, {20: 0.2, 50: -0.1}, "**Inconclusive.**",
+     "Post-norm is not resolved: its cost of dropping it lies above the margin 0.05 against "
+     "warm-up 50 (+0.510 ± 0.025); across it against warm-up 20 (+0.030 ± 0.025)")])
+def test_warmup_length_halves_hold_against_every_fixed_length(post, pre, word, found):
+  gain = lambda p, w, s: ((post if p == "post" else pre)[w] + (0.01 * s if p == "post" else 0))
+  lines = warmup_length.analyze(_length_runs(gain))
+  assert _verdict(lines).startswith(word) and found in _verdict(lines)
+  assert set(warmup_length.REGISTRATION) == {
+      "post-norm's cost of no warm-up above the margin against every length",
+      "pre-norm's cost of no warm-up below the margin against every length"}
 
 
 # --- norms -----------------------------------------------------------------------------------
