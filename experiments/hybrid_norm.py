@@ -110,5 +110,5 @@ def summarize(runs):
                          for p in PLACEMENTS}}
 
 
-THRESHOLDS = paired.loss_margin_thresholds((0.0, 0.03))
+THRESHOLDS = paired.margin_thresholds((0.0, 0.03))
 THRESHOLDS_NOT_READ = paired.NOT_READ

@@ -85,5 +85,5 @@ def summarize(runs):
           "figure": "final_vs_optim_learning_rate.png", "placements": {}}
 
 
-THRESHOLDS = paired.loss_margin_thresholds()  # its matched LR: 3e-3, in both windows
+THRESHOLDS = paired.margin_thresholds()  # its matched LR: 3e-3, in both windows
 THRESHOLDS_NOT_READ = paired.NOT_READ

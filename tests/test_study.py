@@ -36,7 +36,10 @@ def test_the_template_declares_every_hook_but_the_diagnostics_and_its_points_val
   s = study.load("experiments/template.py")
   assert s.claim and s.analyze and s.figures and s.summarize and s.thresholds_not_read
   assert list(s.registration) == ["post minus pre"]
-  assert len(s.thresholds) == 3 and s.report_diagnostics == ()
+  # The confidence level and the margin; its seeds are described, not left out (issue 68).
+  assert [t.label for t in s.thresholds] == ["confidence level of the intervals",
+                                             "loss margin (nats/token)"]
+  assert s.report_diagnostics == ()
   points = sweep_points.load_sweep("experiments/template.py:tiny")
   assert len(points) == 2
   configs = sweep_points.validate_points(get_config(), points)
