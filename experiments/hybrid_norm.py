@@ -112,3 +112,11 @@ def summarize(runs):
 
 THRESHOLDS = paired.margin_thresholds((0.0, 0.03))
 THRESHOLDS_NOT_READ = paired.NOT_READ
+
+# Which calls were fixed before their data (`transformer/study.py`; the report's `## Calls`):
+# from `git log --follow -p` of this file and the runs' provenance.
+REGISTRATION = {
+    "pre-norm minus HybridNorm":
+        "pre-registered at e235672, the commit that added this file with the statistic and "
+        "LOSS_MARGIN 0.01, before HybridNorm's first run (2026-11-26 23:39); pre-norm's runs "
+        "are lr_sensitivity's (2026-11-25)"}

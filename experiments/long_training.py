@@ -246,3 +246,14 @@ def summarize(runs):
 THRESHOLDS = (a.CONFIDENCE,
               Threshold("loss margin (nats/token)", None, "LOSS_MARGIN", (0.01, 0.05)))
 THRESHOLDS_NOT_READ = {a.COLLAPSE.label: a.COLLAPSE_NOT_READ}
+
+# Which calls were fixed before their data (`transformer/study.py`; the report's `## Calls`):
+# from `git log --follow -p` of this file and the runs' provenance.
+REGISTRATION = {
+    "the 600-step ordering kept after 2400 steps":
+        "pre-registered at 9821b15, which put the call under the protocol (each placement at "
+        "its best LR of each length; the fates of 31c5b8f: a gap resolved above LOSS_MARGIN "
+        "0.02, fixed at b455241, kept, shrunk or reversed) before the protocol's first run "
+        "(lr_sensitivity's 600-step runs, 2026-11-25 12:32); the fates were written after the "
+        "old recipe's 30 runs (2026-11-23), which are not in these results, and post-norm's "
+        "window was widened after its first 2400-step runs (9ffe32c)"}

@@ -225,3 +225,13 @@ THRESHOLDS = (a.CONFIDENCE,
 THRESHOLDS_NOT_READ = {a.COLLAPSE.label: a.COLLAPSE_NOT_READ,
                        a.RULE.label: a.RULE_NOT_READ + " (the largest stable "
                        "LR is shown, not judged)"}
+
+# Which calls were fixed before their data (`transformer/study.py`; the report's `## Calls`):
+# from `git log --follow -p` of this file and the runs' provenance.
+_FIXED = ("pre-registered at b455241, the commit that added this file (each norm minus "
+          "LayerNorm at each one's best LR, paired by seed, against ± LOSS_MARGIN 0.05) before "
+          "any norms run (the old recipe's, 2026-11-23; the protocol's, from 2026-11-25 22:51); "
+          "46a9f86 later read it through experiments/paired.py, the verdict unchanged")
+REGISTRATION = {"DyT (alpha_0 = 0.5) matches LayerNorm": _FIXED,
+                "RMSNorm matches LayerNorm": _FIXED,
+                "no norm is worse than LayerNorm": _FIXED}

@@ -141,7 +141,7 @@ def seed_description(d: Difference, margin: float) -> str:
   seeds, values = list(d.per_seed), list(d.per_seed.values())
   above = sum(v > margin for v in values)
   below = sum(v < margin for v in values)
-  line = (f"{d.label}: {above} of {len(values)} seeds above the margin {margin:g}, {below} "
+  line = (f"{d.label}: {above} of {len(values)} seeds above the margin {margin:.3g}, {below} "
           "below (" + ", ".join(f"seed {s} {v:+.3f}" for s, v in d.per_seed.items()) + ")")
   loo, se = stats.jackknife_mean(values)
   if not loo:

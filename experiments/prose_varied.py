@@ -52,3 +52,12 @@ THRESHOLDS = (a.CONFIDENCE,  # prose_corpus's margins, moved where its calls rea
                         "WARMUP_MARGIN", (0.03, 0.1)),
               paired.MATCHED_LR)
 THRESHOLDS_NOT_READ = paired.NOT_READ
+
+# Which calls were fixed before their data (`transformer/study.py`; the report's `## Calls`).
+REGISTRATION = {
+    "post-norm's trimmed LR sensitivity minus pre-norm's":
+        "pre-registered at 1266c2b, the commit that added this file (prose_corpus's statistic "
+        "and SENSITIVITY_MARGIN on the varied prose), before any run on it",
+    "post-norm's cost of dropping warm-up minus pre-norm's":
+        "pre-registered at 1266c2b, the commit that added this file (prose_corpus's statistic "
+        "and WARMUP_MARGIN on the varied prose), before any run on it"}

@@ -211,3 +211,16 @@ THRESHOLDS = (a.CONFIDENCE,
                         "LOGIT_GROWTH", (1.5, 3.0)))
 THRESHOLDS_NOT_READ = {a.COLLAPSE.label: "the call reads logits and clipped losses of "
                        "every run, and counts diverged runs only"}
+
+# Which calls were fixed before their data (`transformer/study.py`; the report's `## Calls`):
+# from `git log --follow -p` of this file and the runs' provenance.
+_REJUDGED = ("post hoc: set at e235672 (2026-11-26, issue 46's re-judgement, with LOGIT_GROWTH "
+             "2) after these runs (2026-11-25); it replaced {what}; not yet confirmed on new "
+             "data")
+REGISTRATION = {
+    "without qk-norm the max logit grows with the LR": _REJUDGED.format(
+        what="disjoint unpaired 95% intervals of the peak logit at the grid's ends"),
+    "with qk-norm the max logit does not grow with the LR": _REJUDGED.format(
+        what="the interval at the highest LR not above the lowest's, unpaired"),
+    "qk-norm lowers the LR sensitivity": _REJUDGED.format(
+        what="disjoint 95% intervals of the LR sensitivity paired by seed")}

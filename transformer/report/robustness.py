@@ -132,6 +132,6 @@ def section(study: Study, runs: list, reclassify: Callable[[list], None]) -> lis
     lines += ["", "Not moved, because the call does not read them: "
               + "; ".join(f"{label} ({why})" for label, why in not_read.items()) + "."]
   if described:
-    lines += ["", "What the call rests on, seed by seed (description, not a threshold: it "
-              "moves no verdict):", "", *(f"- {line}" for line in described)]
+    lines += ["", "Each paired difference the verdict reads, seed by seed (description, not a "
+              "threshold: it moves no verdict):", "", *(f"- {line}" for line in described)]
   return lines + ["", summary, ""]
