@@ -136,3 +136,17 @@ def analyze(runs):
 # The call's one threshold, recomputed at its neighbours in the report's `## Robustness`.
 THRESHOLDS = (Threshold("margin (nats/token)", None, "MARGIN", (0.01, 0.05)),)
 THRESHOLDS_NOT_READ = {a.RULE.label: a.RULE_NOT_READ, a.COLLAPSE.label: a.COLLAPSE_NOT_READ}
+
+# Which calls were fixed before their data (`transformer/study.py`; the report's `## Calls`):
+# from `git log --follow -p` of this file and the runs' provenance.
+REGISTRATION = {
+    "post-norm's LR sensitivity minus pre-norm's over the window (one seed)":
+        "pre-registered at 7334ed4, the commit that added this file with the statistic and "
+        "MARGIN 0.02, before the first GPU lease's runs (2026-11-26) and the 9 committed runs "
+        "(2026-11-27, at 9cf5a55)",
+    "a placement whose best run ends above the bigram level is not compared":
+        "post hoc: added at 9c6913c after the first lease's 5 points, where post-norm trained "
+        "at no LR (it replaced comparing sensitivities over runs that all failed, which reads "
+        "as stability); applied to new data, the second lease's 9 committed runs "
+        "(2026-11-27), where it fires again (post-norm's best 3.480 nats against the bigram "
+        "level 2.413)"}

@@ -135,3 +135,12 @@ def summarize(runs):
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (a.CONFIDENCE,
               Threshold("flatness factor", None, "FLAT", (1.25, 2.0)))
+
+# Which calls were fixed before their data (`transformer/study.py`; the report's `## Calls`):
+# from `git log --follow -p` of this file and the runs' first metric rows.
+REGISTRATION = {
+    "post-norm's gradient grows toward the output, pre-norm's stays within a factor FLAT":
+        "post hoc: the per-seed fit (the fitted last/first ratio with its interval over the "
+        "seeds' fits) set at 9e29b97 (2026-11-23), after the ReLU runs (2026-11-22 "
+        "20:00-20:20); it replaced one trend fitted to every layer of every seed as if the "
+        "layers were independent points; not yet confirmed on new data"}

@@ -127,3 +127,12 @@ def summarize(runs):
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (a.CONFIDENCE,)
+
+# Which calls were fixed before their data (`transformer/study.py`; the report's `## Calls`):
+# from `git log --follow -p` of this file and the runs' first metric rows.
+REGISTRATION = {
+    "fitted exponents of the last layer's gradient against depth (post 0, pre -1/2)":
+        "post hoc: the fitted exponents with their 95% intervals were written at eeec21a "
+        "(2026-11-22 06:41), after the first (GELU) runs (from 06:35), and the call moved to "
+        "the paper's ReLU runs at 19668af (20:33), while those ran (20:21-20:48); it replaced "
+        "the call on the GELU runs, now described beside it; not yet confirmed on new data"}

@@ -111,10 +111,11 @@ def summarize(runs):
                          for p in PLACEMENTS}}
 
 
-THRESHOLDS = paired.loss_margin_thresholds((0.0, 0.03))
+THRESHOLDS = paired.margin_thresholds((0.0, 0.03))
 THRESHOLDS_NOT_READ = paired.NOT_READ
 
 REGISTRATION = {
-    "pre-norm minus HybridNorm": "pre-registered at e235672 (statistic and margin 0.01), before "
-                                 "the paper's block was built (0ba5dd1) and its 15 runs trained "
-                                 "(2026-12-02); it was first read on hybrid_v0's runs"}
+    "pre-norm minus HybridNorm": "pre-registered at e235672 (statistic and LOSS_MARGIN 0.01), "
+                                 "before hybrid_v0's first run (2026-11-26 23:39) and before the "
+                                 "paper's block was built (0ba5dd1) and its 15 runs trained "
+                                 "(2026-12-02); pre-norm's runs are lr_sensitivity's"}

@@ -144,7 +144,7 @@ def summarize(runs):
                       *(m["calls"][o].text() for o in COMPARED)]}
 
 
-THRESHOLDS = paired.loss_margin_thresholds((0.03, 0.1))
+THRESHOLDS = paired.margin_thresholds((0.03, 0.1))
 THRESHOLDS_NOT_READ = paired.NOT_READ
 
 REGISTRATION = {

@@ -51,7 +51,7 @@ THRESHOLDS = (a.CONFIDENCE,  # prose_corpus's margins, moved where its calls rea
                         "SENSITIVITY_MARGIN", (0.05, 0.2)),
               Threshold("warm-up cost margin (nats/token)", "experiments.prose_corpus",
                         "WARMUP_MARGIN", (0.03, 0.1)),
-              paired.LEAVE_ONE_OUT, paired.MATCHED_LR)
+              paired.MATCHED_LR)
 THRESHOLDS_NOT_READ = paired.NOT_READ
 
 REGISTRATION = {

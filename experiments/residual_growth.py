@@ -157,3 +157,11 @@ def summarize(runs):
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
 THRESHOLDS = (a.CONFIDENCE,
               Threshold("constant slope (per layer)", None, "CONSTANT", (0.03, 0.1)))
+
+# Which calls were fixed before their data (`transformer/study.py`; the report's `## Calls`):
+# from `git log --follow -p` of this file and the runs' first metric rows.
+REGISTRATION = {
+    "pre-norm's squared residual norm grows linearly, post-norm's sum keeps its size":
+        "post hoc: Lemma 2's bounds and CONSTANT 0.05 set at 9e29b97 (2026-11-23), after the "
+        "6 runs (2026-11-22 06:59-07:02); it replaced a line fitted to pre-norm's mean squared "
+        "residual RMS and the range of post-norm's; not yet confirmed on new data"}

@@ -85,5 +85,13 @@ def summarize(runs):
           "figure": "final_vs_optim_learning_rate.png", "placements": {}}
 
 
-THRESHOLDS = paired.loss_margin_thresholds()  # its matched LR: 3e-3, in both windows
+THRESHOLDS = paired.margin_thresholds()  # its matched LR: 3e-3, in both windows
 THRESHOLDS_NOT_READ = paired.NOT_READ
+
+# Which calls were fixed before their data (`transformer/study.py`; the report's `## Calls`):
+# from `git log --follow -p` of this file and the runs' provenance.
+REGISTRATION = {
+    "post-norm's cost of dropping warm-up minus pre-norm's, after 2400 steps":
+        "pre-registered at b84f151, the commit that added this file with warmup_stability's "
+        "statistic and LOSS_MARGIN 0.05, before its first run (2026-11-27 22:43); df3a278 "
+        "widened the LR windows, the call unchanged"}

@@ -2,12 +2,17 @@
 transcription of the t-interval and hand-made runs."""
 
 import math
+import os
+import types
 
 import numpy as np
 import pytest
 
+from experiments import analysis as a
 from experiments import paired
+from transformer.report import robustness, stats
 from transformer.report.runs import Run
+from transformer.study import check
 
 T_975_2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom
 
@@ -58,3 +63,71 @@ def test_kept_seeds_drops_only_the_seed_left_out(monkeypatch):
   assert paired.kept_seeds(runs) == runs
   monkeypatch.setattr(paired, "LEFT_OUT_SEED", 0)  # 0 is a seed, not "none"
   assert [r.seed for r in paired.kept_seeds(runs)] == [1, 2]
+
+
+def _jackknife_reference(x):
+  """A float64 NumPy transcription of the jackknife of the mean (Efron & Tibshirani, eq.
+  11.5): the i-th leave-one-out mean, and sqrt((n - 1) / n * sum_i (m_i - m_.)^2)."""
+  x = np.asarray(x, np.float64)
+  n = len(x)
+  loo = np.array([np.delete(x, i).mean() for i in range(n)])
+  return loo, np.sqrt((n - 1) / n * np.sum((loo - loo.mean()) ** 2))
+
+
+@pytest.mark.parametrize("x", [[0.3, 0.4, 0.15], [0.02, -0.01], [0.1, 0.5, -0.2, 0.05, 0.3]])
+def test_the_jackknife_of_the_mean_matches_a_numpy_transcription(x):
+  loo, se = stats.jackknife_mean(x)
+  want_loo, want_se = _jackknife_reference(x)
+  np.testing.assert_allclose(loo, want_loo, rtol=1e-12)
+  assert se == pytest.approx(want_se, rel=1e-12)
+  # For the mean the jackknife SE is the usual standard error of the mean.
+  assert se == pytest.approx(np.std(x, ddof=1) / math.sqrt(len(x)), rel=1e-12)
+  assert stats.jackknife_mean([1.0]) == ([], pytest.approx(float("nan"), nan_ok=True))
+
+
+def test_the_seed_description_counts_each_side_and_gives_the_leave_one_out_means():
+  d = paired.difference("a minus b", {0: 2.3, 1: 2.5, 2: 2.2}, {0: 2.0, 1: 2.1, 2: 2.05})
+  loo, se = _jackknife_reference([0.3, 0.4, 0.15])  # +0.275, +0.225, +0.350
+  assert paired.seed_description(d, 0.2) == (
+      "a minus b: 2 of 3 seeds above the margin 0.2, 1 below (seed 0 +0.300, seed 1 +0.400, "
+      f"seed 2 +0.150); leave-one-out means +{loo[0]:.3f} without seed 0, +{loo[1]:.3f} "
+      f"without seed 1, +{loo[2]:.3f} without seed 2 (jackknife SE {se:.3f}; 3 of 3 above "
+      "the margin).")
+  one = paired.difference("one seed", {0: 1.0}, {0: 0.0})
+  assert paired.seed_description(one, 0.05).endswith("; too few seeds for a jackknife.")
+
+
+def test_the_margin_thresholds_leave_no_seed_out():
+  """A seed left out of 3 leaves t_{0.975,1} = 12.7: the row is gone; the seeds are
+  described under the table instead (`judge` hands its difference to the section)."""
+  labels = [t.label for t in paired.margin_thresholds()]
+  assert labels == [a.CONFIDENCE.label, "loss margin (nats/token)", paired.MATCHED_LR.label]
+  assert paired.margin_thresholds(matched_lr=False) == paired.margin_thresholds()[:2]
+  module = types.SimpleNamespace(LOSS_MARGIN=0.05, get_sweep=lambda: [{"seed": 0}],
+                                 THRESHOLDS=paired.margin_thresholds(matched_lr=False))
+  d = paired.difference("a minus b", {0: 2.3, 1: 2.5, 2: 2.2}, {0: 2.0, 1: 2.1, 2: 2.05})
+  module.analyze = lambda runs: [a.verdict(paired.judge(d, module.LOSS_MARGIN), "")]
+  lines = robustness.section(check(module), [], lambda runs: None)
+  assert not any("seed left out" in line for line in lines)
+  described = [line for line in lines if line.startswith("- a minus b")]
+  # Once, at the margin as reported (0.05), though `analyze` ran at every threshold too.
+  assert described == [f"- {paired.seed_description(d, 0.05)}"]
+  assert robustness.describe("outside a report") is None  # no section collecting: ignored
+  assert paired.judge(d, 0.05) is None  # and the interval [-0.04, 0.61] still holds 0.05
+
+
+# Study files of other issue-68 helpers that still list the "seed left out" row (or read
+# LEFT_OUT_SEED / kept_seeds / loss_margin_thresholds); the lead moves them to
+# `paired.margin_thresholds` and removes each from this allowance after merging.
+STILL_LEAVING_A_SEED_OUT = {"clipping", "depth", "depth_lr", "depth_post", "long_runs",
+                            "massive_activations", "norm_type_placement", "prose_corpus",
+                            "qk_norm_depth", "qk_norm_post", "warmup_length",
+                            "warmup_placement", "warmup_stability"}
+
+
+def test_no_other_study_leaves_a_seed_out():
+  root = os.path.join(os.path.dirname(__file__), os.pardir, "experiments")
+  names = ("LEAVE_ONE_OUT", "LEFT_OUT_SEED", "kept_seeds", "loss_margin_thresholds")
+  users = {f[:-3] for f in os.listdir(root) if f.endswith(".py") and f != "paired.py"
+           and any(n in open(os.path.join(root, f)).read() for n in names)}
+  assert users <= STILL_LEAVING_A_SEED_OUT, sorted(users - STILL_LEAVING_A_SEED_OUT)

@@ -17,16 +17,42 @@ to try; the section sets it to each value in turn (one threshold moved at a time
 reported), runs the study's `analyze(runs)` again, and tabulates the verdict word. A threshold
 that changes which runs count as collapsed (`reclassify`) has the runs classified again under
 it. Every attribute is restored afterwards, also when `analyze` fails.
+
+Below the table, the section describes what the call rests on without moving it: each line a
+study's `analyze` hands to `describe` while the verdict as reported is computed (a paired
+difference's seeds: how many lie beyond the margin on each side, and its jackknife;
+`experiments/paired.py`). A description never changes the verdict.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from transformer.study import Study, Threshold
 
 ROBUSTNESS_LINE = "**Robustness:**"  # the summary (results/README.md) quotes this line
+
+
+_DESCRIBED: Optional[list[str]] = None  # collecting while the verdict as reported is computed
+
+
+def describe(line: str) -> None:
+  """Adds `line` to the description under the robustness table of the study being reported
+  (once; ignored outside the verdict as reported, e.g. while a threshold is moved)."""
+  if _DESCRIBED is not None and line not in _DESCRIBED:
+    _DESCRIBED.append(line)
+
+
+def reported_verdict(study: Study, runs: list) -> tuple[str, list[str]]:
+  """The verdict word as reported and the lines its `analyze` passed to `describe`."""
+  global _DESCRIBED
+  _DESCRIBED = []
+  try:
+    word = _word(study.analyze(runs))
+    return word, list(_DESCRIBED)
+  finally:
+    _DESCRIBED = None
 
 
 def _owner(study: Study, t: Threshold) -> Any:
@@ -45,7 +71,12 @@ def _word(lines: Sequence[str]) -> str:
 def recompute(study: Study, runs: list, reclassify: Callable[[list], None]) -> list[tuple]:
   """`[(threshold, value, verdict word)]` for every threshold of the study's `THRESHOLDS` at
   each of its values; the verdict as reported first, as `(None, None, word)`."""
-  rows = [(None, None, _word(study.analyze(runs)))]
+  return [(None, None, reported_verdict(study, runs)[0])] + _moved(study, runs, reclassify)
+
+
+def _moved(study: Study, runs: list, reclassify: Callable[[list], None]) -> list[tuple]:
+  """`[(threshold, value, verdict word)]` with each threshold moved to each of its values."""
+  rows = []
   for t in study.thresholds:
     owner = _owner(study, t)
     reported = getattr(owner, t.name)
@@ -77,9 +108,8 @@ def section(study: Study, runs: list, reclassify: Callable[[list], None]) -> lis
   thresholds = study.thresholds
   if not thresholds or study.analyze is None:
     return []
-  rows = recompute(study, runs, reclassify)
-  reported = rows[0][2]
-  moved = rows[1:]
+  reported, described = reported_verdict(study, runs)
+  moved = _moved(study, runs, reclassify)
   flips = [(t, v, w) for t, v, w in moved if w != reported]
   as_reported = ", ".join(f"{t.label} {_value(t, getattr(_owner(study, t), t.name))}"
                           for t in thresholds)
@@ -101,4 +131,7 @@ def section(study: Study, runs: list, reclassify: Callable[[list], None]) -> lis
   if not_read:
     lines += ["", "Not moved, because the call does not read them: "
               + "; ".join(f"{label} ({why})" for label, why in not_read.items()) + "."]
+  if described:
+    lines += ["", "Each paired difference the verdict reads, seed by seed (description, not a "
+              "threshold: it moves no verdict):", "", *(f"- {line}" for line in described)]
   return lines + ["", summary, ""]

@@ -31,6 +31,19 @@ def mean_ci(values: Sequence[float], confidence: Optional[float] = None) -> tupl
   return float(x.mean()), float(half)
 
 
+def jackknife_mean(values: Sequence[float]) -> tuple[list[float], float]:
+  """The leave-one-out means of `values` (n floats; the i-th without values[i]) and the
+  jackknife standard error of the mean, sqrt((n - 1) / n * sum_i (m_i - mean_i m_i)^2); for
+  the mean it equals std(ddof=1) / sqrt(n), so what it adds is the leave-one-out means: which
+  one value moves the mean, and how far. ([], nan) for fewer than 2 values."""
+  x = np.asarray(values, np.float64)
+  if x.size < 2:
+    return [], float("nan")
+  loo = (x.sum() - x) / (x.size - 1)
+  se = math.sqrt((x.size - 1) / x.size * float(((loo - loo.mean()) ** 2).sum()))
+  return [float(m) for m in loo], se
+
+
 def format_interval(mean: float, half: float) -> str:
   if math.isnan(mean):
     return "-"
