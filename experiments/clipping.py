@@ -125,7 +125,7 @@ def summarize(runs):
           "figure": "final_vs_optim_learning_rate.png", "placements": {}}
 
 
-THRESHOLDS = paired.loss_margin_thresholds()
+THRESHOLDS = paired.margin_thresholds()
 THRESHOLDS_NOT_READ = paired.NOT_READ
 
 _POST_HOC = ("post hoc: replaces the call fixed before the runs, post-norm's cost of dropping "

@@ -189,7 +189,7 @@ def summarize(runs):
                       *(m["cost"][("post", x)].text() for x in sorted(ALPHAS))]}
 
 
-THRESHOLDS = paired.loss_margin_thresholds((0.03, 0.1))
+THRESHOLDS = paired.margin_thresholds((0.03, 0.1))
 THRESHOLDS_NOT_READ = paired.NOT_READ
 REGISTRATION = {
     "DyT's cost in post-norm at its best alpha_0 minus in pre-norm":

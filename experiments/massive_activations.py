@@ -93,9 +93,9 @@ def outliers(run) -> int:
 
 def peak_log(runs, series, seeds) -> dict:
   """`{seed: ln(peak over training of series(run))}` of one setting's runs whose seed is in
-  `seeds` (the seed left out dropped)."""
+  `seeds`."""
   return {r.seed: math.log(max(v for _, v in series(r))) for r in runs
-          if r.seed in seeds and series(r) and r.seed != paired.LEFT_OUT_SEED}
+          if r.seed in seeds and series(r)}
 
 
 def _cell(runs, p, lr):
@@ -256,14 +256,9 @@ def summarize(runs):
   return {"verdict": word, "numbers": numbers, "figure": MAX_FIGURE, "placements": {}}
 
 
-# The call reads seeds 3-5 only: each left out in turn (leaving out 0-2 would change nothing).
-LEAVE_ONE_OUT = Threshold("seed left out", "experiments.paired", "LEFT_OUT_SEED",
-                          tuple(CONFIRMATORY_SEEDS),
-                          shown=(*(str(s) for s in CONFIRMATORY_SEEDS), "none"))
 THRESHOLDS = (a.CONFIDENCE,
               Threshold("margin (ln of the ratio)", None, "MARGIN",
-                        (math.log(1.5), math.log(4.0)), shown=("ln 1.5", "ln 4", "ln 2")),
-              LEAVE_ONE_OUT)
+                        (math.log(1.5), math.log(4.0)), shown=("ln 1.5", "ln 4", "ln 2")))
 THRESHOLDS_NOT_READ = {a.COLLAPSE.label: "the call reads activations of every run, not its "
                        "status"}
 REGISTRATION = {

@@ -124,7 +124,7 @@ THRESHOLDS = (a.CONFIDENCE,  # the margins' neighbours are the code corpus studi
               Threshold("LR sensitivity margin (nats/token)", None, "SENSITIVITY_MARGIN",
                         (0.05, 0.2)),
               Threshold("warm-up cost margin (nats/token)", None, "WARMUP_MARGIN", (0.03, 0.1)),
-              paired.LEAVE_ONE_OUT, paired.MATCHED_LR)
+              paired.MATCHED_LR)
 THRESHOLDS_NOT_READ = paired.NOT_READ
 
 _POST_HOC = ("post hoc: replaces the call fixed before these runs, post-norm's cost of dropping "

@@ -267,7 +267,7 @@ def summarize(runs):
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).
-THRESHOLDS = paired.loss_margin_thresholds()
+THRESHOLDS = paired.margin_thresholds()
 THRESHOLDS_NOT_READ = paired.NOT_READ
 
 _POST_HOC = ("post hoc: replaces issue 46's call, post-norm's cost of no warm-up minus "

@@ -155,7 +155,7 @@ def summarize(runs):
           "numbers": [d.text() for diffs in m["costs"].values() for d in diffs.values()]}
 
 
-THRESHOLDS = paired.loss_margin_thresholds()
+THRESHOLDS = paired.margin_thresholds()
 THRESHOLDS_NOT_READ = paired.NOT_READ
 
 _POST_HOC = ("post hoc: replaces each placement's cost against its own best warm-up length "
