@@ -134,6 +134,31 @@ def judge(d: Difference, margin: float) -> Optional[bool]:
   return None
 
 
+def outcome(d: Difference, margin: float, lower_gains: bool = True) -> str:
+  """What `d`'s 95% interval found against `±margin` (`margin` >= 0), in words: "gains" when
+  it lies beyond the margin on the gain side (below -margin when `lower_gains`, as for a loss
+  difference; above +margin otherwise), "loses" when beyond it on the other side, "neither
+  gains nor loses <margin>" when it lies inside (-margin, margin), "not resolved" otherwise or
+  under 2 seeds."""
+  mean, half = d.interval
+  if len(d.per_seed) < 2 or math.isnan(half):
+    return "not resolved"
+  lo, hi = (mean - half, mean + half) if lower_gains else (-(mean + half), -(mean - half))
+  if hi < -margin:
+    return "gains"
+  if lo > margin:
+    return "loses"
+  if -margin < lo and hi < margin:
+    return f"neither gains nor loses {margin:g}"
+  return "not resolved"
+
+
+def finding(name: str, d: Difference, margin: float, lower_gains: bool = True) -> str:
+  """`name`, what `d` found (`outcome`) and its interval: "admin not resolved (+0.004 ±
+  0.053)": a verdict clause written from the numbers, never from the hypothesis."""
+  return f"{name} {outcome(d, margin, lower_gains)} ({d.estimate()})"
+
+
 def call_text(d: Difference, margin: float) -> str:
   """`d` and where its interval lies against `margin`, as one sentence."""
   word = {True: "above", False: "below", None: "across"}[judge(d, margin)]

@@ -58,3 +58,34 @@ def test_kept_seeds_drops_only_the_seed_left_out(monkeypatch):
   assert paired.kept_seeds(runs) == runs
   monkeypatch.setattr(paired, "LEFT_OUT_SEED", 0)  # 0 is a seed, not "none"
   assert [r.seed for r in paired.kept_seeds(runs)] == [1, 2]
+
+
+def _interval(per_seed):
+  """(low, high) of the 95% t-interval of `per_seed`'s values, in float64 NumPy."""
+  x = np.array(list(per_seed.values()), np.float64)
+  half = T_975_2 * x.std(ddof=1) / math.sqrt(len(x))
+  return x.mean() - half, x.mean() + half
+
+
+@pytest.mark.parametrize("values, word", [
+    ((-0.30, -0.32, -0.31), "gains"),  # the whole interval below -0.05
+    ((0.30, 0.32, 0.31), "loses"),  # above +0.05
+    ((0.01, -0.01, 0.0), "neither gains nor loses 0.05"),  # inside (-0.05, 0.05)
+    ((-0.1, 0.1, 0.0), "not resolved"),  # across both ends
+    ((-0.2, -0.02, -0.1), "not resolved"),  # below +0.05 but across -0.05
+])
+def test_a_finding_says_where_the_interval_lies_against_the_margin(values, word):
+  d = paired.Difference("cost", dict(enumerate(values)))
+  lo, hi = _interval(d.per_seed)  # the words checked against an independent interval
+  expected = ("gains" if hi < -0.05 else "loses" if lo > 0.05 else
+              "neither gains nor loses 0.05" if -0.05 < lo and hi < 0.05 else "not resolved")
+  assert word == expected
+  assert paired.outcome(d, 0.05) == word
+  assert paired.finding("admin", d, 0.05) == f"admin {word} ({d.estimate()})"
+  flipped = {"gains": "loses", "loses": "gains"}.get(word, word)  # a higher-is-better statistic
+  assert paired.outcome(d, 0.05, lower_gains=False) == flipped
+
+
+def test_a_finding_of_one_seed_is_not_resolved():
+  d = paired.Difference("cost", {0: -1.0})
+  assert paired.finding("deepnorm", d, 0.02) == "deepnorm not resolved (-1.000)"
