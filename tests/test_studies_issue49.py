@@ -52,24 +52,47 @@ def _qk_runs(cliff):
           for p, qk in qk_norm_post.SETTINGS for i, lr in enumerate(LRS) for s in range(3)]
 
 
-def test_qk_norm_post_agrees_when_qk_norm_flattens_post_norms_cliff():
-  """Without qk-norm post rises 0.3(+0.01 s) per step past its best, with it 0.03: the trimmed
-  sensitivity over {3e-3, 1e-2, 3e-2} is (0 + c + 2c) / 3 = c, so the difference is 0.27 +
-  0.01 s."""
-  lines = qk_norm_post.analyze(_qk_runs(
-      lambda p, qk, s: (0.3 + 0.01 * s) if (p, qk) == ("post", False) else 0.03))
-  half = T_975_2 * 0.01 / math.sqrt(3)
-  assert _verdict(lines).startswith("**Agrees.**")
-  assert ("post-norm's trimmed LR sensitivity without qk-norm minus with it: +0.280 ± "
-          f"{half:.3f} nats/token (3 seeds)") in _verdict(lines)
-  assert "post-norm with qk-norm's interval lies across zero" in _verdict(lines)
+def _cliff_runs(trained_with_qk):
+  """`_qk_runs` with a cliff: post-norm without qk-norm collapses in every seed at 1e-2 and
+  3e-2; with qk-norm seed s collapses there unless `trained_with_qk(lr, s)`."""
+  runs = _qk_runs(lambda p, qk, s: 0.3 + 0.01 * s if p == "post" else 0.03)
+  for r in runs:
+    lr, s = r.overrides[a.LR], r.seed
+    if r.overrides[a.PLACEMENT] == "post" and lr >= 1e-2:
+      if not (r.overrides["model.qk_norm"] and trained_with_qk(lr, s)):
+        r.status = "collapsed"
+  return runs
 
 
-def test_qk_norm_post_disagrees_when_qk_norm_leaves_the_cliff():
-  lines = qk_norm_post.analyze(_qk_runs(
-      lambda p, qk, s: (0.3 + 0.01 * s) if p == "post" else 0.03))
-  assert _verdict(lines).startswith("**Disagrees.**")
-  assert "post-norm with qk-norm's interval lies above zero" in _verdict(lines)
+def test_qk_norm_post_agrees_when_qk_norm_trains_where_post_norm_collapses():
+  """Issue 68: the call is the claim's own question. Every qk-norm seed trains at 1e-2 where
+  no seed without it does: agrees, whatever the sensitivity difference (0 here)."""
+  lines = qk_norm_post.analyze(_cliff_runs(lambda lr, s: lr == 1e-2))
+  assert _verdict(lines).startswith(
+      "**Agrees.** Where post-norm without qk-norm trained in no seed (LR 0.01, 0.03), "
+      "post-norm with qk-norm trained in 3 of 3 seeds at 0.01, 0 of 3 seeds at 0.03 (trained: "
+      "finished healthily).")
+  assert "qk-norm neither gains nor loses 0.05 (+0.000 ± 0.000)." in _verdict(lines)
+
+
+@pytest.mark.parametrize("trained, word", [(lambda lr, s: False, "Disagrees"),
+                                           (lambda lr, s: s == 0, "Inconclusive")])
+def test_qk_norm_post_disagrees_when_post_norm_collapses_with_qk_norm_too(trained, word):
+  """The committed data's shape: both settings collapse at 1e-2 and 3e-2 in every seed; with
+  one seed of three trained there the call cannot tell."""
+  lines = qk_norm_post.analyze(_cliff_runs(trained))
+  assert _verdict(lines).startswith(f"**{word}.**")
+  found = qk_norm_post.cliff(_cliff_runs(trained))
+  assert list(found) == [1e-2, 3e-2] and all(n == 3 for _, n in found.values())
+
+
+def test_qk_norm_post_has_no_cliff_to_judge_where_post_norm_always_trains():
+  lines = qk_norm_post.analyze(_qk_runs(lambda p, qk, s: 0.3 + 0.01 * s))
+  assert _verdict(lines).startswith("**Inconclusive.** Post-norm without qk-norm trained in "
+                                    "some seed at every LR of the grid")
+  # The replaced statistic stays, described: 0.3 + 0.01 s both ways, so 0 removed.
+  assert ("- post-norm's trimmed LR sensitivity without qk-norm minus with it: +0.000 ± 0.000 "
+          "nats/token (3 seeds); its 95% interval lies below the margin 0.05") in lines
 
 
 def test_the_atlas_heat_map_marks_cells_where_a_seed_did_not_train(tmp_path):
@@ -315,20 +338,29 @@ def _qk_depth_runs(deep_cost):
   return runs
 
 
-def test_qk_norm_depth_judges_the_depth_cost_qk_norm_removes(tmp_path):
-  """Post-norm's depth cost 0.8 (+0.01 per seed) without qk-norm; with it 0.2 (agrees: 0.6
-  removed), 0.78 (disagrees: 0.02 < 0.05 removed) or 0.6 + 0.3 per seed (across the margin)."""
+def test_qk_norm_depth_judges_the_depth_cost_against_depth_posts_margin(tmp_path):
+  """Issue 68: the claim's question. Post-norm's depth cost 0.8 (+0.01 per seed) without
+  qk-norm; with it 0.2 (below depth_post's margin 0.3: agrees), 0.78 (above it: disagrees,
+  though the replaced statistic, 0.02 removed, was also a disagreement) or 0.3 s (across it)."""
   from experiments import qk_norm_depth as qd
   assert len(qd.get_sweep("cpu")) == 60 and qd.deep_lrs("cpu") == [3e-5, 1e-4, 3e-4, 1e-3, 3e-3]
+  assert qd.DEPTH_MARGIN == 0.3
   without = lambda s: 0.8 + 0.01 * s
+  half = T_975_2 * 0.01 / math.sqrt(3)
   lines = qd.analyze(_qk_depth_runs(lambda qk, s: 0.2 if qk else without(s)))
-  assert _verdict(lines).startswith("**Agrees.** post-norm's depth cost with qk-norm minus "
-                                    "without it: -0.610 ± ")
+  assert _verdict(lines) == (
+      "**Agrees.** Depth (12 minus 6 layers, each at its own best LR, paired by seed) against "
+      "depth_post's margin ±0.3 nats/token: post + qk-norm neither gains nor loses 0.3 (+0.200 "
+      f"± 0.000); post loses (+0.810 ± {half:.3f}). With minus without qk-norm, the depth cost "
+      f"is -0.610 ± {half:.3f}.")
   assert "- post, 12 minus 6 layers, each at its best LR: +0.810 ± 0.025 nats/token (3 seeds)" \
       in lines
+  assert (f"- 12 layers at LR 0.001, with minus without qk-norm: -0.610 ± {half:.3f} nats/token "
+          "(3 seeds)") in lines  # at every LR alike here
   lines = qd.analyze(_qk_depth_runs(lambda qk, s: 0.78 + 0.01 * s if qk else without(s)))
   assert _verdict(lines).startswith("**Disagrees.**")
-  lines = qd.analyze(_qk_depth_runs(lambda qk, s: 0.6 + 0.3 * s if qk else without(s)))
+  assert "post + qk-norm loses (+0.790 ± " in _verdict(lines)
+  lines = qd.analyze(_qk_depth_runs(lambda qk, s: 0.3 * s if qk else without(s)))
   assert _verdict(lines).startswith("**Inconclusive.**")
   assert [f for _, f in qd.figures(_qk_depth_runs(lambda qk, s: 0.2), str(tmp_path))] == \
       [qd.FIGURE]
