@@ -3,6 +3,7 @@ its best LR) and qk_norm_post (post-norm's trimmed LR sensitivity without qk-nor
 it), on hand-made runs whose answers are known."""
 
 import math
+import statistics
 
 import pytest
 
@@ -230,10 +231,14 @@ def test_depth_lr_reads_each_depth_at_its_own_best_lr():
   assert m["retune"]["pre"].per_seed == pytest.approx({0: 0.1, 1: 0.1, 2: 0.1})
   lines = depth_lr.analyze(_depth_lr_runs(gains))
   assert _verdict(lines).startswith("**Agrees.**")
-  assert ("Depth cost (12 minus 6 layers, nats/token, paired by seed): deepnorm -0.110 ± "
-          in _verdict(lines) and ", post +0.000 ± 0.000." in _verdict(lines))
+  half = T_975_2 * 0.01 / math.sqrt(3)
+  assert _verdict(lines).startswith(
+      "**Agrees.** From 6 to 12 layers, each depth at its own best LR (depth cost, nats/token, "
+      f"paired by seed, against ±0.02): deepnorm gains (-0.110 ± {half:.3f}); admin gains "
+      f"(-0.110 ± {half:.3f}); post neither gains nor loses 0.02 (+0.000 ± 0.000); pre neither "
+      "gains nor loses 0.02 (+0.000 ± 0.000); ")
   # Every placement's best LR falls one step, onto the 12-layer window's lowest LR.
-  assert _verdict(lines).endswith("From 6 to 12 layers the best LR of its window falls "
+  assert _verdict(lines).endswith(". From 6 to 12 layers the best LR of its window falls "
                                   "for post (0.001 to 0.0003, the window's edge), pre (0.003 to "
                                   "0.001, the window's edge), " + ", ".join(
                                       f"{p} (0.003 to 0.001, the window's edge)"
@@ -242,6 +247,22 @@ def test_depth_lr_reads_each_depth_at_its_own_best_lr():
              for l in lines)
   assert _verdict(depth_lr.analyze(_depth_lr_runs(
       lambda p, s: 0.1 if p == "deepnorm" else -0.1))).startswith("**Disagrees.**")
+
+
+def test_depth_lr_says_what_was_found_not_the_hypothesis():
+  """Issue 68 point 5: Admin's depth cost around zero (+0.054, +0.004, -0.046) is said to be
+  not resolved, post-norm's +0.8 a loss; the claim's wording ("gain from depth where
+  post-norm does not") is nowhere in the verdict."""
+  from experiments import depth_lr
+  gain = {"deepnorm": lambda s: 0.1 + 0.01 * s, "admin": lambda s: 0.05 * (s - 1) - 0.004,
+          "post": lambda s: -0.8 - 0.01 * s}
+  lines = depth_lr.analyze(_depth_lr_runs(lambda p, s: gain.get(p, lambda s: 0.0)(s)))
+  x = [0.054, 0.004, -0.046]
+  half = T_975_2 * statistics.stdev(x) / math.sqrt(3)  # the NumPy-free t-interval, by hand
+  assert _verdict(lines).startswith("**Inconclusive.**")
+  assert f"admin not resolved (+0.004 ± {half:.3f})" in _verdict(lines)
+  assert "; post loses (+0.810 ± " in _verdict(lines)
+  assert "gain from depth" not in _verdict(lines) and "does not," not in _verdict(lines)
 
 
 def test_depth_lr_says_where_the_best_lr_stays_and_where_it_moves():
