@@ -168,6 +168,15 @@ def test_residual_growth_checks_linearity_and_constancy():
   layers = np.arange(24)
   lines = residual_growth.analyze(runs(1 + 0.8 * layers))
   assert _verdict(lines).startswith("**Agrees.**") and "**0.8" in "\n".join(lines)
+  # Issue 68: the verdict says what the tests found, with the numbers: per seed the slope is
+  # 0.8 (1 + 0.01 s)^2 (float64 NumPy here), post-norm's estimated sum 1 + r^2 is flat.
+  slopes = np.array([0.8 * (1 + 0.01 * s) ** 2 for s in range(3)])
+  half = 4.302652729911275 * slopes.std(ddof=1) / np.sqrt(3)
+  assert _verdict(lines).startswith(
+      f"**Agrees.** Pre-norm's ||x_l||^2/d against l: slope {slopes.mean():.3g} ± {half:.2g} "
+      "per layer, R^2 1.000..1.000: linear by the test; post-norm's sum before the norm")
+  assert "constant by the test (inside ±0.05 and below pre-norm's)." in _verdict(lines)
+  assert "grows linearly with depth" not in _verdict(lines)  # the claim's words
   assert _verdict(residual_growth.analyze(runs(np.exp(0.3 * layers)))).startswith(
       "**Disagrees.**")
   # Post-norm runs that recorded only the post-block RMS (1 by construction): not testable.
