@@ -136,16 +136,19 @@ def test_norm_type_placement_calls_the_interaction_within_its_margin():
   # DyT costs 0.3 (+0.01 s) more in post-norm than in pre-norm: an interaction.
   post = _norm_runs(lambda p, n, s: (0.3 + 0.01 * s if p == "post" else 0.0) if n == "dyt"
                     else 0.0)
+  half = T_975_2 * 0.01 / math.sqrt(3)  # issue 68: each interaction's interval is said
   assert _verdict(ntp.analyze(post)) == (
-      "**Disagrees.** RMSNorm's cost against LayerNorm is the same in post- and peri-norm as in "
-      "pre-norm; DyT's cost against LayerNorm is the same in peri-norm as in pre-norm, "
-      "different in post-norm (interactions within ± 0.05 nats/token, paired by seed).")
+      "**Disagrees.** RMSNorm's cost against LayerNorm is the same as in pre-norm in post-norm "
+      "(+0.000 ± 0.000) and peri-norm (+0.000 ± 0.000); DyT's cost against LayerNorm is the "
+      f"same as in pre-norm in peri-norm (+0.000 ± 0.000), different in post-norm (+0.310 ± "
+      f"{half:.3f}) (the interaction: the cost there minus in pre-norm, nats/token, paired by "
+      "seed, against ± 0.05).")
   # 0.05 (+0.01 s) more: the interval crosses the margin's edge.
   edge = _norm_runs(lambda p, n, s: (0.04 + 0.01 * s if p == "peri" else 0.0) if n == "rmsnorm"
                     else 0.0)
   assert _verdict(ntp.analyze(edge)).startswith(
-      "**Inconclusive.** RMSNorm's cost against LayerNorm is the same in post-norm as in "
-      "pre-norm, not resolved in peri-norm; DyT's")
+      "**Inconclusive.** RMSNorm's cost against LayerNorm is the same as in pre-norm in "
+      f"post-norm (+0.000 ± 0.000), not resolved in peri-norm (+0.050 ± {half:.3f}); DyT's")
 
 
 def test_norm_type_placement_names_a_setting_that_never_trained_and_an_edge_lr():
