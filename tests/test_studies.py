@@ -106,13 +106,18 @@ def _depth_runs(post_exponent, pre_exponent, activation="relu"):
 
 def test_grad_scale_depth_fits_the_exponents():
   lines = grad_scale_depth.analyze(_depth_runs(0.0, -0.5))
-  assert _verdict(lines).startswith("**Agrees.**") and "Both fitted" in _verdict(lines)
+  assert _verdict(lines).startswith("**Agrees.**") and "Both fitted" not in _verdict(lines)
+  assert ("whose interval contains the theorem's 0; pre-norm -0.5 ± " in _verdict(lines)
+          and "whose interval contains the theorem's -1/2 and lies wholly below post-norm's."
+          in _verdict(lines))  # issue 68: what the fits found, with the numbers
   text = "\n".join(lines)
   post = float(text.split("post b = ")[1].split(" ")[0].strip("*"))
   pre = float(text.split("pre b = ")[1].split(" ")[0].strip("*"))
   assert post == pytest.approx(0.0, abs=1e-3) and pre == pytest.approx(-0.5, abs=1e-3)
   lines = grad_scale_depth.analyze(_depth_runs(-0.25, -0.3))
-  assert _verdict(lines).startswith("**Partly agrees.** In direction")  # not in the rates
+  assert _verdict(lines).startswith("**Partly agrees.** Fitted exponent b")  # not in the rates
+  assert ("post-norm -0.25 ± " in _verdict(lines) and "misses the theorem's 0" in _verdict(lines)
+          and "misses the theorem's -1/2 and lies wholly below post-norm's." in _verdict(lines))
   lines = grad_scale_depth.analyze(_depth_runs(-0.5, 0.0))  # the other way round
   assert _verdict(lines).startswith("**Disagrees.**")
 
