@@ -143,7 +143,7 @@ def summarize(runs):
   m = measure(runs)
   word, _ = a.verdict_of(analyze(runs))
   return {"verdict": word, "atlas": ATLAS, "figure": FIGURE, "placements": {},
-          "numbers": [m["call"].text(), *(m["cost"][qk].text() for qk in (False, True))]}
+          "numbers": [*(m["cost"][qk].text() for qk in (True, False)), m["call"].text()]}
 
 
 THRESHOLDS = (a.CONFIDENCE, Threshold("depth_post's margin (nats/token)", None, "DEPTH_MARGIN",

@@ -171,7 +171,8 @@ def summarize(runs):
   m = measure(runs)
   word, _ = a.verdict_of(analyze(runs))
   return {"verdict": word, "atlas": ATLAS,
-          "numbers": [m["call"].text(), m["vs_pre"].text(), m["best"].text()],
+          "numbers": [cliff_text(cliff(runs)), m["call"].text(), m["vs_pre"].text(),
+                      m["best"].text()],
           "figure": FIGURE, "placements": {}}
 
 

@@ -69,7 +69,10 @@ def _cliff_runs(trained_with_qk):
 def test_qk_norm_post_agrees_when_qk_norm_trains_where_post_norm_collapses():
   """Issue 68: the call is the claim's own question. Every qk-norm seed trains at 1e-2 where
   no seed without it does: agrees, whatever the sensitivity difference (0 here)."""
-  lines = qk_norm_post.analyze(_cliff_runs(lambda lr, s: lr == 1e-2))
+  runs = _cliff_runs(lambda lr, s: lr == 1e-2)
+  lines = qk_norm_post.analyze(runs)
+  assert qk_norm_post.summarize(runs)["numbers"][0].startswith(  # the summary leads with it
+      "Where post-norm without qk-norm trained in no seed (LR 0.01, 0.03)")
   assert _verdict(lines).startswith(
       "**Agrees.** Where post-norm without qk-norm trained in no seed (LR 0.01, 0.03), "
       "post-norm with qk-norm trained in 3 of 3 seeds at 0.01, 0 of 3 seeds at 0.03 (trained: "
