@@ -62,17 +62,27 @@ def _fit(runs, metric):
 
 
 def _judge(fits):
+  """(the call, what it found): agrees when each exponent's interval contains the theorem's
+  (post 0, pre -1/2), partly when pre-norm's lies wholly below post-norm's, else disagrees."""
   (bp, hp), (bq, hq) = fits["post"], fits["pre"]
   if not (math.isfinite(bp) and math.isfinite(bq)):
     return None, "Too few finished runs to fit both exponents."
   if a.contains(bp, hp, 0.0) and a.contains(bq, hq, -0.5):
-    return True, "Both fitted exponents' 95% intervals contain the theorem's."
-  if bq + hq < bp - hp:
-    return "partly", ("In direction: pre-norm's last-layer gradient falls with depth and "
-                      "post-norm's does not fall as fast (the exponents' intervals do not "
-                      "overlap), but at least one interval misses the theorem's exponent (0 or "
-                      "-1/2); see the numbers.")
-  return False, "Pre-norm's exponent is not below post-norm's."
+    agrees = True
+  else:
+    agrees = "partly" if bq + hq < bp - hp else False
+  return agrees, _found(fits)
+
+
+def _found(fits) -> str:
+  """What the fits found, with the numbers (issue 68: never the theorem's wording)."""
+  (bp, hp), (bq, hq) = fits["post"], fits["pre"]
+  has = lambda b, h, v: "contains" if a.contains(b, h, v) else "misses"
+  order = ("lies wholly below post-norm's" if bq + hq < bp - hp else
+           "lies wholly above post-norm's" if bq - hq > bp + hp else "overlaps post-norm's")
+  return (f"Fitted exponent b of the last layer's ||dL/dW_2|| against depth: post-norm "
+          f"{a.fmt(bp, hp)}, whose interval {has(bp, hp, 0.0)} the theorem's 0; pre-norm "
+          f"{a.fmt(bq, hq)}, whose interval {has(bq, hq, -0.5)} the theorem's -1/2 and {order}.")
 
 
 def analyze(runs):

@@ -18,14 +18,19 @@ The calls (`experiments/paired.py`), fixed before the runs:
 1. Liu et al. 2020: post-norm, when it trains, ends better than pre-norm. Statistic: pre-norm's
    final eval loss minus post-norm's after 9,600 steps, each at its best LR of {1e-3, 3e-3},
    paired by seed; *agrees* when its interval lies above `LOSS_MARGIN` (0.02 nats/token),
-   *disagrees* when below. Described: the same gap at each eval step, and the first step from
-   which its interval contains 0 at every later step (when post catches pre, if it does); and
-   at the matched LR, each LR of the grid with both placements at it, the same final gap and
-   catch step (issue 49, question 5: the catch step as a function of the LR).
+   *disagrees* when below. Described: the first step from which pre-norm is no longer
+   resolved ahead (when post catches pre, if it does); and at the matched LR, each LR of the
+   grid with both placements at it, the same final gap and catch step (issue 49, question 5:
+   the catch step as a function of the LR). The catch step is read from the train loss over
+   windows of `CATCH_WINDOW` steps (issue 68; the runs' train rows, each the mean of 25 steps),
+   paired by seed: 614,400 training tokens a window, where a periodic eval scores 4,096 and its
+   interval (±0.03-0.05 nats) could not resolve the gap it was asked to watch close.
 2. DyT's cost grows with the data budget (arXiv 2604.23434): DyT's final loss minus
    LayerNorm's at 9,600 steps minus the same at 600 steps, pre-norm, LR 3e-3, paired by seed;
    *agrees* when above `LOSS_MARGIN`, *disagrees* when below.
-The study agrees when both do, partly when one does, disagrees when both disagree.
+The study agrees when both do, partly when one does, disagrees when both disagree. The
+verdict sentence says what each statistic found (its interval, its side of the margin and of
+zero), never the claim's wording (issue 68).
 
 The LR grid is two points because each costs 9 runs of 70 minutes: 3e-3 was every placement's
 best at 2,400 steps, where long_training's window reached 1e-2. When a placement's best here is
@@ -56,6 +61,7 @@ STEPS = "train.num_steps"
 FIGURE = "gap_heatmap.png"
 DYT_FIGURE = "dyt_heatmap.png"
 GAP_STEPS = (1, 2, 4, 8, 12, 16)  # the heat map's columns, in multiples of the protocol's steps
+CATCH_WINDOW = 600  # steps of train loss per window of the catch step (the protocol's length)
 
 
 def get_sweep(size: str = "cpu"):
@@ -93,9 +99,27 @@ def gap_over_training(pre_runs, post_runs) -> list[tuple[int, paired.Difference]
           if s in post]
 
 
+def window_losses(run, window: int = CATCH_WINDOW) -> dict:
+  """`{window end: mean train loss of the run's train rows in (end - window, end]}`, the
+  windows ending at window, 2 window, ... (a row's loss is the mean over its logged steps)."""
+  rows: dict = {}
+  for row in run.metrics.get("train", []):
+    rows.setdefault((row["step"] - 1) // window, []).append(row["loss"])
+  return {(k + 1) * window: sum(v) / len(v) for k, v in sorted(rows.items())}
+
+
+def train_gap(pre_runs, post_runs, window: int = CATCH_WINDOW) -> list:
+  """`[(window end, pre minus post's mean train loss over the window, paired by seed)]`."""
+  pre, post = ({r.seed: window_losses(r, window) for r in runs}
+               for runs in (pre_runs, post_runs))
+  ends = sorted({e for w in pre.values() for e in w})
+  return [(e, paired.difference(f"steps {e - window + 1}-{e}", *(
+      {s: w[e] for s, w in side.items() if e in w} for side in (pre, post)))) for e in ends]
+
+
 def catch_step(gaps) -> object:
-  """The first eval step from which pre-norm is no longer resolved ahead at any later step:
-  the gap's (pre minus post) interval reaches 0 or above from then on (None: never)."""
+  """The first step (window end) from which pre-norm is no longer resolved ahead in any later
+  window: the gap's (pre minus post) interval reaches 0 or above from then on (None: never)."""
   caught = None
   for step, d in gaps:
     mean, half = d.interval
@@ -107,12 +131,12 @@ def catch_step(gaps) -> object:
 
 
 def _matched(runs, long, lr) -> tuple:
-  """(pre minus post's final eval loss at `lr`, paired by seed; the step post catches pre at
-  `lr`, None if never) - described beside the call, which reads each at its best LR."""
+  """(pre minus post's final eval loss at `lr`, paired by seed; their train-loss gap per
+  window there, `train_gap`) - described beside the call, which reads each at its best LR."""
   pre, post = _select(runs, long, "pre", lr=lr), _select(runs, long, "post", lr=lr)
   final = paired.difference(f"pre-norm minus post-norm after the long runs, both at LR {lr:g}",
                             paired.seed_losses(pre), paired.seed_losses(post))
-  return final, catch_step(gap_over_training(pre, post))
+  return final, train_gap(pre, post)
 
 
 def measure(runs) -> dict:
@@ -123,8 +147,8 @@ def measure(runs) -> dict:
   out["final"] = paired.difference("pre-norm minus post-norm after the long runs, best LRs",
                                    read["pre"][1], read["post"][1])
   if read["pre"][0] and read["post"][0]:
-    out["gaps"] = gap_over_training(_select(runs, long, "pre", lr=read["pre"][0]),
-                                    _select(runs, long, "post", lr=read["post"][0]))
+    out["gaps"] = train_gap(_select(runs, long, "pre", lr=read["pre"][0]),
+                            _select(runs, long, "post", lr=read["post"][0]))
   out["matched"] = {lr: _matched(runs, long, lr) for lr in LONG_LRS}
   out["edges"] = {p: n for p, (lr, _) in read.items() for n in [a.edge_note(
       f"{p}'s best LR after {long} steps", lr, _select(runs, long, p))] if n}
@@ -141,9 +165,21 @@ def measure(runs) -> dict:
   return out
 
 
-def _caught(step, who: str = "pre-norm") -> str:
-  return (f"post-norm does not catch {who} within the run" if step is None else
+def ahead(d: paired.Difference, below: str, above: str) -> str:
+  """Who is ahead by `d`'s 95% interval (a loss difference, A minus B): "`below` ahead" when
+  it lies below zero, "`above` ahead" when above, "neither resolved ahead" otherwise."""
+  side = paired.judge(d, 0.0)
+  return {True: f"{above} ahead", False: f"{below} ahead", None: "neither resolved ahead"}[side]
+
+
+def _caught(gaps, who: str = "pre-norm") -> str:
+  """When post-norm catches `who` by `train_gap`'s windows, with the last window's gap."""
+  if not gaps:
+    return "no train rows to read when post-norm catches " + who
+  step, last = catch_step(gaps), gaps[-1][1]
+  said = (f"post-norm does not catch {who} within the run" if step is None else
           f"post-norm catches {who} at step {step}")
+  return f"{said} (last {CATCH_WINDOW} steps' train loss, pre minus post: {last.estimate()})"
 
 
 def analyze(runs):
@@ -154,33 +190,37 @@ def analyze(runs):
                [p, a.fmt_lr(lr), a.ci(list(v.values()))] for p, (lr, v) in m["read"].items()]),
            "", *(f"Note: {n}" for n in m["edges"].values()), *([""] if m["edges"] else []),
            f"- {paired.call_text(m['final'], LOSS_MARGIN)}"]
-  step = catch_step(m["gaps"]) if m.get("gaps") else None
   if m.get("gaps"):
-    lines.append(f"- {_caught(step)}" + ("" if step is None else " (pre-norm no longer ahead "
-                                         "with 95% confidence at any later eval)"))
+    lines.append(f"- {_caught(m['gaps'])}; the catch step: the first window end from which "
+                 f"pre-norm is no longer ahead with 95% confidence in any later window of "
+                 f"{CATCH_WINDOW} steps' train loss, paired by seed")
   lines += ["", "At the matched LR (described, not the call): each LR of the grid, both "
             "placements at it.", ""]
-  lines += [f"- {d.text()}; {_caught(s, 'it')}" for d, s in m["matched"].values()]
+  lines += [f"- {d.text()}; {_caught(g, 'it')}" for d, g in m["matched"].values()]
   lines += ["", *(f"- {d.text()}" for d in m["dyt"].values()),
             f"- {paired.call_text(m['dyt_call'], LOSS_MARGIN)}"]
-  return lines + ["", _verdict(m, step)]
+  return lines + ["", _verdict(m)]
 
 
-def _verdict(m, step) -> str:
-  """The call, with the numbers an atlas line needs: the gap and when post catches pre (at
-  the best LRs and at each matched LR), DyT's cost at each budget."""
+def _verdict(m) -> str:
+  """The call, said by what was found: each statistic's interval, its side of the margin and
+  of zero; when post catches pre at each LR; DyT's cost at each budget."""
   words = [paired.judge(m["final"], LOSS_MARGIN), paired.judge(m["dyt_call"], LOSS_MARGIN)]
   agrees = (True if all(w is True for w in words) else False if all(w is False for w in words)
             else "partly" if any(w is True for w in words) else None)
-  matched = "; ".join(f"at LR {lr:g} {_caught(s, 'it')}" for lr, (_, s) in m["matched"].items())
+  side = {True: "above", False: "below", None: "across"}
+  matched = "; ".join(f"at LR {lr:g} {_caught(g, 'it')}" for lr, (_, g) in m["matched"].items())
   costs = ", ".join(f"{d.estimate()} at {n}" for n, d in m["dyt"].items())
+  trend = {True: "grows", False: "falls", None: "no resolved change"}[paired.judge(
+      m["dyt_call"], 0.0)]
   caveat = (f" Caveat: the best LR of {', '.join(m['edges'])} is the grid's largest or "
             "smallest, so not located." if m["edges"] else "")
-  return a.verdict(agrees, f"Post-norm ends better than pre-norm after the long runs: "
-                   f"{a.verdict_word(words[0])} (pre minus post {m['final'].estimate()} "
-                   f"nats/token at each one's best LR, where {_caught(step)}; {matched}). "
-                   f"DyT's cost grows with the budget: {a.verdict_word(words[1])} (DyT minus "
-                   f"LayerNorm {costs} steps).{caveat}")
+  return a.verdict(agrees, f"After {m['long']} steps, each at its best LR, pre-norm minus "
+                   f"post-norm is {m['final'].estimate()} nats/token, {side[words[0]]} the "
+                   f"margin {LOSS_MARGIN:g}: {ahead(m['final'], 'pre-norm', 'post-norm')}; "
+                   f"{matched}. DyT minus LayerNorm is {costs} steps; its cost at "
+                   f"{m['long']} minus at {min(m['dyt'])} steps, {m['dyt_call'].estimate()}, "
+                   f"lies {side[words[1]]} the margin ({trend} with the budget).{caveat}")
 
 
 def gap_rows(runs, base) -> tuple[list, list]:
@@ -230,6 +270,14 @@ def summarize(runs):
           "numbers": [m["final"].text(), m["dyt_call"].text()]}
 
 
-THRESHOLDS = paired.loss_margin_thresholds((0.01, 0.05))[:3]
+THRESHOLDS = paired.margin_thresholds((0.01, 0.05), matched_lr=False)
 THRESHOLDS_NOT_READ = {**paired.NOT_READ, paired.MATCHED_LR.label: "the long runs are read at "
                        "each placement's best LR; DyT at its one LR"}
+
+REGISTRATION = {
+    "pre-norm minus post-norm after 9,600 steps above 0.02 nats/token":
+        "pre-registered at 49f1077, before the study's 24 new runs",
+    "DyT's cost at 9,600 minus at 600 steps above 0.02 nats/token":
+        "pre-registered at 49f1077, before the study's 24 new runs (its 600- and 2,400-step "
+        "DyT and LayerNorm runs are norms', lr_sensitivity's and long_training's, linked, whose "
+        "results were already committed)"}

@@ -41,12 +41,6 @@ from transformer.report.stats import clipped_final_loss, mean_ci
 LR = "optim.learning_rate"
 AT_MATCHED_LR = False  # the robustness section's "every setting at the matched LR"
 
-# Deprecated (issue 68): the "seed left out" row, which `seed_description` replaces. Kept only
-# while study files of other issue-68 helpers still list it (tests/test_paired.py names them);
-# remove it, LEFT_OUT_SEED, kept_seeds and loss_margin_thresholds once none does.
-LEFT_OUT_SEED: Optional[int] = None
-LEAVE_ONE_OUT = Threshold("seed left out", "experiments.paired", "LEFT_OUT_SEED", (0, 1, 2),
-                          shown=("0", "1", "2", "none"))
 MATCHED_LR = Threshold("LR each setting is read at", "experiments.paired", "AT_MATCHED_LR",
                        (True,), shown=("the matched LR", "its own best LR"))
 
@@ -66,23 +60,13 @@ def margin_thresholds(values: tuple = (0.03, 0.1), matched_lr: bool = True) -> t
   return (a.CONFIDENCE, margin, MATCHED_LR) if matched_lr else (a.CONFIDENCE, margin)
 
 
-def loss_margin_thresholds(values: tuple = (0.03, 0.1)) -> tuple:
-  """Deprecated (see LEAVE_ONE_OUT): `margin_thresholds` with the "seed left out" row third."""
-  return (*margin_thresholds(values, matched_lr=False), LEAVE_ONE_OUT, MATCHED_LR)
-
-
-def kept_seeds(runs: Sequence[Run]) -> list[Run]:
-  """Deprecated (see LEAVE_ONE_OUT): `runs` without the seed left out (all while none is)."""
-  return [r for r in runs if LEFT_OUT_SEED is None or r.seed != LEFT_OUT_SEED]
-
-
 def seed_losses(runs: Sequence[Run]) -> dict:
   """`{seed: clipped final loss}` of one setting's runs at one LR (seeds that ended; the seed
   left out, when one is, dropped)."""
   out = {}
   for r in runs:
     loss = clipped_final_loss(r)
-    if loss is not None and r.seed != LEFT_OUT_SEED:
+    if loss is not None:
       out[r.seed] = loss
   return out
 
@@ -90,7 +74,7 @@ def seed_losses(runs: Sequence[Run]) -> dict:
 def best_lr(runs: Sequence[Run]) -> Optional[float]:
   """The setting's best LR: the lowest mean clipped final loss over seeds, among the LRs at
   which every seed of the setting ended; None when there is none."""
-  seeds = {r.seed for r in runs} - {LEFT_OUT_SEED}
+  seeds = {r.seed for r in runs}
   means = {}
   for lr in sorted({r.overrides[LR] for r in runs}):
     losses = seed_losses([r for r in runs if r.overrides[LR] == lr])
@@ -170,6 +154,31 @@ def judge(d: Difference, margin: float) -> Optional[bool]:
   if mean + half < margin:
     return False
   return None
+
+
+def outcome(d: Difference, margin: float, lower_gains: bool = True) -> str:
+  """What `d`'s 95% interval found against `±margin` (`margin` >= 0), in words: "gains" when
+  it lies beyond the margin on the gain side (below -margin when `lower_gains`, as for a loss
+  difference; above +margin otherwise), "loses" when beyond it on the other side, "neither
+  gains nor loses <margin>" when it lies inside (-margin, margin), "not resolved" otherwise or
+  under 2 seeds."""
+  mean, half = d.interval
+  if len(d.per_seed) < 2 or math.isnan(half):
+    return "not resolved"
+  lo, hi = (mean - half, mean + half) if lower_gains else (-(mean + half), -(mean - half))
+  if hi < -margin:
+    return "gains"
+  if lo > margin:
+    return "loses"
+  if -margin < lo and hi < margin:
+    return f"neither gains nor loses {margin:g}"
+  return "not resolved"
+
+
+def finding(name: str, d: Difference, margin: float, lower_gains: bool = True) -> str:
+  """`name`, what `d` found (`outcome`) and its interval: "admin not resolved (+0.004 ±
+  0.053)": a verdict clause written from the numbers, never from the hypothesis."""
+  return f"{name} {outcome(d, margin, lower_gains)} ({d.estimate()})"
 
 
 def call_text(d: Difference, margin: float) -> str:

@@ -15,6 +15,7 @@ intervals): the growth of the largest attention logit from the grid's lowest LR 
 ln(peak at the highest / peak at the lowest), must lie above ln `LOGIT_GROWTH` (a doubling)
 without qk-norm and below it with qk-norm; the LR sensitivity without qk-norm minus with it must
 lie above 0. The robustness section moves the doubling to 1.5x and 3x and describes each seed.
+The verdict sentence says what each check found, with its interval (issue 68).
 """
 
 import math
@@ -95,8 +96,8 @@ def _above(x, y) -> bool:
 
 def _checks(runs, peak, paired, lrs) -> tuple[list[tuple], bool]:
   """The three checks as (text, holds: True, False or None when the interval contains the
-  margin, how), and whether qk-norm's logits are lower at the
-  highest LR (reported, not judged: it could not fail)."""
+  margin, how, its estimate against the margin in short), and whether qk-norm's logits are
+  lower at the highest LR (reported, not judged: it could not fail)."""
   margin = math.log(LOGIT_GROWTH)
   grows_d, bounded_d = _growth(runs, False, lrs), _growth(runs, True, lrs)
   grows = paired_stats.judge(grows_d, margin)
@@ -112,12 +113,16 @@ def _checks(runs, peak, paired, lrs) -> tuple[list[tuple], bool]:
   calmer_d = paired_stats.difference(
       "LR sensitivity without qk-norm minus with it", paired[False], paired[True])
   calmer = paired_stats.judge(calmer_d, 0.0)
+  ln = f"ln {LOGIT_GROWTH:g}"
   return [("without qk-norm the max logit grows with the LR", grows,
-           paired_stats.call_text(grows_d, round(margin, 3)) + f" (ln {LOGIT_GROWTH:g})"),
+           paired_stats.call_text(grows_d, round(margin, 3)) + f" ({ln})",
+           f"{grows_d.estimate()} against {ln}"),
           ("with qk-norm the max logit does not grow with the LR", bounded,
-           paired_stats.call_text(bounded_d, round(margin, 3)) + f" (ln {LOGIT_GROWTH:g})"),
+           paired_stats.call_text(bounded_d, round(margin, 3)) + f" ({ln})",
+           f"{bounded_d.estimate()} against {ln}"),
           ("qk-norm lowers the LR sensitivity", calmer,
-           paired_stats.call_text(calmer_d, 0.0))], lower
+           paired_stats.call_text(calmer_d, 0.0), f"{calmer_d.estimate()} nats/token against 0")
+          ], lower
 
 
 def _entropy_lines(runs, lrs) -> list[str]:
@@ -142,20 +147,18 @@ def _entropy_lines(runs, lrs) -> list[str]:
 def _verdict_line(checks) -> str:
   """The verdict on the three checks (see `_checks`): all hold, agrees; growth and the lower
   sensitivity hold but qk-norm's own growth does not or is not resolved, partly; growth or
-  the lower sensitivity resolved against the claim, disagrees; otherwise inconclusive."""
-  grows, bounded, calmer = (ok for _, ok, _ in checks)
+  the lower sensitivity resolved against the claim, disagrees; otherwise inconclusive. The
+  sentence says what each check found, with its interval (issue 68)."""
+  grows, bounded, calmer = (c[1] for c in checks)
   if grows and bounded and calmer:
-    return a.verdict(True, "The three measured parts of the claim hold here (logit growth, "
-                     "qk-norm bounding it, lower LR sensitivity); no run diverged, so the "
-                     "divergence the papers tie to logit growth is not observed.")
-  if grows and calmer:
-    own = ("its own logits grow with the LR" if bounded is False else "whether its own "
-           f"logits grow more than {LOGIT_GROWTH:g}x over the grid is not resolved")
-    return a.verdict("partly", "The logits grow without qk-norm and qk-norm lowers the "
-                     f"LR sensitivity, but {own}.")
-  if grows is False or calmer is False:
-    return a.verdict(False, "See the checks above.")
-  return a.verdict(None, "The checks above are not resolved with these seeds.")
+    agrees = True
+  elif grows and calmer:
+    agrees = "partly"
+  else:
+    agrees = False if grows is False or calmer is False else None
+  word = {True: "yes", False: "no", None: "not resolved"}
+  found = "; ".join(f"{text}: {word[ok]} ({short})" for text, ok, _, short in checks)
+  return a.verdict(agrees, found[0].upper() + found[1:] + ", paired by seed.")
 
 
 def analyze(runs):
@@ -172,7 +175,7 @@ def analyze(runs):
   checks, lower = _checks(runs, peak, paired, lrs)
   head_dim = _head_dim(runs)
   word = {True: "yes", False: "no", None: "not resolved"}
-  lines += [f"- {text}: {word[ok]} ({how})" for text, ok, how in checks]
+  lines += [f"- {text}: {word[ok]} ({how})" for text, ok, how, _ in checks]
   lines += ["", "Not a check (it could not fail): qk-norm's logits are lower than the "
             f"unnormalised ones at the highest LR ({'yes' if lower else 'no'}); at init a "
             f"normalised query and key of head_dim {head_dim} give |logit| <= sqrt({head_dim}) = "

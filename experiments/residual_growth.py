@@ -116,16 +116,29 @@ def _verdict_lines(m) -> list[str]:
            "||x_l||^2/d = 1 by construction; the table shows it only as a test of the "
            "implementation, and the verdict does not use it.", ""]
   if linear and constant:
-    return lines + [a.verdict(True, "Pre-norm's squared residual norm grows linearly with "
-                              "depth; post-norm's sum before the norm keeps the same size at "
-                              "every layer (estimated without the unrecorded cross term).")]
-  if linear and not m["post_slopes"]:
-    return lines + [a.verdict("partly", "Pre-norm's growth is linear; the post-norm half is not "
-                              "testable from these runs (no FFN output RMS recorded).")]
-  return lines + [a.verdict(False, ("pre-norm's growth is not linear by that test; "
-                                    if not linear else "") +
-                            ("post-norm's sum before the norm is not constant across layers."
-                             if not constant else ""))]
+    agrees = True
+  elif linear and not m["post_slopes"]:
+    agrees = "partly"
+  else:
+    agrees = False
+  return lines + [a.verdict(agrees, _found(m, linear, constant))]
+
+
+def _found(m, linear: bool, constant: bool) -> str:
+  """What the two tests found, with the numbers (issue 68: never the claim's wording)."""
+  sm, sh = a.mean_ci(m["pre_slopes"])
+  pm, ph = a.mean_ci(m["post_slopes"])
+  pre = (f"Pre-norm's ||x_l||^2/d against l: slope {a.fmt(sm, sh)} per layer, R^2 "
+         f"{min(m['pre_r2']):.3f}..{max(m['pre_r2']):.3f}: "
+         f"{'linear' if linear else 'not linear'} by the test" if m["pre_slopes"]
+         else "Pre-norm: no runs")
+  post = (f"post-norm's sum before the norm (estimated without the unrecorded cross term): "
+          f"slope {a.fmt(pm, ph)} per layer: "
+          f"{'constant' if constant else 'not constant'} by the test (inside ±{CONSTANT:g} "
+          "and below pre-norm's)" if m["post_slopes"] else
+          "post-norm's sum before the norm is not testable from these runs (no FFN output RMS "
+          "recorded)")
+  return f"{pre}; {post}."
 
 
 def analyze(runs):

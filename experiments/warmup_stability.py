@@ -19,8 +19,8 @@ one lies on the other side, and is *inconclusive* otherwise; the verdict states 
 Both halves were chosen after the runs (see REGISTRATION). They replace issue 46's call,
 post-norm's cost minus pre-norm's against the margin, which is kept as a described number: a
 relative statistic can clear the margin while pre-norm pays more than the margin too, which
-hides the half that says pre-norm needs no warm-up. The robustness section moves the margin,
-leaves each seed out and reads both settings at the matched LR.
+hides the half that says pre-norm needs no warm-up. The robustness section moves the margin
+and reads both settings at the matched LR, and describes each seed under its table.
 
 Described beside it, not called: the largest LR up to which every seed *trained at X* (did not
 diverge and ended within X nats/token of the best final loss its seed reached at any LR in the

@@ -106,13 +106,18 @@ def _depth_runs(post_exponent, pre_exponent, activation="relu"):
 
 def test_grad_scale_depth_fits_the_exponents():
   lines = grad_scale_depth.analyze(_depth_runs(0.0, -0.5))
-  assert _verdict(lines).startswith("**Agrees.**") and "Both fitted" in _verdict(lines)
+  assert _verdict(lines).startswith("**Agrees.**") and "Both fitted" not in _verdict(lines)
+  assert ("whose interval contains the theorem's 0; pre-norm -0.5 ± " in _verdict(lines)
+          and "whose interval contains the theorem's -1/2 and lies wholly below post-norm's."
+          in _verdict(lines))  # issue 68: what the fits found, with the numbers
   text = "\n".join(lines)
   post = float(text.split("post b = ")[1].split(" ")[0].strip("*"))
   pre = float(text.split("pre b = ")[1].split(" ")[0].strip("*"))
   assert post == pytest.approx(0.0, abs=1e-3) and pre == pytest.approx(-0.5, abs=1e-3)
   lines = grad_scale_depth.analyze(_depth_runs(-0.25, -0.3))
-  assert _verdict(lines).startswith("**Partly agrees.** In direction")  # not in the rates
+  assert _verdict(lines).startswith("**Partly agrees.** Fitted exponent b")  # not in the rates
+  assert ("post-norm -0.25 ± " in _verdict(lines) and "misses the theorem's 0" in _verdict(lines)
+          and "misses the theorem's -1/2 and lies wholly below post-norm's." in _verdict(lines))
   lines = grad_scale_depth.analyze(_depth_runs(-0.5, 0.0))  # the other way round
   assert _verdict(lines).startswith("**Disagrees.**")
 
@@ -168,6 +173,15 @@ def test_residual_growth_checks_linearity_and_constancy():
   layers = np.arange(24)
   lines = residual_growth.analyze(runs(1 + 0.8 * layers))
   assert _verdict(lines).startswith("**Agrees.**") and "**0.8" in "\n".join(lines)
+  # Issue 68: the verdict says what the tests found, with the numbers: per seed the slope is
+  # 0.8 (1 + 0.01 s)^2 (float64 NumPy here), post-norm's estimated sum 1 + r^2 is flat.
+  slopes = np.array([0.8 * (1 + 0.01 * s) ** 2 for s in range(3)])
+  half = 4.302652729911275 * slopes.std(ddof=1) / np.sqrt(3)
+  assert _verdict(lines).startswith(
+      f"**Agrees.** Pre-norm's ||x_l||^2/d against l: slope {slopes.mean():.3g} ± {half:.2g} "
+      "per layer, R^2 1.000..1.000: linear by the test; post-norm's sum before the norm")
+  assert "constant by the test (inside ±0.05 and below pre-norm's)." in _verdict(lines)
+  assert "grows linearly with depth" not in _verdict(lines)  # the claim's words
   assert _verdict(residual_growth.analyze(runs(np.exp(0.3 * layers)))).startswith(
       "**Disagrees.**")
   # Post-norm runs that recorded only the post-block RMS (1 by construction): not testable.
@@ -628,10 +642,31 @@ def test_qk_norm_logits_that_grow_with_the_lr_fail_the_bounded_check():
   assert _verdict(qk_norm_logits.analyze(runs(9.0))).startswith("**Agrees.**")
   lines = qk_norm_logits.analyze(runs(20.0))
   assert _verdict(lines).startswith("**Partly agrees.**"), lines
-  assert "but its own logits grow with the LR" in _verdict(lines)
+  assert "; with qk-norm the max logit does not grow with the LR: no (" in _verdict(lines)
   grown = [math.log((20.0 + 0.1 * s) / (5.0 + 0.1 * s)) for s in range(3)]
   assert (f"- with qk-norm the max logit does not grow with the LR: no (ln(peak logit at LR 0.1 "
           f"/ at 0.001) with qk-norm: +{np.mean(grown):.3f} ± ") in "\n".join(lines)
+
+
+def test_qk_norm_logits_verdict_says_what_each_check_found():
+  """Issue 68: each check with its finding and interval, not the claim's wording. Without
+  qk-norm the peak logit goes 5 -> 100 (+0.1 s), with it 5 -> 5 (+0.1 s); the sensitivity
+  0.3 vs 0.2 (+0.2 s): +0.050 ± 0 nats/token."""
+  out = []
+  for qk in (False, True):
+    for lr in (1e-3, 1e-1):
+      for s in range(3):
+        logit = (100.0 if not qk and lr == 1e-1 else 5.0) + 0.1 * s
+        loss = 2.0 if lr == 1e-3 else 2.0 + (0.2 if qk else 0.3) + 0.2 * s
+        out.append(_run({"model.qk_norm": qk, a.LR: lr, "seed": s}, final_loss=loss,
+                        diagnostics=[_layers("self_attention/attn_max_logit", [1.0, logit])]))
+  x = np.log(np.array([100.0, 100.1, 100.2]) / np.array([5.0, 5.1, 5.2]))  # float64 NumPy
+  half = 4.302652729911275 * x.std(ddof=1) / np.sqrt(3)
+  assert _verdict(qk_norm_logits.analyze(out)) == (
+      f"**Agrees.** Without qk-norm the max logit grows with the LR: yes ({x.mean():+.3f} ± "
+      f"{half:.3f} against ln 2); with qk-norm the max logit does not grow with the LR: yes "
+      "(+0.000 ± 0.000 against ln 2); qk-norm lowers the LR sensitivity: yes (+0.050 ± 0.000 "
+      "nats/token against 0), paired by seed.")
 
 
 def test_holm_adjustment():

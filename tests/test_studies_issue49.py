@@ -3,7 +3,9 @@ its best LR) and qk_norm_post (post-norm's trimmed LR sensitivity without qk-nor
 it), on hand-made runs whose answers are known."""
 
 import math
+import statistics
 
+import numpy as np
 import pytest
 
 from experiments import analysis as a
@@ -52,24 +54,50 @@ def _qk_runs(cliff):
           for p, qk in qk_norm_post.SETTINGS for i, lr in enumerate(LRS) for s in range(3)]
 
 
-def test_qk_norm_post_agrees_when_qk_norm_flattens_post_norms_cliff():
-  """Without qk-norm post rises 0.3(+0.01 s) per step past its best, with it 0.03: the trimmed
-  sensitivity over {3e-3, 1e-2, 3e-2} is (0 + c + 2c) / 3 = c, so the difference is 0.27 +
-  0.01 s."""
-  lines = qk_norm_post.analyze(_qk_runs(
-      lambda p, qk, s: (0.3 + 0.01 * s) if (p, qk) == ("post", False) else 0.03))
-  half = T_975_2 * 0.01 / math.sqrt(3)
-  assert _verdict(lines).startswith("**Agrees.**")
-  assert ("post-norm's trimmed LR sensitivity without qk-norm minus with it: +0.280 ± "
-          f"{half:.3f} nats/token (3 seeds)") in _verdict(lines)
-  assert "post-norm with qk-norm's interval lies across zero" in _verdict(lines)
+def _cliff_runs(trained_with_qk):
+  """`_qk_runs` with a cliff: post-norm without qk-norm collapses in every seed at 1e-2 and
+  3e-2; with qk-norm seed s collapses there unless `trained_with_qk(lr, s)`."""
+  runs = _qk_runs(lambda p, qk, s: 0.3 + 0.01 * s if p == "post" else 0.03)
+  for r in runs:
+    lr, s = r.overrides[a.LR], r.seed
+    if r.overrides[a.PLACEMENT] == "post" and lr >= 1e-2:
+      if not (r.overrides["model.qk_norm"] and trained_with_qk(lr, s)):
+        r.status = "collapsed"
+  return runs
 
 
-def test_qk_norm_post_disagrees_when_qk_norm_leaves_the_cliff():
-  lines = qk_norm_post.analyze(_qk_runs(
-      lambda p, qk, s: (0.3 + 0.01 * s) if p == "post" else 0.03))
-  assert _verdict(lines).startswith("**Disagrees.**")
-  assert "post-norm with qk-norm's interval lies above zero" in _verdict(lines)
+def test_qk_norm_post_agrees_when_qk_norm_trains_where_post_norm_collapses():
+  """Issue 68: the call is the claim's own question. Every qk-norm seed trains at 1e-2 where
+  no seed without it does: agrees, whatever the sensitivity difference (0 here)."""
+  runs = _cliff_runs(lambda lr, s: lr == 1e-2)
+  lines = qk_norm_post.analyze(runs)
+  assert qk_norm_post.summarize(runs)["numbers"][0].startswith(  # the summary leads with it
+      "Where post-norm without qk-norm trained in no seed (LR 0.01, 0.03)")
+  assert _verdict(lines).startswith(
+      "**Agrees.** Where post-norm without qk-norm trained in no seed (LR 0.01, 0.03), "
+      "post-norm with qk-norm trained in 3 of 3 seeds at 0.01, 0 of 3 seeds at 0.03 (trained: "
+      "finished healthily).")
+  assert "qk-norm neither gains nor loses 0.05 (+0.000 ± 0.000)." in _verdict(lines)
+
+
+@pytest.mark.parametrize("trained, word", [(lambda lr, s: False, "Disagrees"),
+                                           (lambda lr, s: s == 0, "Inconclusive")])
+def test_qk_norm_post_disagrees_when_post_norm_collapses_with_qk_norm_too(trained, word):
+  """The committed data's shape: both settings collapse at 1e-2 and 3e-2 in every seed; with
+  one seed of three trained there the call cannot tell."""
+  lines = qk_norm_post.analyze(_cliff_runs(trained))
+  assert _verdict(lines).startswith(f"**{word}.**")
+  found = qk_norm_post.cliff(_cliff_runs(trained))
+  assert list(found) == [1e-2, 3e-2] and all(n == 3 for _, n in found.values())
+
+
+def test_qk_norm_post_has_no_cliff_to_judge_where_post_norm_always_trains():
+  lines = qk_norm_post.analyze(_qk_runs(lambda p, qk, s: 0.3 + 0.01 * s))
+  assert _verdict(lines).startswith("**Inconclusive.** Post-norm without qk-norm trained in "
+                                    "some seed at every LR of the grid")
+  # The replaced statistic stays, described: 0.3 + 0.01 s both ways, so 0 removed.
+  assert ("- post-norm's trimmed LR sensitivity without qk-norm minus with it: +0.000 ± 0.000 "
+          "nats/token (3 seeds); its 95% interval lies below the margin 0.05") in lines
 
 
 def test_the_atlas_heat_map_marks_cells_where_a_seed_did_not_train(tmp_path):
@@ -111,16 +139,19 @@ def test_norm_type_placement_calls_the_interaction_within_its_margin():
   # DyT costs 0.3 (+0.01 s) more in post-norm than in pre-norm: an interaction.
   post = _norm_runs(lambda p, n, s: (0.3 + 0.01 * s if p == "post" else 0.0) if n == "dyt"
                     else 0.0)
+  half = T_975_2 * 0.01 / math.sqrt(3)  # issue 68: each interaction's interval is said
   assert _verdict(ntp.analyze(post)) == (
-      "**Disagrees.** RMSNorm's cost against LayerNorm is the same in post- and peri-norm as in "
-      "pre-norm; DyT's cost against LayerNorm is the same in peri-norm as in pre-norm, "
-      "different in post-norm (interactions within ± 0.05 nats/token, paired by seed).")
+      "**Disagrees.** RMSNorm's cost against LayerNorm is the same as in pre-norm in post-norm "
+      "(+0.000 ± 0.000) and peri-norm (+0.000 ± 0.000); DyT's cost against LayerNorm is the "
+      f"same as in pre-norm in peri-norm (+0.000 ± 0.000), different in post-norm (+0.310 ± "
+      f"{half:.3f}) (the interaction: the cost there minus in pre-norm, nats/token, paired by "
+      "seed, against ± 0.05).")
   # 0.05 (+0.01 s) more: the interval crosses the margin's edge.
   edge = _norm_runs(lambda p, n, s: (0.04 + 0.01 * s if p == "peri" else 0.0) if n == "rmsnorm"
                     else 0.0)
   assert _verdict(ntp.analyze(edge)).startswith(
-      "**Inconclusive.** RMSNorm's cost against LayerNorm is the same in post-norm as in "
-      "pre-norm, not resolved in peri-norm; DyT's")
+      "**Inconclusive.** RMSNorm's cost against LayerNorm is the same as in pre-norm in "
+      f"post-norm (+0.000 ± 0.000), not resolved in peri-norm (+0.050 ± {half:.3f}); DyT's")
 
 
 def test_norm_type_placement_names_a_setting_that_never_trained_and_an_edge_lr():
@@ -246,10 +277,14 @@ def test_depth_lr_reads_each_depth_at_its_own_best_lr():
   assert m["retune"]["pre"].per_seed == pytest.approx({0: 0.1, 1: 0.1, 2: 0.1})
   lines = depth_lr.analyze(_depth_lr_runs(gains))
   assert _verdict(lines).startswith("**Agrees.**")
-  assert ("Depth cost (12 minus 6 layers, nats/token, paired by seed): deepnorm -0.110 ± "
-          in _verdict(lines) and ", post +0.000 ± 0.000." in _verdict(lines))
+  half = T_975_2 * 0.01 / math.sqrt(3)
+  assert _verdict(lines).startswith(
+      "**Agrees.** From 6 to 12 layers, each depth at its own best LR (depth cost, nats/token, "
+      f"paired by seed, against ±0.02): deepnorm gains (-0.110 ± {half:.3f}); admin gains "
+      f"(-0.110 ± {half:.3f}); post neither gains nor loses 0.02 (+0.000 ± 0.000); pre neither "
+      "gains nor loses 0.02 (+0.000 ± 0.000); ")
   # Every placement's best LR falls one step, onto the 12-layer window's lowest LR.
-  assert _verdict(lines).endswith("From 6 to 12 layers the best LR of its window falls "
+  assert _verdict(lines).endswith(". From 6 to 12 layers the best LR of its window falls "
                                   "for post (0.001 to 0.0003, the window's edge), pre (0.003 to "
                                   "0.001, the window's edge), " + ", ".join(
                                       f"{p} (0.003 to 0.001, the window's edge)"
@@ -258,6 +293,22 @@ def test_depth_lr_reads_each_depth_at_its_own_best_lr():
              for l in lines)
   assert _verdict(depth_lr.analyze(_depth_lr_runs(
       lambda p, s: 0.1 if p == "deepnorm" else -0.1))).startswith("**Disagrees.**")
+
+
+def test_depth_lr_says_what_was_found_not_the_hypothesis():
+  """Issue 68 point 5: Admin's depth cost around zero (+0.054, +0.004, -0.046) is said to be
+  not resolved, post-norm's +0.8 a loss; the claim's wording ("gain from depth where
+  post-norm does not") is nowhere in the verdict."""
+  from experiments import depth_lr
+  gain = {"deepnorm": lambda s: 0.1 + 0.01 * s, "admin": lambda s: 0.05 * (s - 1) - 0.004,
+          "post": lambda s: -0.8 - 0.01 * s}
+  lines = depth_lr.analyze(_depth_lr_runs(lambda p, s: gain.get(p, lambda s: 0.0)(s)))
+  x = [0.054, 0.004, -0.046]
+  half = T_975_2 * statistics.stdev(x) / math.sqrt(3)  # the NumPy-free t-interval, by hand
+  assert _verdict(lines).startswith("**Inconclusive.**")
+  assert f"admin not resolved (+0.004 ± {half:.3f})" in _verdict(lines)
+  assert "; post loses (+0.810 ± " in _verdict(lines)
+  assert "gain from depth" not in _verdict(lines) and "does not," not in _verdict(lines)
 
 
 def test_depth_lr_says_where_the_best_lr_stays_and_where_it_moves():
@@ -273,10 +324,15 @@ def test_depth_lr_says_where_the_best_lr_stays_and_where_it_moves():
       "rises for post (0.001 to 0.003, the window's edge); falls for peri (0.01 to 0.003).")
 
 
-def _long_run(overrides, final, evals=()):
+def _long_run(overrides, final, evals=(), train=None):
+  """A run with periodic evals `[(step, loss)]` and, from `train(step)`, a train row every 25
+  steps (each the mean loss of its 25 steps, as the loop writes them)."""
   run = _run(overrides, final)
   run.metrics["eval"] = [{"step": s, "split": "eval", "loss": v} for s, v in evals] + [
       {"step": overrides["train.num_steps"], "split": "eval", "loss": final}]
+  if train is not None:
+    run.metrics["train"] = [{"step": s, "split": "train", "loss": train(s)}
+                            for s in range(25, overrides["train.num_steps"] + 1, 25)]
   return run
 
 
@@ -288,16 +344,19 @@ def test_long_runs_find_when_post_catches_pre_and_dyts_budget_trend(tmp_path):
   for s in range(3):
     for p in ("post", "pre", "peri"):
       for lr in long_runs.LONG_LRS:
-        # At 3e-3 post starts 0.3 behind pre; from step 300 on it is level (+- 0.01 by seed)
-        # and it ends 0.05 ahead. At 1e-3 it stays 0.3 behind and ends 0.05 behind.
-        late = 0.3 if lr == 1e-3 else (0.01 if s == 0 else -0.01 * s)
-        gap = lambda step: (0.3 if step < 300 else late)
-        evals = [(step, 2.0 + (gap(step) if p == "post" else 0.0)) for step in (100, 200, 300,
-                                                                             400)]
+        # Train loss: at 3e-3 post is 0.3 behind pre up to step 1200, then level (+- 0.01 by
+        # seed); at 1e-3 it stays 0.05 (+0.001 s) behind. The periodic evals (4,096 tokens)
+        # show post level with pre from step 300 at both LRs: noise the catch step must not
+        # read (issue 68), as the old eval-based reading did ("catches it at step 300").
+        late = 0.05 + 0.001 * s if lr == 1e-3 else (0.01 if s == 0 else -0.01 * s)
+        behind = lambda step: 0.3 if step <= 1200 and lr == 3e-3 else late
+        train = lambda step: 3.0 - step / 1e4 + (behind(step) if p == "post" else 0.0)
+        evals = [(step, 2.0 + (0.3 if p == "post" and step < 300 else 0.0))
+                 for step in (100, 200, 300, 400)]
         ahead = -0.05 if lr == 3e-3 else 0.05
         final = 1.5 + (0.1 if lr == 1e-3 else 0.0) + (ahead if p == "post" else 0.0) + 0.01 * s
         runs.append(_long_run({a.PLACEMENT: p, a.LR: lr, "train.num_steps": 9600, "seed": s},
-                              final, evals))
+                              final, evals, train))
     for steps, dyt_cost in ((600, -0.05), (2400, 0.0), (9600, 0.1 + 0.01 * s)):
       for dyt in (False, True):
         if steps == 9600 and not dyt:
@@ -308,23 +367,31 @@ def test_long_runs_find_when_post_catches_pre_and_dyts_budget_trend(tmp_path):
                               + (dyt_cost if dyt else 0.0)))
   lines = long_runs.analyze(runs)
   text = "\n".join(lines)
-  assert ("post-norm catches pre-norm at step 300 (pre-norm no longer ahead with 95% "
-          "confidence at any later eval)") in text
+  # Windows of 600 steps of train loss: the one ending at 1200 holds rows 625-1200, all 0.3
+  # behind; from 1800 on the gap is -0.01, +0.01, +0.02 by seed, its interval across 0.
+  x = np.array([-0.01, 0.01, 0.02])
+  late_half = T_975_2 * x.std(ddof=1) / math.sqrt(3)
+  assert (f"- post-norm catches pre-norm at step 1800 (last 600 steps' train loss, pre minus "
+          f"post: {x.mean():+.3f} ± {late_half:.3f})") in text
   assert ("pre-norm minus post-norm after the long runs, best LRs: +0.050 ± 0.000 nats/token "
           "(3 seeds); its 95% interval lies above the margin 0.02") in text
   assert ("- pre-norm minus post-norm after the long runs, both at LR 0.003: +0.050 ± 0.000 "
-          "nats/token (3 seeds); post-norm catches it at step 300") in text  # matched LRs
+          "nats/token (3 seeds); post-norm catches it at step 1800") in text  # matched LRs
+  y = np.array([-0.05, -0.051, -0.052])  # at 1e-3, pre minus post in every window
   assert ("- pre-norm minus post-norm after the long runs, both at LR 0.001: -0.050 ± 0.000 "
-          "nats/token (3 seeds); post-norm does not catch it") in text
+          "nats/token (3 seeds); post-norm does not catch it within the run (last 600 steps' "
+          f"train loss, pre minus post: {y.mean():+.3f} ± "
+          f"{T_975_2 * y.std(ddof=1) / math.sqrt(3):.3f})") in text
   # DyT: -0.05 at 600 steps, +0.1 + 0.01 s at 9,600: the cost grew by 0.16 (+- by seed).
   assert "DyT's cost at 9600 steps minus at 600: +0.160 ± " in text
   assert _verdict(lines).startswith(
-      "**Agrees.** Post-norm ends better than pre-norm after the long runs: agrees (pre minus "
-      "post +0.050 ± 0.000 nats/token at each one's best LR, where post-norm catches pre-norm "
-      "at step 300; at LR 0.003 post-norm catches it at step 300; at LR 0.001 post-norm does "
-      "not catch it within the run). DyT's cost grows with the budget: agrees (DyT minus "
-      "LayerNorm -0.050 ± 0.000 at 600, +0.000 ± 0.000 at 2400, +0.110 ± 0.025 at 9600 "
-      "steps).")
+      "**Agrees.** After 9600 steps, each at its best LR, pre-norm minus post-norm is +0.050 ± "
+      "0.000 nats/token, above the margin 0.02: post-norm ahead; at LR 0.003 post-norm catches "
+      "it at step 1800 (")
+  assert ("DyT minus LayerNorm is -0.050 ± 0.000 at 600, +0.000 ± 0.000 at 2400, +0.110 ± "
+          "0.025 at 9600 steps; its cost at 9600 minus at 600 steps, +0.160 ± 0.025, lies above "
+          "the margin (grows with the budget).") in _verdict(lines)
+  assert "ends better" not in _verdict(lines) and "grows with the budget:" not in text
   # 3e-3 is every placement's best and the grid's largest LR: not located, said twice.
   assert ("Note: pre's best LR after 9600 steps: 0.003 is the grid's largest LR, so it is a "
           "lower bound (not located).") in lines
@@ -354,20 +421,29 @@ def _qk_depth_runs(deep_cost):
   return runs
 
 
-def test_qk_norm_depth_judges_the_depth_cost_qk_norm_removes(tmp_path):
-  """Post-norm's depth cost 0.8 (+0.01 per seed) without qk-norm; with it 0.2 (agrees: 0.6
-  removed), 0.78 (disagrees: 0.02 < 0.05 removed) or 0.6 + 0.3 per seed (across the margin)."""
+def test_qk_norm_depth_judges_the_depth_cost_against_depth_posts_margin(tmp_path):
+  """Issue 68: the claim's question. Post-norm's depth cost 0.8 (+0.01 per seed) without
+  qk-norm; with it 0.2 (below depth_post's margin 0.3: agrees), 0.78 (above it: disagrees,
+  though the replaced statistic, 0.02 removed, was also a disagreement) or 0.3 s (across it)."""
   from experiments import qk_norm_depth as qd
   assert len(qd.get_sweep("cpu")) == 60 and qd.deep_lrs("cpu") == [3e-5, 1e-4, 3e-4, 1e-3, 3e-3]
+  assert qd.DEPTH_MARGIN == 0.3
   without = lambda s: 0.8 + 0.01 * s
+  half = T_975_2 * 0.01 / math.sqrt(3)
   lines = qd.analyze(_qk_depth_runs(lambda qk, s: 0.2 if qk else without(s)))
-  assert _verdict(lines).startswith("**Agrees.** post-norm's depth cost with qk-norm minus "
-                                    "without it: -0.610 ± ")
+  assert _verdict(lines) == (
+      "**Agrees.** Depth (12 minus 6 layers, each at its own best LR, paired by seed) against "
+      "depth_post's margin ±0.3 nats/token: post + qk-norm neither gains nor loses 0.3 (+0.200 "
+      f"± 0.000); post loses (+0.810 ± {half:.3f}). With minus without qk-norm, the depth cost "
+      f"is -0.610 ± {half:.3f}.")
   assert "- post, 12 minus 6 layers, each at its best LR: +0.810 ± 0.025 nats/token (3 seeds)" \
       in lines
+  assert (f"- 12 layers at LR 0.001, with minus without qk-norm: -0.610 ± {half:.3f} nats/token "
+          "(3 seeds)") in lines  # at every LR alike here
   lines = qd.analyze(_qk_depth_runs(lambda qk, s: 0.78 + 0.01 * s if qk else without(s)))
   assert _verdict(lines).startswith("**Disagrees.**")
-  lines = qd.analyze(_qk_depth_runs(lambda qk, s: 0.6 + 0.3 * s if qk else without(s)))
+  assert "post + qk-norm loses (+0.790 ± " in _verdict(lines)
+  lines = qd.analyze(_qk_depth_runs(lambda qk, s: 0.3 * s if qk else without(s)))
   assert _verdict(lines).startswith("**Inconclusive.**")
   assert [f for _, f in qd.figures(_qk_depth_runs(lambda qk, s: 0.2), str(tmp_path))] == \
       [qd.FIGURE]

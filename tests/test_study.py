@@ -141,10 +141,6 @@ def test_the_calls_section_counts_pre_registered_and_post_hoc_calls(tmp_path):
 
 # Study files other issue-68 helpers own and declare REGISTRATION in on their branches; the
 # lead removes each from this allowance after merging them (it must end empty).
-REGISTRATION_BY_OTHER_HELPERS = {
-    "qk_norm_post", "qk_norm_depth", "depth_lr", "long_runs", "depth", "depth_post",  # i68calls
-    "norm_type_placement",  # i68calls
-}
 RESULTS = os.path.join(EXPERIMENTS, "results")
 REPORTED = sorted(d for d in os.listdir(RESULTS)
                   if os.path.isfile(os.path.join(RESULTS, d, "report.md")))
@@ -156,8 +152,6 @@ def test_every_study_with_a_committed_report_says_which_calls_were_fixed_before_
   """Issue 68 point 7: each call is "pre-registered at <commit>" or "post hoc: ..."."""
   path = os.path.join(EXPERIMENTS, f"{name}.py")
   assert os.path.isfile(path), f"results/{name}/report.md has no experiments/{name}.py"
-  if name in REGISTRATION_BY_OTHER_HELPERS:  # not skipped: the lead's list to empty
-    return
   s = study.load(path)
   assert s.registration, f"experiments/{name}.py declares no REGISTRATION"
   assert all(call.strip() for call in s.registration)
