@@ -83,8 +83,9 @@ def measure(runs) -> dict:
 
 
 def trained_marks(runs) -> dict:
-  """`{lr: [whether each ended seed trained]}` of one setting's runs: trained = finished healthily (`analysis.trained_at` under the rule HEALTHY, or
-  the other rule while the robustness section swaps it)."""
+  """`{lr: [whether each ended seed trained]}` of one setting's runs: trained =
+  finished healthily (`analysis.trained_at` under the rule HEALTHY, or the other rule while
+  the robustness section swaps it)."""
   best, out = a.seed_best(runs), {}
   for r in runs:
     mark = a.trained_at(r, best, a.CALL_TOLERANCE, rule=a.HEALTHY)
