@@ -55,8 +55,11 @@ def sinusoidal(num_positions, d_model):
 
 
 def rope(x, positions, base=10000.0):
-  """RoPE as complex rotation (RoFormer eq. 12-13): pair (x_2i, x_2i+1) is the complex number
-  x_2i + j x_2i+1, multiplied by exp(j pos theta_i), theta_i = base^(-2i/d). x: [t, d_k]."""
+  """RoPE (RoFormer §3.2): the 2-D case is a complex rotation, f(x_m, m) = (W x_m) e^{i m θ};
+  the general form rotates each pair by the block-diagonal R^d_{Θ,m}, Θ = {θ_i = 10000^(-2(i-1)/d),
+  i = 1..d/2}. So pair (x_2i, x_2i+1) (0-based) is the complex number x_2i + j x_2i+1, multiplied
+  by exp(j pos theta_i), theta_i = base^(-2i/d). x: [t, d_k]. [R and Θ checked against a
+  third-party transcription; the paper's equation numbers (12-15) not read here.]"""
   d = x.shape[-1]
   theta = base ** (-np.arange(0, d, 2) / d)
   z = (x[:, 0::2] + 1j * x[:, 1::2]) * np.exp(1j * np.asarray(positions)[:, None] * theta)
@@ -175,15 +178,47 @@ def encoder_decoder(src, tgt_in, p, placement, num_layers, eps=1e-6):
 # ------------------------------------------------------------------ norm-placement study (issue 9)
 # Each placement, norm and attention variant below is transcribed from its paper's own equations
 # (quoted beside the code, with the paper's section, equation, figure or table), never from
-# transformer/model/block.py. Where a paper's body could not be read for this transcription, the
-# quotation says so and names what it was checked against (official code, figures, summaries).
-# `p` is one block's Flax parameter tree as float64 arrays: `<sublayer>_norm`,
-# `<sublayer>_out_norm`, `<sublayer>_omega`, `self_attention`, `feed_forward`.
+# transformer/model/block.py. `p` is one block's Flax parameter tree as float64 arrays:
+# `<sublayer>_norm`, `<sublayer>_out_norm`, `<sublayer>_omega`, `self_attention`, `feed_forward`.
+#
+# What each quotation was checked against (issue 68 audit, 2026-12-02). The stored copies of the
+# arXiv pages could be read only from their beginning (title, abstract, introduction, the first
+# figure captions), so an equation in a paper's body was checked against the official code and
+# the paper's own figure captions where they exist; what no source read here confirms is marked
+# [not read here]. Tags: [paper] read in the paper's text; [code] read in the official code;
+# [2nd] a third-party transcription of the paper.
+#   post      Vaswani et al. 2017, §3.1 "LayerNorm(x + Sublayer(x))" [2nd: several transcriptions]
+#   pre       Xiong et al. 2020, Table 1 and its "Final LayerNorm" [papers.md: read in the paper
+#             by an earlier session; not re-read here]
+#   peri      Kim et al. 2025, y_l = x_l + Norm(Module(Norm(x_l))) [2nd: a transcription that
+#             numbers it eq. (3) after Post-LN (1) and Pre-LN (2)]; abstract "places normalization
+#             layer peripherally around sublayers" [paper]; no official code found
+#   deepnorm  Wang et al. 2022, Fig. 2 pseudocode and constants table [code: torchscale divides
+#             fc1, fc2, v_proj, out_proj by (8M)^(1/4) decoder-only, (12M)^(1/4) enc-dec decoder]
+#   admin     Liu et al. 2020, x_i = f_LN(b_i), b_i = x_{i-1} ω_i + f_i(x_{i-1}) [code:
+#             Transformer-Clinic `transformer_layer.py`; see `admin_omegas` for where it differs]
+#   mix       Li et al. 2024, abstract "Mix-LN applies Post-LN to the earlier layers and Pre-LN to
+#             the deeper layers" [paper, arXiv v2]; the count [code: pixeli99/MixLN `POST_NUM`,
+#             3 of 12 layers (71M) and 6 of 24 (1B) in its README: α = 0.25]
+#   hybrid    Zhuo et al. 2025, Fig. 2(d) of arXiv v1: "Figure 2: Illustrations of different
+#             transformer layer structures: (a) Pos..." [paper, the stored page cut there; the
+#             full caption, "... (d) HybridNorm architecture", is the official README's; a review
+#             of a later version calls it Figure 1] [code: BryceZhuo/HybridNorm
+#             dense_model/olmo/model.py with configs/exps/1.2B-dense-HybriedNorm.yaml]
+#   dyt       Zhu et al. 2025 [code: jiachenzhu/DyT dynamic_tanh.py; README "DyT(x) = tanh(αx),
+#             where α is a learnable scaler"]
+#   qk-norm   Dehghani et al. 2023, §2 "QK Normalization" paragraph [2nd: paper reviews quote
+#             the paragraph under "Model Architecture"]
+#   rope      Su et al. (RoFormer), §3.2 [2nd: the block-diagonal R_{Θ,m} with θ_i =
+#             10000^(-2(i-1)/d), i = 1..d/2, pairing dimensions (2i-1, 2i)]
 
 
 def dyt(z, alpha, gamma, beta=None):
-  """Zhu et al. 2025, "Transformers without Normalization", §3 (Dynamic Tanh):
+  """Zhu et al. 2025, "Transformers without Normalization", the Dynamic Tanh section:
     DyT(x) = γ * tanh(αx) + β,  α a learnable scalar (α₀ = 0.5 by default), γ, β per channel.
+  As the official code computes it (jiachenzhu/DyT dynamic_tanh.py `DynamicTanh`: `alpha =
+  ones(1) * alpha_init_value` (0.5), `weight` ones and `bias` zeros of the channel size; forward
+  `tanh(alpha * x) * weight + bias`). [Section and equation numbers not read here.]
   """
   out = gamma * np.tanh(alpha * z)
   return out if beta is None else out + beta
@@ -204,7 +239,9 @@ def make_norm(kind, p, eps=1e-6):
 
 def deepnorm_alpha_beta(arch, n_enc, n_dec):
   """Wang et al. 2022, "DeepNet", Fig. 2 (the table of constants beside DeepNorm's pseudocode;
-  N encoder layers, M decoder layers; torchscale computes the same): (alpha, beta)."""
+  N encoder layers, M decoder layers): (alpha, beta). Checked against the official code
+  (torchscale: decoder init_scale = (8M)^(1/4), or (12M)^(1/4) in an encoder-decoder, dividing
+  fc1, fc2, out_proj, v_proj, i.e. gain β = 1 / init_scale). [Figure number not read here.]"""
   if arch == "encoder_only":  # encoder-only: α = (2N)^(1/4), β = (8N)^(-1/4)
     return (2 * n_enc) ** (1 / 4), (8 * n_enc) ** (-1 / 4)
   if arch == "decoder_only":  # decoder-only: α = (2M)^(1/4), β = (8M)^(-1/4)
@@ -231,20 +268,20 @@ def general_residual(x, f, p, name, placement, kind, eps=1e-6, alpha=1.0):
     y = f(n(x))
     return x + y, y
   if placement == "peri":
-    # Kim et al. 2025, "Peri-LN", §3 (its definition): y_l = x_l + Norm(Module(Norm(x_l))),
-    # the output Norm's γ learnable; plus a final Norm (see FINAL_NORM). The same wiring as
-    # CogView's Sandwich-LN (Ding et al. 2021). [Equation number not verified here.]
+    # Kim et al. 2025, "Peri-LN": y_l = x_l + Norm(Module(Norm(x_l))) (eq. 3 in a third-party
+    # transcription), the output Norm's γ learnable; a final Norm (FINAL_NORM); the paper's
+    # optional embedding Norm is not built. Sandwich-LN's wiring (Ding et al. 2021).
     y = f(n(x))
     return x + make_norm(kind, p[f"{name}_out_norm"], eps)(y), y
   if placement == "deepnorm":
-    # Wang et al. 2022, "DeepNet", §3: x_{l+1} = LN(α x_l + G_l(x_l, θ_l)); Fig. 2 pseudocode:
+    # Wang et al. 2022, "DeepNet": x_{l+1} = LN(α x_l + G_l(x_l, θ_l)); Fig. 2 pseudocode:
     # deepnorm(x) = LayerNorm(x * α + f(x)); init gain β on ffn, v_proj, out_proj, 1 on q, k
     y = f(x)
     return n(alpha * x + y), y
   if placement == "admin":
-    # Liu et al. 2020, "Admin", §5 (Adaptive Model Initialization): x_i = f_LN(b_i),
+    # Liu et al. 2020, "Admin" (Adaptive Model Initialization): x_i = f_LN(b_i),
     # b_i = x_{i-1} · ω_i + f_i(x_{i-1}), ω_i a learnable per-feature vector (profiled at
-    # init, `admin_omegas`)
+    # init, `admin_omegas`); the official code: `x + residual * self.attention_ratio_change`
     y = f(x)
     return n(p[f"{name}_omega"] * x + y), y
   if placement == "hybrid_v0":
@@ -276,7 +313,7 @@ def _attend(q, k, v, p, mask):
 
 
 def qkv_normed_attention(xq, xkv, p, kind, mask=None, eps=1e-6):
-  """HybridNorm's QKV-Norm (Zhuo et al. 2025, §3, "QKV-Norm"):
+  """HybridNorm's QKV-Norm (Zhuo et al. 2025; section and equation numbers not read here):
     attn_QKV(Q, K, V) = softmax(Norm(Q) Norm(K)^T / sqrt(d_k)) Norm(V),
   per head, as the official code builds it (dense_model/olmo/model.py `OLMoBlock.__init__` /
   `attention`: `q_norm`, `k_norm`, `v_norm` each `LayerNormBase.build(config, size=d_model //
@@ -302,7 +339,8 @@ def qkv_normed_attention_v0(xq, xkv, p, kind, mask=None, eps=1e-6):
 
 
 def qk_normed_attention(xq, xkv, p, kind, mask=None, eps=1e-6):
-  """QK-norm. Dehghani et al. 2023 (ViT-22B), §2 (QK normalization):
+  """QK-norm. Dehghani et al. 2023 (ViT-22B), §2 "Model Architecture", paragraph "QK
+  Normalization" (the paragraph's place from third-party reviews; the formula not read here):
     softmax[(1/sqrt(d)) LN(X W^Q) (LN(X W^K))^T],
   per head with one set of LN parameters over head_dim shared by all heads, as Wortsman et al.
   2023 (qk-layernorm) apply it; the norm of `kind` stands in for LN."""
@@ -313,15 +351,17 @@ def qk_normed_attention(xq, xkv, p, kind, mask=None, eps=1e-6):
 
 
 def hybridnorm_block(x, p, kind, mask=None, activation=relu, eps=1e-6):
-  """HybridNorm (Zhuo et al. 2025, arXiv 2503.04598), one block, §3 and Fig. 1(d):
+  """HybridNorm (Zhuo et al. 2025, arXiv 2503.04598), one block, Fig. 2(d) of arXiv v1
+  ("Illustrations of different transformer layer structures: ... (d) HybridNorm architecture";
+  the repository's assets/norm.png):
     Y^l     = MHA_QKV(X^l) + X^l
     X^{l+1} = FFN(Norm(Y^l)) + Norm(Y^l)
-  checked against the official code (dense_model/olmo/model.py `OLMoSequentialBlock.forward`
+  read line by line in the official code (dense_model/olmo/model.py `OLMoSequentialBlock.forward`
   with configs/exps/1.2B-dense-HybriedNorm.yaml: attn_norm false, so h = x feeds att_proj and
   x = x + att; ffn_norm true with ffn_residual_after_norm true, so x = ff_norm(x); og_x = x;
   x = og_x + ff_out(act(ff_proj(x)))). After the last block: a final Norm (`ln_f`, FINAL_NORM).
-  [The equation numbers could not be verified here: the paper's body was not readable; Fig. 1(d)
-  is the repository's assets/norm.png.] Returns (X^{l+1}, [MHA branch, FFN branch])."""
+  [The section and equation numbers of the two lines above not read here.] Returns (X^{l+1},
+  [MHA branch, FFN branch])."""
   attn = qkv_normed_attention(x, x, p["self_attention"], kind, mask, eps)
   y = x + attn
   y_normed = make_norm(kind, p["feed_forward_norm"], eps)(y)
@@ -348,18 +388,20 @@ def general_block(x, p, placement, kind, mask=None, activation=relu, eps=1e-6, a
 
 
 def mix_layer_placements(num_layers, post_fraction):
-  """Mix-LN (Li et al. 2024, §3): Post-LN in the earlier layers, Pre-LN in the deeper ones:
-  the first floor(α L) layers post-norm, the other L - floor(α L) pre-norm (α = 0.25
-  recommended)."""
+  """Mix-LN (Li et al. 2024; abstract: "Mix-LN applies Post-LN to the earlier layers and Pre-LN
+  to the deeper layers"): the first floor(α L) layers post-norm, the other L - floor(α L)
+  pre-norm (α = 0.25; the official code takes the count, `POST_NUM`: 3 of 12 layers, 6 of 24).
+  [Section and equation numbers not read here.]"""
   k = int(np.floor(post_fraction * num_layers))
   return ["post"] * k + ["pre"] * (num_layers - k)
 
 
 # Whether a stack of the placement ends in a final norm, each from its paper: post-norm's last
 # sublayer already ends in LN (Vaswani §3.1), as DeepNorm's and Admin's do; Pre-LN adds one
-# (Xiong Table 1, "Final LayerNorm"); Peri-LN too (Kim §3, the final norm before the head);
-# Mix-LN's pre-norm layers end the stack and keep LLaMA's final norm; HybridNorm's last block
-# ends in Norm(Y) + FFN(Norm(Y)), and the official model applies `ln_f`.
+# (Xiong Table 1, "Final LayerNorm"); Peri-LN too (its final norm before the head); Mix-LN's
+# pre-norm layers end the stack and keep LLaMA's final norm (the official code's `self.norm`);
+# HybridNorm's last block ends in Norm(Y) + FFN(Norm(Y)), and the official model applies `ln_f`;
+# DeepNet's post-norm stack has none (torchscale: `layer_norm = None` unless normalize_before).
 FINAL_NORM = {"post": False, "pre": True, "peri": True, "deepnorm": False, "admin": False,
               "mix": True, "hybrid": True, "hybrid_v0": False}
 
@@ -379,9 +421,15 @@ def decoder_stack(x, p, placement, kind, mask=None, activation=relu, eps=1e-6, a
 
 
 def admin_omegas(x0, branch_outputs):
-  """Admin (Liu et al. 2020, §5): omega_i = sqrt(sum_{j<i} Var[f_j(x_{j-1})]), the branches in
-  execution order, with the embeddings x0 counted as the zeroth branch as the official code's
-  profiling does (its ratio recurrence starts from the input's variance)."""
+  """Admin (Liu et al. 2020): omega_i = sqrt(sum_{j<i} Var[f_j(x_{j-1})]), the branches in
+  execution order, with the embeddings x0 counted as the zeroth branch, so omega_1 = sd(x0).
+
+  The official code (Transformer-Clinic fairseq/fairseq/modules/transformer_layer.py, its
+  adaptive-profiling pass) differs at the first sublayer only: it starts from `encoder_ratio =
+  1.0` (and `decoder_ratio = 1.0`), so omega_1 = 1, then
+  omega_{i+1} = sqrt(Var[x_{i-1} omega_i] + Var[f_i(x_{i-1})]), x_{i-1} the sublayer's input:
+  the embeddings for i = 1, a LayerNorm output (variance 1 up to eps) after, which gives this
+  function's omega_i for every i >= 2. [The paper's own equation not read here.]"""
   total = np.var(x0)
   out = []
   for y in branch_outputs:
