@@ -85,9 +85,9 @@ def analyze(runs):
   post_word = {True: "above", False: "below", None: "across"}[paired.judge(m["post"], 0.0)]
   stable = ", ".join(f"{p} {a.fmt_lr(m['sensitivity']['stable'].get(p))}" for p in PLACEMENTS)
   return lines + [a.verdict(agrees, f"{paired.call_text(m['call'], LOSS_MARGIN)}. HybridNorm "
-                            f"against post-norm: the interval of post minus hybrid lies "
-                            f"{post_word} zero. The stability half, described: the largest "
-                            f"stable LR is {stable}.")]
+                            f"against post-norm: post minus hybrid {m['post'].estimate()}, "
+                            f"whose interval lies {post_word} zero. The stability half, "
+                            f"described: the largest stable LR is {stable}.")]
 
 
 FIGURE = "loss_heatmap.png"

@@ -33,7 +33,7 @@ def test_hybrid_norm_calls_pre_minus_hybrid_against_its_margin(gap, word):
   assert (f"pre-norm minus HybridNorm: {gap + 0.01:+.3f} ± {half:.3f} nats/token (3 seeds)"
           in _verdict(lines))
   assert "post-norm minus HybridNorm: +0.200 ± 0.000 nats/token (3 seeds)" in "\n".join(lines)
-  assert "the interval of post minus hybrid lies above zero" in _verdict(lines)
+  assert "post minus hybrid +0.200 ± 0.000, whose interval lies above zero" in _verdict(lines)
 
 
 def test_hybrid_norm_reads_each_placement_at_its_own_best_lr():

@@ -15,7 +15,7 @@ Where the norm sits is one switch, `ModelConfig.norm_placement`, handled in one 
            * L) blocks of a stack, pre in the rest, and the final N the pre part needs
   admin    (Liu et al., 2020, "Admin"):             x -> N(omega * x + f(x)), omega a learnable
            per-feature vector initialised by profiling (`transformer/model/admin.py`)
-  hybrid   (Zhuo et al., 2025, "HybridNorm", Fig. 1(d) and its official code: OLMo's
+  hybrid   (Zhuo et al., 2025, "HybridNorm", Fig. 2(d) of arXiv v1 and its official code: OLMo's
            `OLMoSequentialBlock` with attn_norm False, use_query/key/value_norm True,
            ffn_norm True, ffn_residual_after_norm True, then `ln_f`):
              attention     h -> h + Attn(N_q(Q), N_k(K), N_v(V)), each N over one head's
