@@ -129,4 +129,10 @@ def test_warmup_long_makes_warmup_stabilitys_call_at_2400_steps():
   lines = runs(0.3)
   said = _verdict(warmup_long.analyze(lines))
   assert said.startswith("**Agrees.**") and f"+0.290 ± {half:.3f} nats/token" in said
-  assert _verdict(warmup_long.analyze(runs(0.0))).startswith("**Disagrees.**")
+  assert (f"post-norm needs warm-up: its cost of dropping it lies above the margin 0.05 (+0.310 "
+          f"± {half:.3f})") in said
+  assert "pre-norm does not need warm-up" in said
+  # Post pays 0.01 s, under the margin: its half fails, pre's holds (the relative statistic,
+  # -0.010, would have disagreed).
+  said = _verdict(warmup_long.analyze(runs(0.0)))
+  assert said.startswith("**Partly agrees.**") and "post-norm does not need warm-up" in said
