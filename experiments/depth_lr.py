@@ -38,7 +38,7 @@ from __future__ import annotations
 from experiments import analysis as a
 from experiments import atlas, paired
 from experiments.presets import LAYERS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
-from transformer.sweep import preset, product
+from transformer.sweep import points, preset, product
 
 CLAIM = ("Wang et al. 2022 (DeepNet) and Liu et al. 2020 (Admin): their placements keep gaining "
          "from depth where post-norm does not. Judged here with every depth at its own best LR; "
@@ -87,16 +87,25 @@ def measure(runs) -> dict:
   best = {k: paired.read(v, None) for k, v in sets.items()}
   shallow, deep = depths[0], depths[-1]
   cost, retune = {}, {}
+  name = block_names(runs, placements).get
   for p in placements:
-    cost[p] = paired.difference(f"{p}, {deep} minus {shallow} layers, each at its best LR",
+    cost[p] = paired.difference(f"{name(p)}, {deep} minus {shallow} layers, each at its best LR",
                                 best[(p, deep)][1], best[(p, shallow)][1])
     lr6 = best[(p, shallow)][0]
     at_lr6 = paired.seed_losses([r for r in sets[(p, deep)] if r.overrides[a.LR] == lr6])
-    retune[p] = paired.difference(f"{p} at {deep} layers, the {shallow}-layer best LR minus "
+    retune[p] = paired.difference(f"{name(p)} at {deep} layers, the {shallow}-layer best LR minus "
                                   "its own", at_lr6, best[(p, deep)][1])
   lrs = {k: sorted({r.overrides[a.LR] for r in v}) for k, v in sets.items()}
   return {"placements": placements, "depths": depths, "best": best, "cost": cost,
-          "retune": retune, "lrs": lrs}
+          "retune": retune, "lrs": lrs, "names": block_names(runs, placements)}
+
+
+def block_names(runs, placements) -> dict:
+  """`{placement: the name its runs' block goes by}`: `hybrid_v0` where every HybridNorm run
+  here started before `hybrid` became the paper's block (`points.ran_earlier_block`)."""
+  return {p: f"{p}_v0" if p in points.REBUILT_PLACEMENTS and all(
+      points.ran_earlier_block(p, r.workdir) for r in a.select(runs, model__norm_placement=p))
+      else p for p in placements}
 
 
 def _call(m) -> object:
@@ -112,7 +121,7 @@ def _call(m) -> object:
 
 def analyze(runs):
   m = measure(runs)
-  rows = [[p, *(f"{a.fmt_lr(m['best'][(p, d)][0])}: "
+  rows = [[m["names"][p], *(f"{a.fmt_lr(m['best'][(p, d)][0])}: "
                 f"{a.ci(list(m['best'][(p, d)][1].values()))}" for d in m["depths"])]
           for p in m["placements"]]
   lines = [a.protocol(runs), "",
@@ -124,8 +133,8 @@ def analyze(runs):
   lines += [f"- {paired.call_text(m['cost'][p], -LOSS_MARGIN)}" for p in m["placements"]]
   lines += [f"- {m['retune'][p].text()}" for p in m["placements"]]
   edges = [n for (p, d), (lr, _) in m["best"].items() for n in [a.edge_note(
-      f"{p} at {d} layers: best LR", lr, [r for r in runs if r.overrides[a.PLACEMENT] == p
-                                          and r.overrides[DEPTH] == d])] if n]
+      f"{m['names'][p]} at {d} layers: best LR", lr,
+      [r for r in runs if r.overrides[a.PLACEMENT] == p and r.overrides[DEPTH] == d])] if n]
   lines += ["", *(f"- {n}" for n in edges)] if edges else []
   return lines + ["", a.verdict(_call(m), depth_costs(m) + " " + lr_shift(m))]
 
@@ -137,7 +146,7 @@ def depth_costs(m) -> str:
   order = [p for p in (*GAINS, "post") if p in m["cost"]]
   order += [p for p in m["cost"] if p not in order]
   shallow, deep = m["depths"][0], m["depths"][-1]
-  said = [paired.finding(p, m["cost"][p], LOSS_MARGIN) for p in order]
+  said = [paired.finding(m["names"][p], m["cost"][p], LOSS_MARGIN) for p in order]
   return (f"From {shallow} to {deep} layers, each depth at its own best LR (depth cost, "
           f"nats/token, paired by seed, against ±{LOSS_MARGIN:g}): " + "; ".join(said) + ".")
 
@@ -152,7 +161,7 @@ def lr_shift(m) -> str:
     lr6, lr12 = m["best"][(p, shallow)][0], m["best"][(p, deep)][0]
     move = "stays" if lr6 == lr12 else ("falls" if lr12 < lr6 else "rises")
     edge = lr12 in (m["lrs"][(p, deep)][0], m["lrs"][(p, deep)][-1]) and lr12 != lr6
-    groups.setdefault(move, []).append(f"{p} ({a.fmt_lr(lr6)} to {a.fmt_lr(lr12)}"
+    groups.setdefault(move, []).append(f"{m['names'][p]} ({a.fmt_lr(lr6)} to {a.fmt_lr(lr12)}"
                                        + (", the window's edge" if edge else "") + ")")
   said = [f"{move} for {', '.join(names)}" for move, names in groups.items()]
   return (f"From {shallow} to {deep} layers the best LR of its window "

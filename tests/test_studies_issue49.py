@@ -288,7 +288,9 @@ def test_depth_lr_reads_each_depth_at_its_own_best_lr():
                                   "for post (0.001 to 0.0003, the window's edge), pre (0.003 to "
                                   "0.001, the window's edge), " + ", ".join(
                                       f"{p} (0.003 to 0.001, the window's edge)"
-                                      for p in ("peri", "deepnorm", "admin", "hybrid")) + ".")
+                                      for p in ("peri", "deepnorm", "admin", "hybrid_v0")) + ".")
+  # hybrid_v0: these hand-made runs carry no provenance, so nothing shows they ran the paper's
+  # block (`points.ran_earlier_block`), as depth_lr's committed HybridNorm runs did not.
   assert any(l.startswith("- deepnorm, 12 minus 6 layers, each at its best LR: -0.110 ± ")
              for l in lines)
   assert _verdict(depth_lr.analyze(_depth_lr_runs(
@@ -318,6 +320,7 @@ def test_depth_lr_says_where_the_best_lr_stays_and_where_it_moves():
   best = {("pre", 6): 3e-3, ("pre", 12): 3e-3, ("post", 6): 1e-3, ("post", 12): 3e-3,
           ("peri", 6): 1e-2, ("peri", 12): 3e-3}
   m = {"depths": [6, 12], "placements": ["pre", "post", "peri"], "lrs": window,
+       "names": {"pre": "pre", "post": "post", "peri": "peri"},
        "best": {k: (lr, {}) for k, lr in best.items()}}
   assert depth_lr.lr_shift(m) == (
       "From 6 to 12 layers the best LR of its window stays for pre (0.003 to 0.003); "

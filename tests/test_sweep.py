@@ -129,17 +129,19 @@ def test_reuse_links_only_finished_runs_with_the_same_config_and_data(tmp_path):
 
 def test_reuse_does_not_link_a_run_of_a_placement_from_before_its_block_was_rebuilt(tmp_path):
   """`hybrid` became the paper's HybridNorm (issue 68): a finished `hybrid` run that started
-  before then (the committed hybrid_norm study's, or one made here with an older provenance
-  time) computed the earlier block and is refused, naming hybrid_v0; one that started after
-  is linked."""
-  study = os.path.join(ROOT, "experiments", "results", "hybrid_norm")
+  before then (depth_lr's 6-layer ones, which it keeps from the earlier hybrid_norm study, or
+  one made here with an older provenance time) computed the earlier block and is refused,
+  naming hybrid_v0; one that started after is linked."""
+  study = os.path.join(ROOT, "experiments", "results", "depth_lr")
   old = next(p for p in sw.read_manifest(study)["points"]
-             if p["overrides"]["model.norm_placement"] == "hybrid")
+             if p["overrides"]["model.norm_placement"] == "hybrid"
+             and p["overrides"]["model.num_layers"] == 6)
   [now] = sw.validate_points(get_config(), [old["overrides"]])
   linked, refused = sw.link_reusable_runs(str(tmp_path / "committed"), [old["name"]], [now],
                                           [study])
   assert linked == [] and [n for n, _, _ in refused] == [old["name"]]
   assert "before that block was rebuilt" in refused[0][2] and "hybrid_v0" in refused[0][2]
+  assert sw.ran_earlier_block("hybrid", os.path.join(study, old["name"]))
 
   base = get_config("smoke")
   points = [{"model.norm_placement": "hybrid", "seed": s} for s in (0, 1)]
@@ -159,6 +161,7 @@ def test_reuse_does_not_link_a_run_of_a_placement_from_before_its_block_was_rebu
   names = [sw.point_name(p, points) for p in points]
   linked, refused = sw.link_reusable_runs(str(tmp_path / "mine"), names, configs, [str(other)])
   assert [n for n, _ in linked] == [names[1]] and [n for n, _, _ in refused] == [names[0]]
+  assert [sw.ran_earlier_block("hybrid", str(other / n)) for n in names] == [True, False]
 
 
 def test_reuse_links_a_packed_run_and_reads_it_through_the_link(tmp_path):

@@ -278,6 +278,13 @@ def _before_rebuild(config_dict: Mapping, source: str) -> Optional[str]:
           f"it is now {placement}_v0")
 
 
+def ran_earlier_block(placement: str, workdir: str) -> bool:
+  """Whether the run in `workdir` (a folder or a packed run) computed the block `placement`
+  named before it was rebuilt (`REBUILT_PLACEMENTS`; a run without provenance counts as
+  earlier): a report names such runs `<placement>_v0`."""
+  return _before_rebuild({"model": {"norm_placement": placement}}, workdir) is not None
+
+
 def run_identity(config_dict: Mapping) -> str:
   """What makes two runs the same run: their config without `REUSE_IGNORES` and the
   data-derived fields, as canonical JSON; a field the config predates counts with its
