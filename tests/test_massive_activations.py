@@ -116,15 +116,14 @@ def test_the_caveat_names_the_collapsed_cells_where_the_ratio_is_largest():
   assert "+0.000 ± 0.000 (3 seeds), interval below ln 2" in caveat
 
 
-def test_the_sweep_keeps_the_committed_runs_and_adds_seeds_3_to_5_of_pre_and_peri():
-  """The committed runs are points of the sweep under their names and overrides (a sweep dir
-  holding their packed file skips them); the new points are pre and peri, seeds 3-5."""
+def test_the_committed_runs_are_the_sweeps_points_seeds_3_to_5_for_pre_and_peri_only():
+  """Every point of the sweep is committed under its name and overrides (seeds 0-2 from issue
+  46, then issue 68's confirmatory seeds); seeds 3-5 are pre and peri's only, 18 runs."""
   committed = sweep_points.read_manifest(
       os.path.join(REPO_ROOT, "experiments", "results", "massive_activations"))["points"]
   points = ma.get_sweep("cpu")
   by_name = {sweep_points.point_name(p, points): p for p in points}
-  assert {c["name"]: by_name.get(c["name"]) for c in committed} == {
-      c["name"]: c["overrides"] for c in committed}
-  new = [p for name, p in by_name.items() if name not in {c["name"] for c in committed}]
-  assert len(new) == 18 and {p["seed"] for p in new} == {3, 4, 5}
-  assert {p[a.PLACEMENT] for p in new} == {"pre", "peri"}
+  assert {c["name"]: c["overrides"] for c in committed} == by_name
+  confirmatory = [p for p in points if p["seed"] in ma.CONFIRMATORY_SEEDS]
+  assert len(points) == 48 and len(confirmatory) == 18
+  assert {p[a.PLACEMENT] for p in confirmatory} == {"pre", "peri"}
