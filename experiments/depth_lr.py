@@ -87,7 +87,8 @@ def measure(runs) -> dict:
   best = {k: paired.read(v, None) for k, v in sets.items()}
   shallow, deep = depths[0], depths[-1]
   cost, retune = {}, {}
-  name = block_names(runs, placements).get
+  names = block_names(runs, placements)
+  name = names.get
   for p in placements:
     cost[p] = paired.difference(f"{name(p)}, {deep} minus {shallow} layers, each at its best LR",
                                 best[(p, deep)][1], best[(p, shallow)][1])
@@ -97,7 +98,7 @@ def measure(runs) -> dict:
                                   "its own", at_lr6, best[(p, deep)][1])
   lrs = {k: sorted({r.overrides[a.LR] for r in v}) for k, v in sets.items()}
   return {"placements": placements, "depths": depths, "best": best, "cost": cost,
-          "retune": retune, "lrs": lrs, "names": block_names(runs, placements)}
+          "retune": retune, "lrs": lrs, "names": names}
 
 
 def block_names(runs, placements) -> dict:
