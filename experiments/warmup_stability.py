@@ -4,10 +4,10 @@
       --sweep_dir=runs/studies/warmup_stability --parallel=2 \
       --reuse_runs_from=runs/studies/lr_sensitivity
 
-Post, pre, DeepNorm and Admin x {no warm-up, warm-up} x the LR grid; 5 seeds for post and
-pre (the judged placements), 3 for DeepNorm and Admin (`SEEDS`). The runs with warm-up and
-seeds 0..2 are lr_sensitivity's (same config): with `--reuse_runs_from` they are linked, not
-trained again.
+Post, pre, DeepNorm and Admin x {no warm-up, warm-up} x the LR grid x the protocol's 3 seeds
+(`SEEDS`; issue 68 asks 5 for post and pre, not run yet: a new seed needs the whole grid of both
+settings, 20 runs). The runs with warm-up are lr_sensitivity's (same config): with
+`--reuse_runs_from` they are linked, not trained again.
 
 The calls (issue 68): the claim is two tests, each its own paired call against LOSS_MARGIN
 (0.05 nats/token, in this file before the runs; `experiments/paired.py`). Per seed, each
