@@ -45,7 +45,7 @@ The words, pre-registered per answer, with M its margin and the interval the 95%
 An answer one of whose settings has no run yet is **not run yet** (counted as not resolved).
 The study *agrees* (every answer holds past early training) when every judged answer holds,
 *partly* when some do, *disagrees* when none does and one is resolved otherwise
-(`paired.halves`).
+(`paired.halves`). Pre-registered at 04c1965 (REGISTRATION), the commit that added this file.
 
 Runs: 108 points, 84 new. Linked (24): pre-norm at 3e-3 and 1e-2, post-norm at 1e-3, 3e-3 and
 1e-2, peri-norm at 1e-3 and 3e-3 (long_training's 2,400-step runs, LayerNorm, warm-up 240: the
@@ -327,3 +327,10 @@ THRESHOLDS_NOT_READ = {
                f"'within X', at X = {a.CALL_TOLERANCE:g}); the paired answers read losses",
     paired.MATCHED_LR.label: "every setting is read at its own best of its two LRs"}
 
+
+REGISTRATION = {
+    "each answer's word at 2,400 steps (holds, shrinks under the margin, flips; holds or grows "
+    "past the margin where the 600-step answer lay inside it), with its margin":
+        "pre-registered at 04c1965, the commit that added this file, before any of its runs "
+        "(its 24 linked runs, long_training's and long_runs', were committed before; their "
+        "answers' other settings were not run)"}

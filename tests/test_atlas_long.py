@@ -147,3 +147,9 @@ def test_the_cliff_at_600_steps_is_qk_norm_posts():
             encoding="utf-8") as f:
     text = f.read()
   assert "post-norm with qk-norm trained in 0 of 3 seeds at 0.01, 0 of 3 seeds at 0.03" in text
+
+
+def test_the_call_is_pre_registered_at_the_commit_that_added_the_file():
+  s = study.load("experiments/atlas_long.py:cpu")
+  (when,) = s.registration.values()
+  assert when.startswith("pre-registered at 04c1965")
