@@ -42,7 +42,8 @@ The words, pre-registered per answer, with M its margin and the interval the 95%
   qk-norm trained in no seed at 600 steps and, in long_training, at 2,400): **holds** when no
   seed with qk-norm trains there (finished healthily), **flips** when every seed does, **not
   resolved** otherwise.
-An answer one of whose settings has no run yet is **not run yet** (counted as not resolved).
+An answer with a setting not run, or a run listed that has not ended, is **not run yet**
+(counted as not resolved).
 The study *agrees* (every answer holds past early training) when every judged answer holds,
 *partly* when some do, *disagrees* when none does and one is resolved otherwise
 (`paired.halves`). Pre-registered at 04c1965 (REGISTRATION), the commit that added this file.
@@ -241,11 +242,18 @@ def margin_of(answer: Answer) -> float:
   return answer.margin * MARGIN_SCALE
 
 
+def _complete(runs, answer: Answer) -> bool:
+  """Whether each of `answer`'s settings has runs and every one of them ended (a clipped final
+  loss: finished, collapsed or diverged)."""
+  sets = [_runs(runs, s, _lrs(answer, s)) for s in (answer.first, answer.second)]
+  return all(sets) and all(a.clipped_final_loss(r) is not None for rs in sets for r in rs)
+
+
 def measure_answer(runs, answer: Answer) -> dict:
   """One answer at 2,400 steps: the LR each setting is read at, the statistic (a Difference,
-  or the cliff counts), the 600-step side and text, and the word ("not run yet" while either
-  setting has no run)."""
-  if not all(_runs(runs, s, _lrs(answer, s)) for s in (answer.first, answer.second)):
+  or the cliff counts), the 600-step side and text, and the word ("not run yet" while a
+  setting has no run, or a run listed that has not ended)."""
+  if not _complete(runs, answer):
     before = CLIFF_AT_600[1] if answer.cliff else _side(
         answer.at_600[0] - answer.at_600[1], sum(answer.at_600), margin_of(answer))
     text_600 = (CLIFF_AT_600[0] if answer.cliff else

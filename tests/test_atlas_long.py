@@ -8,11 +8,13 @@ import os
 
 import pytest
 
+from configs.default import get_config
 from experiments import analysis as a
 from experiments import atlas_long, long_runs, long_training
 from tests.test_studies_issue46 import T_975_2, _run, _verdict
 from transformer import REPO_ROOT, study
 from transformer.errors import ConfigError
+from transformer.sweep import points as sweep_points
 
 # Offsets (nats/token, over 2.0) under which every answer resolved at 600 steps holds.
 HOLDING = {"pre dyt": 0.14, "peri dyt": 0.15, "post dyt": 1.4, "hybrid": 0.07,
@@ -109,6 +111,17 @@ def test_an_answer_whose_runs_are_missing_is_not_run_yet_and_not_judged_as_holdi
   assert _verdict(atlas_long.analyze(runs)).startswith("**Partly agrees.**")
 
 
+def test_a_listed_run_that_has_not_ended_leaves_its_answer_not_run_yet():
+  """The manifest lists every point: one HybridNorm seed missing (no metrics) or incomplete
+  keeps its answer out, where its two ended seeds alone would have been read."""
+  for status in ("missing", "incomplete"):
+    runs = [dataclasses.replace(r, metrics={}, status=status)
+            if atlas_long.setting_of(r) == "hybrid" and r.seed == 2 else r for r in _runs()]
+    words = _words(runs)
+    assert words["HybridNorm against pre-norm"] == "not run yet"
+    assert words["DyT in pre-norm"] == "holds"
+
+
 def test_each_setting_is_read_at_its_own_best_of_its_two_lrs():
   m = atlas_long.measure(_runs(best={"pre dyt": 1}))["DyT in pre-norm"]
   assert m["read"]["pre dyt"][0] == 1e-2 and m["read"]["pre"][0] == 3e-3
@@ -126,6 +139,8 @@ def test_the_sweep_has_whole_answers_cheapest_first_and_links_24_runs():
   deep = [p for p in points if p["model.num_layers"] == 24]
   assert len(deep) == 12 and all(p["model.scan_layers"] for p in deep)
   assert {p["optim.warmup_steps"] for p in points if p["model.num_layers"] == 12} == {1200}
+  configs = sweep_points.validate_points(get_config(), points)  # every point a valid config
+  assert sum(c.model.qk_norm for c in configs) == 9
   others = long_training.get_sweep("cpu") + long_runs.get_sweep("cpu")
   assert sum(p in others for p in points) == 24
   with pytest.raises(ConfigError, match="no 'gpu' preset"):
