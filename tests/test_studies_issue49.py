@@ -342,7 +342,7 @@ def _long_run(overrides, final, evals=(), train=None):
 def test_long_runs_find_when_post_catches_pre_and_dyts_budget_trend(tmp_path):
   from experiments import long_runs
   points = long_runs.get_sweep("cpu")
-  assert len(points) == 33
+  assert len(points) == 39
   runs = []
   for s in range(3):
     for p in ("post", "pre", "peri"):
@@ -400,6 +400,8 @@ def test_long_runs_find_when_post_catches_pre_and_dyts_budget_trend(tmp_path):
           "lower bound (not located).") in lines
   assert _verdict(lines).endswith("Caveat: the best LR of post, pre, peri is the grid's "
                                   "largest or smallest, so not located.")
+  assert ("- pre: LR 0.005 after 9600 steps (issue 69) not run yet; its best LR of 0.001, 0.003 "
+          "is 0.003, the grid's largest, so not located") in lines
   # The heat map's cells: pre minus post's mean over seeds; only the final eval (9,600) is
   # among its columns here, +0.05 at 3e-3 and -0.05 at 1e-3.
   values, marked = long_runs.gap_rows(runs, 600)
@@ -409,6 +411,49 @@ def test_long_runs_find_when_post_catches_pre_and_dyts_budget_trend(tmp_path):
   said = long_runs.figures(runs, str(tmp_path))
   assert [f for _, f in said] == [long_runs.FIGURE, long_runs.DYT_FIGURE]
   assert all((tmp_path / f).stat().st_size > 1000 for _, f in said)
+
+
+def test_long_runs_extension_comes_last_and_says_where_each_best_lr_lies():
+  """Issue 69 point 2: 5e-3 for post and pre at 9,600 steps after the 33 earlier points (their
+  names unchanged); the report says not run yet (also for a listed point with no metrics),
+  located (3e-3 best, 5e-3 worse) or still on the edge (5e-3 best)."""
+  import dataclasses
+  from experiments import long_runs
+  from transformer.sweep import points as sweep_points
+  points = long_runs.get_sweep("cpu")
+  new = points[33:]
+  assert [(p[a.PLACEMENT], p[a.LR], p["train.num_steps"], p["seed"]) for p in new] == [
+      (pl, 5e-3, 9600, s) for pl in ("post", "pre") for s in (0, 1, 2)]
+  assert ([sweep_points.point_name(p, points[:33]) for p in points[:33]]
+          == [sweep_points.point_name(p, points) for p in points[:33]])
+
+  def runs(post_5e3, pre_5e3):
+    """Loss 1.5 at 3e-3, 1.6 at 1e-3; at 5e-3 as given (None: listed, not run)."""
+    out = []
+    for p, at in (("post", post_5e3), ("pre", pre_5e3)):
+      for lr, loss in ((3e-3, 1.5), (1e-3, 1.6), (5e-3, at)):
+        for s in range(3):
+          run = _long_run({a.PLACEMENT: p, a.LR: lr, "train.num_steps": 9600, "seed": s},
+                          loss if loss is not None else 0.0)
+          out.append(dataclasses.replace(run, metrics={}, status="missing")
+                     if loss is None else run)
+    return out
+
+  said = long_runs.located(runs(None, 1.55), 9600)
+  assert said == [
+      "- post: LR 0.005 after 9600 steps (issue 69) not run yet; its best LR of 0.001, 0.003 is "
+      "0.003, the grid's largest, so not located",
+      "- pre: its best LR of 0.001, 0.003, 0.005 is 0.003, inside the grid (located)"]
+  assert long_runs.located(runs(1.4, 1.55), 9600)[0] == (
+      "- post: its best LR of 0.001, 0.003, 0.005 is 0.005, still the grid's edge, so not "
+      "located (1e-2 is not tried: post-norm collapsed there at 2,400 steps)")
+  # A listed 5e-3 point not run is no LR of the grid for the edge note either.
+  m = long_runs.measure(runs(None, None) + [
+      _long_run({a.PLACEMENT: "peri", a.LR: lr, "train.num_steps": 9600, "seed": s}, 1.5)
+      for lr in (1e-3, 3e-3) for s in range(3)] + [
+      _long_run({a.PLACEMENT: "pre", a.LR: 3e-3, "train.num_steps": n, "seed": s}, 2.0)
+      for n in (600, 2400) for s in range(3)])
+  assert "post" in m["edges"] and "0.003 is the grid's largest LR" in m["edges"]["post"]
 
 
 def _qk_depth_runs(deep_cost):
