@@ -43,6 +43,14 @@ listed after every earlier point. The report says, per placement, whether its be
 inside the LRs run (located), still on the edge, or that the 5e-3 runs are not run yet
 (`located`; described beside the call, not a call).
 
+Five seeds for the DyT half (issue 68 point 8, after the 3-seed runs were seen): seeds 3 and 4
+of pre-norm DyT and LayerNorm at LR 3e-3 at 600, 2,400 and 9,600 steps, listed after every
+earlier point: 12 points, the two 600-step LayerNorm ones lr_sensitivity's (linked), 10 new
+(2 of 600 steps, 4 of 2,400, 4 of 9,600; about 2 hours 45 minutes two at a time). The DyT
+call reads a seed once all its runs have ended; the first call keeps the protocol's 3 seeds
+(`_select`), so its best LR of the grid never sees pre-norm's seeds 3 and 4, which run at 3e-3
+only.
+
 Figures (the atlas's heat maps): `gap_heatmap.png`, pre minus post over LR x training step;
 `dyt_heatmap.png`, DyT minus LayerNorm at each budget.
 """
@@ -53,7 +61,7 @@ import math
 
 from experiments import analysis as a
 from experiments import atlas, paired
-from experiments.presets import PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
+from experiments.presets import ADDED_SEEDS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.sweep import preset, product
 
 CLAIM = ("Liu et al. 2020 (Admin): post-norm, when it trains, ends better than pre-norm; "
@@ -78,7 +86,7 @@ CATCH_WINDOW = 600  # steps of train loss per window of the catch step (the prot
 
 def get_sweep(size: str = "cpu"):
   """The long runs (3e-3 before 1e-3), then DyT and LayerNorm at the three budgets, then the
-  `EXTENDED` LRs (issue 69)."""
+  `EXTENDED` LRs (issue 69), then the DyT half's seeds 3 and 4 (issue 68), seed by seed."""
   base = preset(PROTOCOL_SIZES, size)
   points = [point for lr in LONG_LRS for point in product(
       base, [protocol(size, factor=FACTOR)],  # eval every 100 steps, as at every length
@@ -89,16 +97,24 @@ def get_sweep(size: str = "cpu"):
     norms = [DYT] if factor == FACTOR else [{}, DYT]  # the long LayerNorm runs are above
     points += product(base, [fixed], [{"model.norm_placement": "pre"}], norms,
                       {"optim.learning_rate": [LONG_LRS[0]]}, {"seed": PROTOCOL_SEEDS})
-  return points + [point for p, lrs in EXTENDED.items() for point in product(
+  points += [point for p, lrs in EXTENDED.items() for point in product(
       base, [protocol(size, factor=FACTOR)], {"model.norm_placement": [p]},
       {"optim.learning_rate": lrs}, {"seed": PROTOCOL_SEEDS})]
+  added = [point for factor in BUDGETS for point in product(
+      base, [protocol(size, factor=factor)], [{"model.norm_placement": "pre"}], [{}, DYT],
+      {"optim.learning_rate": [LONG_LRS[0]]}, {"seed": ADDED_SEEDS})]
+  return points + sorted(added, key=lambda p: p["seed"])
 
 
-def _select(runs, steps, placement, dyt=False, lr=None):
+def _select(runs, steps, placement, dyt=False, lr=None, seeds=tuple(PROTOCOL_SEEDS)):
+  """The runs of one setting; of `seeds` only (None: every seed). The protocol's seeds by
+  default: the first call's, whose pre-norm runs at 9,600 steps and 3e-3 also have the DyT
+  half's seeds 3 and 4 (issue 68), which its best LR of the grid must not read."""
   return [r for r in runs if r.overrides[STEPS] == steps
           and r.overrides[a.PLACEMENT] == placement
           and (r.overrides.get("model.norm") == "dyt") == dyt
-          and (lr is None or r.overrides[a.LR] == lr)]
+          and (lr is None or r.overrides[a.LR] == lr)
+          and (seeds is None or r.seed in seeds)]
 
 
 def gap_over_training(pre_runs, post_runs) -> list[tuple[int, paired.Difference]]:
@@ -155,6 +171,7 @@ def _matched(runs, long, lr) -> tuple:
 
 
 def measure(runs) -> dict:
+  runs = paired.added_seeds_ended(runs)  # a seed 3 or 4 is read once all its runs ended
   base = min(r.overrides[STEPS] for r in runs)  # the protocol's length
   long = base * FACTOR
   read = {p: paired.read(_select(runs, long, p), None) for p in ("post", "pre", "peri")}
@@ -172,8 +189,8 @@ def measure(runs) -> dict:
     steps, lr = base * factor, LONG_LRS[0]
     cost[steps] = paired.difference(
         f"DyT minus LayerNorm at {steps} steps",
-        paired.seed_losses(_select(runs, steps, "pre", dyt=True, lr=lr)),
-        paired.seed_losses(_select(runs, steps, "pre", lr=lr)))
+        paired.seed_losses(_select(runs, steps, "pre", dyt=True, lr=lr, seeds=None)),
+        paired.seed_losses(_select(runs, steps, "pre", lr=lr, seeds=None)))
   out["dyt"] = cost
   out["dyt_call"] = paired.difference(f"DyT's cost at {long} steps minus at {base}",
                                       cost[long].per_seed, cost[base].per_seed)
@@ -226,6 +243,7 @@ def _caught(gaps, who: str = "pre-norm") -> str:
 
 
 def analyze(runs):
+  runs = paired.added_seeds_ended(runs)
   m = measure(runs)
   lines = [a.protocol(runs), "", f"After {m['long']} steps, each placement at its best LR of "
            f"{', '.join(f'{lr:g}' for lr in LONG_LRS)} (clipped final eval loss, nats/token):",
@@ -242,6 +260,8 @@ def analyze(runs):
   lines += [f"- {d.text()}; {_caught(g, 'it')}" for d, g in m["matched"].values()]
   lines += ["", *(f"- {d.text()}" for d in m["dyt"].values()),
             f"- {paired.call_text(m['dyt_call'], LOSS_MARGIN)}", "",
+            paired.added_seeds_note(runs, "pre-norm DyT and LayerNorm at LR 3e-3 at each "
+                                    "budget (the DyT call; the first keeps 3 seeds)"), "",
             f"Is each placement's best LR after {m['long']} steps inside the grid (issue 69: "
             "one LR above 3e-3 for post and pre; described, not the call)?", "",
             *located(runs, m["long"])]
@@ -327,4 +347,4 @@ REGISTRATION = {
     "DyT's cost at 9,600 minus at 600 steps above 0.02 nats/token":
         "pre-registered at 49f1077, before the study's 24 new runs (its 600- and 2,400-step "
         "DyT and LayerNorm runs are norms', lr_sensitivity's and long_training's, linked, whose "
-        "results were already committed)"}
+        f"results were already committed); {paired.FIVE_SEEDS}"}

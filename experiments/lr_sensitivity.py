@@ -16,13 +16,20 @@ sensitivity minus pre-norm's (seed s of every placement shares its data order), 
 `LOSS_MARGIN` = 0.1 nats/token. It *agrees* (post-norm is the more LR-sensitive) when the 95%
 interval lies above the margin, *disagrees* when it lies below.
 Run this study before the ones that reuse its runs (experiments/README.md lists them).
+
+Five seeds (issue 68 point 8, after the 3-seed runs were seen): seeds 3 and 4 (`ADDED_SEEDS`)
+for post and pre, the placements the call reads, over the whole grid (each seed's sensitivity
+is its own grid's), listed after every earlier point (20 new runs). The call reads them once
+they have run (`paired.added_seeds_ended`); until then the report says they are not run yet.
+The other placements keep 3 seeds; post and pre's new runs are also warmup_stability's (with
+warm-up) and hybrid_norm's (pre-norm), linked there.
 """
 
 from typing import Optional
 
 from experiments import analysis as a
 from experiments import paired
-from experiments.presets import (PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES,
+from experiments.presets import (ADDED_SEEDS, PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES,
                                  STUDIED_PLACEMENTS, protocol)
 from transformer.sweep import preset, product
 from transformer.report.robustness import Threshold
@@ -34,13 +41,25 @@ CLAIM = ("Wortsman et al. 2023: LR sensitivity (the expected final-loss gap to t
          "model and data: this table is new.")
 LOW = 2  # the grid's lowest LRs left out of the trimmed measure (under-trained, not unstable)
 LOSS_MARGIN = 0.1  # nats/token of trimmed LR sensitivity, post-norm's above pre-norm's
+JUDGED = ("pre", "post")  # the placements the call reads: seeds 3 and 4 for them (issue 68)
 
 
 def get_sweep(size: str = "cpu"):
-  """The protocol's model, budget, warm-up, LR grid and seeds, for every placement."""
+  """The protocol's model, budget, warm-up, LR grid and seeds, for every placement; then seeds
+  3 and 4 for the placements the call reads (issue 68)."""
   base = preset(PROTOCOL_SIZES, size)  # first: an unknown size is a clear error
-  return product(base, [protocol(size)], {"model.norm_placement": STUDIED_PLACEMENTS},
-                 {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})
+  return (product(base, [protocol(size)], {"model.norm_placement": STUDIED_PLACEMENTS},
+                  {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})
+          + added_points(size))
+
+
+def added_points(size: str = "cpu") -> list:
+  """Issue 68 point 8: seeds 3 and 4 of post and pre over the whole grid, seed by seed (a seed
+  is read once its whole grid has run); warmup_stability and hybrid_norm list the same."""
+  points = product(preset(PROTOCOL_SIZES, size), [protocol(size)],
+                   {"model.norm_placement": list(JUDGED)},
+                   {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": ADDED_SEEDS})
+  return sorted(points, key=lambda p: p["seed"])  # stable: placement, then LR, within a seed
 
 
 def trimmed_sensitivity(runs, high) -> Optional[float]:
@@ -54,6 +73,7 @@ def trimmed_sensitivity(runs, high) -> Optional[float]:
 
 
 def measure(runs):
+  runs = paired.added_seeds_ended(runs)  # a seed 3 or 4 not whole yet is not read
   placements = list(dict.fromkeys(r.overrides[a.PLACEMENT] for r in runs))
   lrs = sorted({r.overrides[a.LR] for r in runs})
   high = lrs[LOW:]
@@ -94,6 +114,7 @@ def post_minus_pre(runs, statistic, label) -> paired.Difference:
 
 
 def analyze(runs):
+  runs = paired.added_seeds_ended(runs)
   m = measure(runs)
   lrs, high = m["lrs"], m["high"]
   rows = [[p, a.ci(m["full"][p]), a.ci(m["trim"][p]), a.ci(m["share"][p]),
@@ -117,7 +138,8 @@ def analyze(runs):
            f"{a.tiers_text(m['tiers_full'])}; without the {LOW} lowest LRs "
            f"{a.tiers_text(m['tiers_trim'])}.", ""]
   lines += ["Paired by seed (post's grid against pre's of the same seed):", "",
-            f"- {m['call'].text()}", f"- {m['call_full'].text()}", ""]
+            f"- {m['call'].text()}", f"- {m['call_full'].text()}", "",
+            paired.added_seeds_note(runs, "post- and pre-norm"), ""]
   agrees = paired.judge(m["call"], LOSS_MARGIN)
   full = {True: "above", False: "below", None: "across"}[paired.judge(m["call_full"],
                                                                      LOSS_MARGIN)]
@@ -136,8 +158,9 @@ def analyze(runs):
     lines += ["", f"Seeds: within {', '.join('{' + ', '.join(t) + '}' for t in overlapping)} "
               f"the intervals overlap; {a.SEEDS_NEEDED} seeds (t over 4 degrees of freedom "
               "instead of 2 halves the interval's t factor, 2.78 vs 4.30) are the next step: "
-              f"seeds 3..{a.SEEDS_NEEDED - 1} at every LR of those placements (set the seed axis "
-              f"of get_sweep to range({a.SEEDS_NEEDED}) and rerun the sweep command)."]
+              f"seeds 3..{a.SEEDS_NEEDED - 1} at every LR of those placements (get_sweep lists "
+              "them for post and pre, the call's placements, issue 68; the others would need "
+              "the same points)."]
   lines += ["", f"The grid spans {lrs[0]:g}..{lrs[-1]:g} ({len(lrs)} LRs; Wortsman et al. use "
             "7 LRs, 3e-4..3e-1): a narrower grid gives smaller sensitivities, so compare the "
             "placements with each other, not with the paper's values."]
@@ -179,4 +202,5 @@ REGISTRATION = {
         "post hoc: set at e235672 (2026-11-26, issue 46's re-judgement) after these runs "
         "(2026-11-25); it replaced disjoint unpaired 95% intervals of the two sensitivities; "
         "confirmed on data not used to choose it: prose_corpus's 56 new runs (2026-11-27, "
-        "registered at 942c61b before them), +0.916 ± 0.056 nats/token against the margin 0.1"}
+        "registered at 942c61b before them), +0.916 ± 0.056 nats/token against the margin 0.1; "
+        f"{paired.FIVE_SEEDS}"}

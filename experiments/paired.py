@@ -22,7 +22,11 @@ of 12.7 (t_{0.975,1}), so that row flipped almost any call, also one whose three
 the margin. Instead every difference `judge` reads is described under the table
 (`seed_description`): how many seeds lie beyond the margin on each side, and the jackknife of
 the mean (each leave-one-out mean and the jackknife standard error). 5 seeds are planned for
-warmup_stability, clipping, hybrid_norm, lr_sensitivity and long_runs' DyT half.
+warmup_stability, clipping, hybrid_norm, lr_sensitivity and long_runs' DyT half: their sweeps
+list seeds 3 and 4 (`presets.ADDED_SEEDS`) for the settings the calls read, after every earlier
+point. Until those runs end, `added_seeds_ended` leaves a seed out whose runs have not all
+ended and the report says so (`added_seeds_note`); `difference` pairs only the seeds both
+sides have, so a setting with 5 seeds beside one with 3 is read on the 3.
 """
 
 from __future__ import annotations
@@ -32,9 +36,10 @@ import math
 from typing import Optional, Sequence
 
 from experiments import analysis as a
+from experiments.presets import ADDED_SEEDS, PROTOCOL_SEEDS
 from transformer.report import robustness
 from transformer.report.robustness import Threshold
-from transformer.report.runs import Run
+from transformer.report.runs import PENDING, Run
 from transformer.report import stats
 from transformer.report.stats import clipped_final_loss, mean_ci
 
@@ -116,6 +121,38 @@ class Difference:
 def difference(label: str, a: dict, b: dict, unit: str = "nats/token") -> Difference:
   """`a - b` on the seeds both have (`{seed: value}` each), in `unit`."""
   return Difference(label, {s: a[s] - b[s] for s in sorted(set(a) & set(b))}, unit)
+
+
+# A five-seed call's REGISTRATION adds this: when its seeds 3 and 4 were added.
+FIVE_SEEDS = ("read on 5 seeds once seeds 3 and 4 have run (issue 68 point 8: added after the "
+              "3-seed runs were seen, for the settings the call reads)")
+
+
+def added_seeds_ended(runs: Sequence[Run]) -> list[Run]:
+  """`runs` without every run of an `ADDED_SEEDS` seed any of whose runs here has not ended
+  (listed but not run yet, or incomplete): a seed is read once all its runs have ended, so a
+  sweep part-way through its new seeds is read on the seeds it has whole."""
+  waiting = {r.seed for r in runs if r.seed in ADDED_SEEDS and r.status in PENDING}
+  return [r for r in runs if r.seed not in waiting]
+
+
+def added_seeds_note(runs: Sequence[Run], settings: str) -> str:
+  """One line: whether the call reads `ADDED_SEEDS` (issue 68 point 8) of `settings` (words,
+  e.g. "post- and pre-norm"), or which of them are not run yet."""
+  read = sorted({r.seed for r in added_seeds_ended(runs) if r.seed in ADDED_SEEDS})
+  waiting = [s for s in ADDED_SEEDS if s not in read]
+  lead = (f"Issue 68 point 8 (5 seeds, the two more added after the {len(PROTOCOL_SEEDS)}-seed "
+          "runs were seen): ")
+
+  def seeds(values):
+    return (f"seed {values[0]}" if len(values) == 1 else
+            f"seeds {', '.join(str(s) for s in values[:-1])} and {values[-1]}")
+  if not waiting:
+    return (f"{lead}{seeds(read)} of {settings} read, so the call rests on "
+            f"{len(PROTOCOL_SEEDS) + len(read)} seeds there.")
+  return (f"{lead}{seeds(waiting)} of {settings} not run yet (experiments/README.md, \"Five "
+          f"seeds\"), so the call reads seeds {', '.join(str(s) for s in PROTOCOL_SEEDS + read)} "
+          "there.")
 
 
 def seed_description(d: Difference, margin: float) -> str:

@@ -72,6 +72,6 @@ def test_the_study_loads_and_its_adamw_points_are_lr_sensitivitys():
   points = s.get_sweep("cpu")
   assert len(points) == 3 * 2 * len(LRS) * 3
   adamw = [{k: v for k, v in p.items() if k != OPT} for p in points if p[OPT] == "adamw"]
-  theirs = [p for p in lr_sensitivity.get_sweep("cpu")
-            if p[a.PLACEMENT] in optimizer_gap.PLACEMENTS]
+  theirs = [p for p in lr_sensitivity.get_sweep("cpu")  # its seeds 3 and 4 aside (issue 68)
+            if p[a.PLACEMENT] in optimizer_gap.PLACEMENTS and p["seed"] in (0, 1, 2)]
   assert sorted(map(repr, adamw)) == sorted(map(repr, theirs))
