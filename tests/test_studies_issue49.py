@@ -3,6 +3,7 @@ its best LR) and qk_norm_post (post-norm's trimmed LR sensitivity without qk-nor
 it), on hand-made runs whose answers are known."""
 
 import math
+import os
 import statistics
 
 import numpy as np
@@ -495,3 +496,20 @@ def test_qk_norm_depth_judges_the_depth_cost_against_depth_posts_margin(tmp_path
   assert _verdict(lines).startswith("**Inconclusive.**")
   assert [f for _, f in qd.figures(_qk_depth_runs(lambda qk, s: 0.2), str(tmp_path))] == \
       [qd.FIGURE]
+
+
+def test_long_runs_gpu_keeps_the_33_points_it_began_with_and_its_runs_are_among_them():
+  """The GPU twin trains long_runs' first 33 points (the ones it began with in two leases); the
+  points long_runs added since (5e-3, issue 69; seeds 3 and 4, issue 68) are not its: without
+  the cut its sweep listed 51, and its report would wait on 18 points no lease was asked for."""
+  from experiments import long_runs, long_runs_gpu
+  from transformer import packed_runs
+  from transformer.sweep import points as sweep_points
+  cpu, gpu = long_runs.get_sweep("cpu"), long_runs_gpu.get_sweep("cpu")
+  assert len(cpu) > 33 and len(gpu) == 33
+  assert gpu == [{**p, **long_runs_gpu.TOKEN_FILE} for p in cpu[:33]]
+  names = {sweep_points.point_name(p, gpu) for p in gpu}
+  folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "experiments", "in_progress", "long_runs_gpu")
+  done = set(packed_runs.entries(folder))
+  assert done and done <= names
