@@ -48,6 +48,10 @@ The study *agrees* (every answer holds past early training) when every judged an
 *partly* when some do, *disagrees* when none does and one is resolved otherwise
 (`paired.halves`). Pre-registered at 04c1965 (REGISTRATION), the commit that added this file.
 
+The summary's atlas sets each answer's 2,400-step estimate and word beside its 600-step quote
+(`summarize(runs)["follow_ups"]`, per study in `FOLLOWS`); until this study is committed it
+marks those answers "not followed yet: early-training only".
+
 Runs: 108 points, 84 new. Linked (24): pre-norm at 3e-3 and 1e-2, post-norm at 1e-3, 3e-3 and
 1e-2, peri-norm at 1e-3 and 3e-3 (long_training's 2,400-step runs, LayerNorm, warm-up 240: the
 same configs) and pre-norm DyT at 3e-3 (long_runs' 2,400-step DyT runs). warmup_long's
@@ -132,7 +136,9 @@ CLIFF_LR = 1e-2  # post-norm's cliff: no seed trained there at 600 or at 2,400 s
 class Answer:
   """One atlas answer followed: the statistic `first` minus `second` (settings), its margin,
   and the 600-step estimate (mean, 95% half-width) quoted from `study`'s committed report.
-  `cliff`: qk_norm_post's call instead of a paired difference (`first` with qk-norm)."""
+  `cliff`: qk_norm_post's call instead of a paired difference (`first` with qk-norm). `note`:
+  what the summary's atlas says beside the name (where the two budgets measure different
+  things)."""
   name: str
   study: str
   first: str
@@ -140,8 +146,10 @@ class Answer:
   margin: float
   at_600: tuple = (math.nan, math.nan)
   cliff: bool = False
+  note: str = ""
 
 
+_DEPTHS = "12 minus 6 layers at 600 steps, 24 minus 6 at 2,400"
 ANSWERS = (
     Answer("DyT in pre-norm", "norm_type_placement", "pre dyt", "pre", 0.05, (0.142, 0.053)),
     Answer("HybridNorm against pre-norm", "hybrid_norm", "pre", "hybrid", 0.01, (-0.073, 0.062)),
@@ -157,10 +165,13 @@ ANSWERS = (
     Answer("post-norm, 12 against 6 layers", "depth_post", "post 12 layers", "post 6 layers",
            0.3, (0.451, 0.058)),
     Answer("DeepNorm's depth cost", "depth_lr", "deepnorm 24 layers", "deepnorm 6 layers", 0.02,
-           (-0.062, 0.057)),
+           (-0.062, 0.057), note=_DEPTHS),
     Answer("Admin's depth cost", "depth_lr", "admin 24 layers", "admin 6 layers", 0.02,
-           (0.004, 0.053)),
+           (0.004, 0.053), note=_DEPTHS),
 )
+# The studies whose answers this one follows (the study contract's FOLLOWS: until this study is
+# committed, the summary's atlas marks their answers "not followed yet").
+FOLLOWS = tuple(dict.fromkeys(x.study for x in ANSWERS))
 # qk_norm_post's 600-step call: at 1e-2 and 3e-2 post-norm with qk-norm trained in 0 of 3 seeds.
 CLIFF_AT_600 = ("0 of 3 seeds with qk-norm trained at 1e-2 and 3e-2", False)
 NOT_RUN = "not run yet"  # a setting of the answer has no run (counts as not resolved)
@@ -320,12 +331,21 @@ def figures(runs, sweep_dir):
                                    setting_of, names, names)
 
 
+def follow_ups(m: dict) -> dict:
+  """The summary's `"follow_ups"` from `measure(runs)`: per followed study (`FOLLOWS`), per
+  answer `(name, 600-step text, 2,400-step text or None while not run yet, word)`."""
+  return {study: [(f"{x.name} ({x.note})" if x.note else x.name, m[x.name]["text_600"],
+                   None if m[x.name]["word"] == NOT_RUN else m[x.name]["text"], m[x.name]["word"])
+                  for x in ANSWERS if x.study == study] for study in FOLLOWS}
+
+
 def summarize(runs):
   m = measure(runs)
   word_, _ = a.verdict_of(analyze(runs))
   return {"verdict": word_, "atlas": ATLAS, "figure": FIGURE, "placements": {},
           "numbers": [f"{n}: {v['text_600']} at 600 steps, {v['text']} at {FACTOR * 600}: "
-                      f"{v['word']}" for n, v in m.items()]}
+                      f"{v['word']}" for n, v in m.items()],
+          "follow_ups": follow_ups(m)}
 
 
 THRESHOLDS = (a.CONFIDENCE, Threshold("every answer's margin, times", None, "MARGIN_SCALE",

@@ -168,3 +168,24 @@ def test_the_call_is_pre_registered_at_the_commit_that_added_the_file():
   s = study.load("experiments/atlas_long.py:cpu")
   (when,) = s.registration.values()
   assert when.startswith("pre-registered at 04c1965")
+
+
+def test_summarize_sets_each_followed_answer_beside_its_600_step_quote():
+  """Issue 69: the summary's atlas reads `follow_ups`, per followed study (FOLLOWS, the studies
+  ANSWERS quote) per answer: the name, the 600-step quote, the 2,400-step estimate (None while
+  not run yet) and the word. HybridNorm holds at -0.070 (pre 2.0 minus hybrid 2.07, every seed);
+  DeepNorm's note says its two budgets measure different depth pairs."""
+  assert atlas_long.FOLLOWS == ("norm_type_placement", "hybrid_norm", "qk_norm_post",
+                                "depth_post", "depth_lr")
+  assert study.load("experiments/atlas_long.py:cpu").follows == atlas_long.FOLLOWS
+  before = atlas_long.summarize([])["follow_ups"]
+  assert list(before) == list(atlas_long.FOLLOWS)
+  assert before["hybrid_norm"] == [("HybridNorm against pre-norm", "-0.073 ± 0.062", None,
+                                    "not run yet")]
+  after = atlas_long.summarize(_runs())["follow_ups"]
+  assert after["hybrid_norm"] == [("HybridNorm against pre-norm", "-0.073 ± 0.062",
+                                   "-0.070 ± 0.000", "holds")]
+  assert after["depth_lr"][0][0] == ("DeepNorm's depth cost (12 minus 6 layers at 600 steps, "
+                                     "24 minus 6 at 2,400)")
+  assert [len(after[s]) for s in atlas_long.FOLLOWS] == [6, 1, 1, 1, 2]
+

@@ -12,6 +12,7 @@ import pytest
 from experiments import analysis as a
 from experiments import (grad_profile, grad_scale_depth, lr_sensitivity, qk_norm_logits,
                          residual_growth, warmup_stability)
+from transformer.errors import ConfigError
 from transformer.report import write as report
 from transformer.report import summary as report_summary
 from transformer.report import runs as report_runs
@@ -520,19 +521,22 @@ def test_the_summary_counts_runs_on_the_old_decay_mask_whether_saved_before_it_o
   assert report_summary.recipe_changes_since(runs[2:]) == []
 
 
-def _one_run_study(tmp_path, results, name: str, summary: str):
-  """A study folder `results/name` of one finished run (seed=0), whose sweep file
-  (`tmp_path/name.py`) returns `summary` (Python source) from `summarize`. Returns the folder."""
+def _one_run_study(tmp_path, results, name: str, summary: str, num_steps: int = 5,
+                   source: str = ""):
+  """A study folder `results/name` of one finished run (seed=0) of `num_steps`, whose sweep
+  file (`tmp_path/name.py`, `source` first) returns `summary` (Python source) from
+  `summarize`. Returns the folder."""
   d = results / name
   os.makedirs(d / "seed=0")
   (d / "seed=0" / "metrics.jsonl").write_text(
-      json.dumps({"step": 5, "split": "eval", "loss": 1.5}) + "\n")
+      json.dumps({"step": num_steps, "split": "eval", "loss": 1.5}) + "\n")
   (tmp_path / f"{name}.py").write_text(
-      f"def get_sweep():\n  return [{{'seed': 0}}]\ndef summarize(runs):\n  return {summary}\n")
+      f"{source}def get_sweep():\n  return [{{'seed': 0}}]\ndef summarize(runs):\n"
+      f"  return {summary}\n")
   with open(d / MANIFEST, "w") as f:
     json.dump({"sweep_file": str(tmp_path / f"{name}.py"), "config": "c.py", "claim": "C",
                "overrides": [], "points": [{"name": "seed=0", "overrides": {"seed": 0},
-                                            "num_steps": 5}]}, f)
+                                            "num_steps": num_steps}]}, f)
   return d
 
 
@@ -593,6 +597,90 @@ def test_the_summary_atlas_has_one_line_per_atlas_study(tmp_path):
   for name in ("q1", "q2"):
     os.remove(results / name / MANIFEST)
   assert "placement atlas" not in open(report_summary.write_summary(str(results))[0]).read()
+
+
+# A study that follows q1's and q3's answers further: before its runs (summarize([])) each
+# later text is None and its word "not run yet"; with runs, q1's are measured, q3's not.
+FOLLOWER = """FOLLOWS = ('q1', 'q3')
+def get_sweep():
+  return [{'seed': 0}]
+def summarize(runs):
+  later = (lambda text: text if runs else None)
+  word = (lambda w: w if runs else 'not run yet')
+  return {'verdict': 'agrees', 'follow_ups': {
+      'q1': [('A', '+0.100 ± 0.030', later('+0.090 ± 0.020'), word('holds')),
+             ('B', '-0.200 ± 0.010', later('+0.300 ± 0.040'), word('flips'))],
+      'q3': [('C', '+0.450 ± 0.058', None, 'not run yet')]}}
+"""
+
+
+def _atlas_table(results) -> list[str]:
+  """The rows of the summary's atlas table (its two header lines left out)."""
+  text = open(report_summary.write_summary(str(results))[0]).read()
+  atlas = text.split("## The placement atlas")[1].split("\n## ")[0]
+  return [l for l in atlas.splitlines() if l.startswith("| ")][1:]
+
+
+def test_the_summary_atlas_sets_each_answer_beside_its_follow_up(tmp_path):
+  """Issue 69: per atlas question, its answers at the study's steps beside the same answers at
+  2,400 steps. Before the follower (FOLLOWS) is committed, its answers come from its
+  `summarize([])` and are marked early-training only; a 600-step study no one follows says
+  "not followed"; a study whose own runs reach 2,400 steps is not early-training only; a
+  followed study without an atlas question gets rows too. Once the follower is committed, its
+  `summarize(runs)["follow_ups"]` fills the 2,400-step cells in."""
+  results = tmp_path / "results"
+  _one_run_study(tmp_path, results, "q1", "{'verdict': 'disagrees', 'atlas': 'Q1?'}")
+  _one_run_study(tmp_path, results, "q2", "{'verdict': 'agrees', 'atlas': 'Q2?'}")
+  _one_run_study(tmp_path, results, "q3", "{'verdict': 'agrees'}")
+  _one_run_study(tmp_path, results, "long", "{'verdict': 'agrees', 'atlas': 'L?'}",
+                 num_steps=2400)
+  (tmp_path / "follower.py").write_text(FOLLOWER)
+  wait = "not followed yet: early-training only (follower.py, not run)"
+  assert _atlas_table(results) == [
+      "| L? | [long](long/report.md) | 2,400 | its verdict | the data agrees (above) | its own "
+      "runs reach 2,400 steps | no |",
+      f"| Q1? | [q1](q1/report.md) | 5 | A | +0.100 ± 0.030 | {wait} | yes |",
+      f"|  |  |  | B | -0.200 ± 0.010 | {wait} | yes |",
+      "| Q2? | [q2](q2/report.md) | 5 | its verdict | the data agrees (above) | not followed | "
+      "yes |",
+      f"| (not an atlas question) | [q3](q3/report.md) | 5 | C | +0.450 ± 0.058 | {wait} | yes |"]
+  os.makedirs(tmp_path / "in_progress" / "follower")  # its runs so far, packed: still waiting
+  assert _atlas_table(results)[1].endswith("(follower.py, runs in progress) | yes |")
+  os.remove(tmp_path / "follower.py")  # committed: its summary with its runs says
+  _one_run_study(tmp_path, results, "follower", "{'verdict': 'agrees', 'follow_ups': {'q1': "
+                 "[('A', '+0.100 ± 0.030', '+0.090 ± 0.020', 'holds'), ('B', '-0.200 ± 0.010', "
+                 "'+0.300 ± 0.040', 'flips')], 'q3': [('C', '+0.450 ± 0.058', None, "
+                 "'not run yet')]}}", num_steps=2400, source="FOLLOWS = ('q1', 'q3')\n")
+  link = "([follower](follower/report.md))"
+  assert _atlas_table(results)[1:4] == [
+      f"| Q1? | [q1](q1/report.md) | 5 | A | +0.100 ± 0.030 | +0.090 ± 0.020: **holds** {link} "
+      "| no |",
+      f"|  |  |  | B | -0.200 ± 0.010 | +0.300 ± 0.040: **flips** {link} | no |",
+      "| Q2? | [q2](q2/report.md) | 5 | its verdict | the data agrees (above) | not followed | "
+      "yes |"]
+  assert _atlas_table(results)[4] == (
+      "| (not an atlas question) | [q3](q3/report.md) | 5 | C | +0.450 ± 0.058 | not followed "
+      "yet: early-training only ([follower](follower/report.md): not run yet) | yes |")
+
+
+def test_a_follower_without_early_answers_and_a_malformed_one(tmp_path):
+  """A follower whose summarize needs runs still marks the studies it FOLLOWS early-training
+  only (one row, the study's verdict); a committed summary whose follow_ups has the wrong shape
+  is a one-line error naming the study."""
+  results = tmp_path / "results"
+  _one_run_study(tmp_path, results, "q1", "{'verdict': 'disagrees', 'atlas': 'Q1?'}")
+  (tmp_path / "needs_runs.py").write_text(
+      "FOLLOWS = ('q1',)\ndef get_sweep():\n  return [{'seed': 0}]\n"
+      "def summarize(runs):\n  return {'verdict': runs[0]}\n")
+  assert _atlas_table(results) == [
+      "| Q1? | [q1](q1/report.md) | 5 | its verdict | the data disagrees (above) | not followed "
+      "yet: early-training only (needs_runs.py, not run) | yes |"]
+  _one_run_study(tmp_path, results, "bad", "{'verdict': 'agrees', 'follow_ups': {'q1': "
+                 "[('A', '+0.1', 0.2, 'holds')]}}")
+  with pytest.raises(ConfigError) as e:
+    report_summary.write_summary(str(results))
+  assert str(e.value).startswith(f"{tmp_path / 'bad.py'}: summarize(runs)['follow_ups'] must "
+                                 "be {followed study: [(answer, ") and "\n" not in str(e.value)
 
 
 def test_the_summary_waits_like_the_report_for_a_sweep_not_complete(tmp_path):

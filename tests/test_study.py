@@ -69,9 +69,10 @@ def test_the_template_declares_every_hook_but_the_diagnostics_and_its_points_val
     ("claim = 'x'\n", "claim looks like a misspelling of the hook CLAIM"),
     ("def Figures(runs, sweep_dir):\n  return []\n", "Figures looks like a misspelling of the "
      "hook figures"),
+    ("FOLLOWS = 'depth_lr'\n", "FOLLOWS is a str; it must be a tuple of str"),
 ], ids=["claim", "diagnostics", "analyze", "figures_arity", "thresholds", "not_read",
         "registration_word", "registration_commit", "threshold_name", "analyse", "summarise",
-        "THRESHOLD", "claim_case", "Figures"])
+        "THRESHOLD", "claim_case", "Figures", "follows"])
 def test_a_hook_of_the_wrong_type_or_a_misspelled_one_is_one_line(tmp_path, text, phrase):
   path = _write(tmp_path, GOOD + text)
   with pytest.raises(UserFileError) as e:

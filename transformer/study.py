@@ -1,7 +1,7 @@
 """The study contract: what a study file (a `--sweep` file, `experiments/<study>.py`) may define,
 and the one loader that reads it.
 
-A study file is plain Python. `--mode=sweep` and `--mode=report` read nine names from it:
+A study file is plain Python. `--mode=sweep` and `--mode=report` read ten names from it:
 
   get_sweep([preset])        -> the points, each a dict 'section.field' -> value (required)
   CLAIM                      str: the claim the study tests, one or two sentences
@@ -17,6 +17,9 @@ A study file is plain Python. `--mode=sweep` and `--mode=report` read nine names
                                 or "post hoc:" (what it replaced, where it was confirmed on data
                                 not used to choose it, or that it was not); the report's
                                 `## Calls` section
+  FOLLOWS                    tuple of str: the studies (results folder names) whose answers it
+                                follows further; until it is committed, the summary's atlas
+                                marks their answers "not followed yet" (`report.follow_ups`)
 
 `runs` is a list of `transformer.report.runs.Run`. `load(FILE[:PRESET])` runs the file once
 (cached by path while the file is unchanged) and returns a `Study`; a hook of the wrong type,
@@ -68,6 +71,7 @@ class Study:
   thresholds: tuple[Threshold, ...] = ()
   thresholds_not_read: Mapping[str, str] = dataclasses.field(default_factory=dict)
   registration: Mapping[str, str] = dataclasses.field(default_factory=dict)
+  follows: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,6 +121,7 @@ HOOKS = (
          check=_labels),
     Hook("REGISTRATION", "registration", "a dict {call: 'pre-registered at <commit> ...' or "
          "'post hoc: ...'} of str", check=_registration),
+    Hook("FOLLOWS", "follows", "a tuple of str", check=_strings),
 )
 NAMES = tuple(h.name for h in HOOKS)
 
@@ -140,7 +145,7 @@ def check(module: Any, path: str = "") -> Study:
       raise user_files.file_error(path, f"THRESHOLDS has {t.label!r}, which moves {t.name}, "
                                   "a name the file does not define", FIX, what=WHAT)
   return dataclasses.replace(study, report_diagnostics=tuple(study.report_diagnostics),
-                             thresholds=tuple(study.thresholds))
+                             thresholds=tuple(study.thresholds), follows=tuple(study.follows))
 
 
 def _checked(hook: Hook, value: Any, path: str) -> Any:

@@ -10,6 +10,7 @@ from transformer import paths, provenance
 from transformer import study as study_lib
 from transformer.config import LEGACY_DEFAULTS
 from transformer.sweep import points as sweep_lib
+from transformer.report import follow_ups
 from transformer.report.budget import BUDGET_LINE, COST_LINE
 from transformer.report.registration import REGISTRATION_LINE
 from transformer.report.robustness import ROBUSTNESS_LINE
@@ -28,12 +29,14 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
   then one table per placement across the studies. Returns (the path, the verdict lines
   printed by --mode=report)."""
   studies, per_placement, columns, verdicts, data_rows = [], {}, [], [], []
+  budgets = {}
   for name in sorted(os.listdir(results_dir)):
     study = _read_study(results_dir, name)
     if study is None:
       continue
     manifest, runs, s = study
     studies.append((name, manifest, s))
+    budgets[name] = max((r.num_steps for r in runs), default=0)
     data_rows.append((name, *_study_data(os.path.join(results_dir, name), runs)))
     verdicts.append(f"{name}: {s['verdict']}")
     for placement, cells in s.get("placements", {}).items():
@@ -48,7 +51,7 @@ def write_summary(results_dir: str) -> tuple[str, list[str]]:
            "the tolerance or seed counts it depends on and the points to add.", ""]
   for name, manifest, s in studies:
     lines += _study_lines(results_dir, name, manifest, s)
-  lines += _atlas_lines(results_dir, studies)
+  lines += _atlas_lines(results_dir, studies, budgets)
   lines += _placement_lines(per_placement, columns)
   lines += _data_section(data_rows)
   path = os.path.join(results_dir, SUMMARY)
@@ -96,11 +99,13 @@ def _study_lines(results_dir: str, name: str, manifest: dict, s: dict) -> list[s
                   ""]
 
 
-def _atlas_lines(results_dir: str, studies: Sequence[tuple[str, dict, dict]]) -> list[str]:
+def _atlas_lines(results_dir: str, studies: Sequence[tuple[str, dict, dict]],
+                 budgets: dict[str, int]) -> list[str]:
   """`## The placement atlas`: one line per study whose summary names an atlas question
   (`summarize(runs)["atlas"]`, the question in a few words): its answer (the verdict line of
   its report), whether that holds at the neighbouring thresholds, and which of its calls were
-  fixed before their data (`registration.REGISTRATION_LINE`); [] when none does."""
+  fixed before their data (`registration.REGISTRATION_LINE`); then `_past_early`'s table.
+  [] when no study names a question."""
   rows = []
   for name, _, s in studies:
     if not s.get("atlas"):
@@ -125,7 +130,27 @@ def _atlas_lines(results_dir: str, studies: Sequence[tuple[str, dict, dict]]) ->
           "Issue 49's questions (the interactions no paper tabulates, and the claims "
           "published since the studies were planned), one line each: the study's verdict and "
           "whether it holds when each threshold moves to its neighbours (the study's "
-          "robustness section).", "", *rows, ""]
+          "robustness section).", "", *rows, "", *_past_early(studies, budgets)]
+
+
+def _past_early(studies: Sequence[tuple[str, dict, dict]], budgets: dict[str, int]) -> list[str]:
+  """The atlas's `follow_ups.table`: per question its answers at its study's steps (`budgets`:
+  each study's longest run) beside the same answers at 2,400 steps, from the committed
+  studies' `summarize(runs)["follow_ups"]` and, for the followers not committed, their files'
+  `FOLLOWS` (`follow_ups.pending`)."""
+  committed = [follow_ups.Follower(name, None, budgets[name], follow_ups.checked(
+      study_lib.split_spec(m["sweep_file"])[0], s["follow_ups"]))
+               for name, m, s in studies if s.get("follow_ups")]
+  waiting = follow_ups.pending([m["sweep_file"] for _, m, _ in studies],
+                               [name for name, _, _ in studies])
+  return ["Past early training (issue 69): a 600-step study trains 0.5 tokens per parameter, "
+          "so each of its answers is early-training only until a study follows it to 2,400 "
+          "steps. Per question, its answers at the study's steps (the statistic, nats/token, "
+          "mean ± 95% CI over seeds, as its report quotes it) beside the same statistic at "
+          "2,400 steps with the follow-up's word (holds, shrinks under the margin, flips, ...; "
+          "its report says how each was judged).", "",
+          *follow_ups.table([(name, s) for name, _, s in studies], budgets,
+                            follow_ups.followed(committed + waiting)), ""]
 
 
 def _placement_lines(per_placement: dict[str, dict], columns: Sequence[str]) -> list[str]:
