@@ -340,13 +340,34 @@ def protocol(runs: Sequence[Run]) -> str:
   steps = sorted({r.num_steps for r in runs if r.num_steps} or {t.get("num_steps")})
   masks = sorted({(c.get("optim") or {}).get("decay_mask", LEGACY_DEFAULTS["optim.decay_mask"])
                   for c in (saved(r) for r in runs) if c})
-  return ("Protocol: " + size + f"; {' or '.join(str(n) for n in steps)} steps; AdamW (b1 "
-          f"{o.get('b1')}, b2 {o.get('b2')}, eps {o.get('eps'):g}) with weight decay "
+  optims = {}  # optim.name -> the optim config of its first run
+  for c in (saved(r) for r in runs):
+    if c:
+      optims.setdefault((c.get("optim") or {}).get("name", "adamw"), c.get("optim") or {})
+  return ("Protocol: " + size + f"; {' or '.join(str(n) for n in steps)} steps; "
+          f"{_optimizer_text(optims)} with weight decay "
           f"{o.get('weight_decay')} on {' / '.join(DECAYED[m] for m in masks)} "
           "coupled to the LR (optax adamw: the decay is scaled by the schedule), global-norm "
           f"clipping at {o.get('clip_norm')}, linear warm-up of "
           f"{' or '.join(str(w) for w in warmups)} steps then {o.get('decay')} decay to "
           f"{o.get('end_lr_factor'):g} of the peak; {lr_text}.")
+
+
+def _optimizer_text(optims: dict) -> str:
+  """The runs' optimizers (`{optim.name: its optim config}`) with the hyperparameters each
+  reads (transformer/train/optim.py); AdamW alone as every study before `optim.name` said it."""
+  def adam(o):
+    return f"b1 {o.get('b1')}, b2 {o.get('b2')}, eps {o.get('eps'):g}"
+  def text(name, o):
+    return {"adamw": lambda: f"AdamW ({adam(o)})", "adam": lambda: f"Adam ({adam(o)})",
+            "lion": lambda: f"Lion (b1 {o.get('b1')}, b2 {o.get('b2')})",
+            "muon": lambda: (f"Muon (momentum {o.get('muon_momentum')}, "
+                             f"{o.get('muon_ns_steps')} Newton-Schulz steps) on the hidden "
+                             f"matrices and Adam ({adam(o)}) on the rest")}.get(
+                                 name, lambda: name)()
+  if len(optims) == 1:
+    return text(*next(iter(optims.items())))
+  return "by `optim.name`: " + "; ".join(text(n, optims[n]) for n in sorted(optims)) + ";"
 
 
 def edge_note(label: str, lr: Optional[float], runs: Sequence[Run]) -> str:

@@ -470,3 +470,26 @@ def test_long_training_sweep_reuses_the_protocol_runs_and_is_4x_longer():
       (pl, lr) for pl, window in long_training.WINDOW["cpu"].items() for lr in window}
   assert all(long_training.MATCHED["cpu"] in w for w in long_training.WINDOW["cpu"].values())
   assert max(len(sw.point_name(p, points)) for p in points) <= sw.MAX_NAME  # no hashed names
+
+
+def test_protocol_names_each_optimizer_the_runs_used(tmp_path):
+  """A study that varies `optim.name` (optimizer_gap) gets each optimizer named with the
+  fields it reads; runs of AdamW alone keep the sentence every earlier report has."""
+  import json
+  from configs import default
+  runs = _warmup_runs()
+  for i, name in enumerate(("lion", "muon", "adamw")):
+    cfg = default.get_config().to_dict()
+    cfg["optim"].update(name=name)
+    folder = tmp_path / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(cfg, default=str))
+    for r in runs[i::3]:
+      r.workdir = str(folder)
+  text = a.protocol(runs)
+  assert ("by `optim.name`: AdamW (b1 0.9, b2 0.98, eps 1e-09); Lion (b1 0.9, b2 0.98); "
+          "Muon (momentum 0.95, 5 Newton-Schulz steps) on the hidden matrices and Adam (b1 0.9, "
+          "b2 0.98, eps 1e-09) on the rest; with weight decay") in text
+  for r in runs:
+    r.workdir = str(tmp_path / "adamw")
+  assert "; AdamW (b1 0.9, b2 0.98, eps 1e-09) with weight decay" in a.protocol(runs)
