@@ -70,7 +70,9 @@ def test_each_placement_is_read_at_its_own_best_lr_per_optimizer():
 def test_the_study_loads_and_its_adamw_points_are_lr_sensitivitys():
   s = study.load("experiments/optimizer_gap.py:cpu")
   points = s.get_sweep("cpu")
-  assert len(points) == 3 * 2 * len(LRS) * 3
+  assert len(points) == 3 * 2 * len(LRS) * 3 + 2 * 3  # and one LR beyond two edges, 3 seeds
+  assert [(p[OPT], p[a.PLACEMENT], p[a.LR]) for p in points[-6:]] == (
+      [("lion", "post", 1e-4)] * 3 + [("muon", "pre", 1e-1)] * 3)
   adamw = [{k: v for k, v in p.items() if k != OPT} for p in points if p[OPT] == "adamw"]
   theirs = [p for p in lr_sensitivity.get_sweep("cpu")  # its seeds 3 and 4 aside (issue 68)
             if p[a.PLACEMENT] in optimizer_gap.PLACEMENTS and p["seed"] in (0, 1, 2)]
