@@ -15,7 +15,7 @@ import pytest
 
 from experiments import compress_results
 from transformer import packed_runs, provenance
-from transformer.config import flat_config
+from transformer.config import LEGACY_DEFAULTS, flat_config
 from transformer.errors import UserFileError
 from transformer.sweep import points as sweep_points
 from transformer.report import write as report
@@ -141,7 +141,9 @@ def test_every_committed_run_is_its_point():
   """Each committed run, its own or linked from another study, was trained with its point's
   overrides (as the study's sweep.json records them): a study re-run under new settings must
   not leave an older study linked to runs that are no longer the ones it reported
-  (compress_results.py --inline_links copies them into the older study first)."""
+  (compress_results.py --inline_links copies them into the older study first). A field its
+  config predates counts with its `LEGACY_DEFAULTS` value, as `--reuse_runs_from` reads it
+  (lr_sensitivity's runs, linked as optimizer_gap's adamw points, predate `optim.name`)."""
   checked, wrong = 0, []
   for study in sorted(os.listdir(RESULTS)):
     if not sweep_points.manifest_path(os.path.join(RESULTS, study)):
@@ -151,7 +153,7 @@ def test_every_committed_run_is_its_point():
       saved = saved_config(workdir)
       if saved is None:
         continue  # a point that never ran (a study may record fewer runs than points)
-      flat = flat_config(saved)
+      flat = {**LEGACY_DEFAULTS, **flat_config(saved)}  # fields a run's config predates
       checked += 1
       wrong += [f"{study}/{point['name']}: {k}={flat.get(k)!r}, its point says {v!r}"
                 for k, v in point["overrides"].items() if flat.get(k) != v]
