@@ -29,8 +29,10 @@ issue 68), never the claim's wording.
 HybridNorm: the results committed up to commit e081cee ran the project's earlier reading of it,
 now `norm_placement=hybrid_v0` (q, k, v normed over all heads together, feed-forward
 `N(x + FFN(x))`, no final norm); `hybrid` is now the paper's block (issue 68), so its rows
-there are hybrid_v0's. A rerun of the hybrid rows needs a fresh --sweep_dir; `--reuse_runs_from`
-refuses to link the old `hybrid` runs (`transformer.sweep.points.REBUILT_PLACEMENTS`).
+there were hybrid_v0's. `--reuse_runs_from` refuses to link the old `hybrid` runs
+(`transformer.sweep.points.REBUILT_PLACEMENTS`). Since issue 68's re-run the rows are the
+paper's block: the 12 runs at 12 layers trained anew (2026-12-02), the 6-layer ones linked
+from hybrid_norm; the earlier runs are in git history.
 """
 
 from __future__ import annotations
