@@ -129,19 +129,18 @@ def test_reuse_links_only_finished_runs_with_the_same_config_and_data(tmp_path):
 
 def test_reuse_does_not_link_a_run_of_a_placement_from_before_its_block_was_rebuilt(tmp_path):
   """`hybrid` became the paper's HybridNorm (issue 68): a finished `hybrid` run that started
-  before then (depth_lr's 6-layer ones, which it keeps from the earlier hybrid_norm study, or
-  one made here with an older provenance time) computed the earlier block and is refused,
-  naming hybrid_v0; one that started after is linked."""
+  before then (one made here with an older provenance time) computed the earlier block and is
+  refused, naming hybrid_v0; one that started after is linked. depth_lr's committed 6-layer
+  hybrid runs were re-linked from the rebuilt hybrid_norm study, so they are linked too."""
   study = os.path.join(ROOT, "experiments", "results", "depth_lr")
-  old = next(p for p in sw.read_manifest(study)["points"]
-             if p["overrides"]["model.norm_placement"] == "hybrid"
-             and p["overrides"]["model.num_layers"] == 6)
-  [now] = sw.validate_points(get_config(), [old["overrides"]])
-  linked, refused = sw.link_reusable_runs(str(tmp_path / "committed"), [old["name"]], [now],
+  rebuilt = next(p for p in sw.read_manifest(study)["points"]
+                 if p["overrides"]["model.norm_placement"] == "hybrid"
+                 and p["overrides"]["model.num_layers"] == 6)
+  [now] = sw.validate_points(get_config(), [rebuilt["overrides"]])
+  linked, refused = sw.link_reusable_runs(str(tmp_path / "committed"), [rebuilt["name"]], [now],
                                           [study])
-  assert linked == [] and [n for n, _, _ in refused] == [old["name"]]
-  assert "before that block was rebuilt" in refused[0][2] and "hybrid_v0" in refused[0][2]
-  assert sw.ran_earlier_block("hybrid", os.path.join(study, old["name"]))
+  assert [n for n, _ in linked] == [rebuilt["name"]] and refused == []
+  assert not sw.ran_earlier_block("hybrid", os.path.join(study, rebuilt["name"]))
 
   base = get_config("smoke")
   points = [{"model.norm_placement": "hybrid", "seed": s} for s in (0, 1)]
@@ -161,6 +160,7 @@ def test_reuse_does_not_link_a_run_of_a_placement_from_before_its_block_was_rebu
   names = [sw.point_name(p, points) for p in points]
   linked, refused = sw.link_reusable_runs(str(tmp_path / "mine"), names, configs, [str(other)])
   assert [n for n, _ in linked] == [names[1]] and [n for n, _, _ in refused] == [names[0]]
+  assert "before that block was rebuilt" in refused[0][2] and "hybrid_v0" in refused[0][2]
   assert [sw.ran_earlier_block("hybrid", str(other / n)) for n in names] == [True, False]
 
 
