@@ -308,6 +308,24 @@ DECAYED = {"role": "kernels and embeddings (mask by role)",
                    "scanned stack, every stacked leaf)"}
 
 
+def seeds_text(runs: Sequence[Run]) -> str:
+  """"3 seeds", or, where placements have different seed counts (seeds added to some of
+  them), "3 seeds (5 for post, pre)": the count most placements have, then the others'."""
+  per = {}
+  for r in runs:
+    per.setdefault(r.overrides.get(PLACEMENT), set()).add(r.seed)
+  counts = {p: len(s) for p, s in per.items()}
+  if len(set(counts.values())) <= 1:
+    return f"{len(set().union(*per.values())) if per else 0} seeds"
+  common = max(sorted(set(counts.values())), key=list(counts.values()).count)
+  others = {}
+  for p, n in counts.items():
+    if n != common:
+      others.setdefault(n, []).append(str(p))
+  more = "; ".join(f"{n} for {', '.join(ps)}" for n, ps in sorted(others.items()))
+  return f"{common} seeds ({more})"
+
+
 def protocol(runs: Sequence[Run]) -> str:
   """One sentence: the recipe the verdict rests on, read from the runs' saved config.json
   (the first run with one; every study keeps these fields fixed across its points)."""
@@ -315,7 +333,6 @@ def protocol(runs: Sequence[Run]) -> str:
   if not cfg:
     return "Protocol: the runs' config.json files are missing; see the sweep file."
   m, o, t, d = (cfg.get(k, {}) for k in ("model", "optim", "train", "data"))
-  seeds = sorted({r.seed for r in runs}, key=str)
   depths = sorted({r.overrides["model.num_layers"] for r in runs
                    if "model.num_layers" in r.overrides})
   layers = (f"decoder of {', '.join(str(d) for d in depths)} layers" if len(depths) > 1 else
@@ -323,7 +340,7 @@ def protocol(runs: Sequence[Run]) -> str:
   size = (f"{layers}, d_model "
           f"{m.get('d_model')}, {m.get('num_heads')} heads, d_ff {m.get('d_ff')}, vocab "
           f"{m.get('vocab_size')}; batch {t.get('batch_size')} x {d.get('seq_len')} tokens; "
-          f"{len(seeds)} seeds")
+          f"{seeds_text(runs)}")
   if t.get("num_steps", 0) <= 1:
     return f"Protocol: one batch at initialization; {size}."
   lrs = sorted({r.overrides[LR] for r in runs if LR in r.overrides})

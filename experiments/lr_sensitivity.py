@@ -155,12 +155,15 @@ def analyze(runs):
               "to presets.LRS and rerun; the studies that reuse these runs share the grid)."]
   overlapping = [t for t in m["tiers_trim"] if len(t) > 1]
   if overlapping:
+    read = {r.seed for r in paired.added_seeds_ended(runs)} >= {3, 4}
+    where = ("they have run for post and pre, the call's placements (issue 68), whose "
+             "intervals above are over 5 seeds" if read else
+             "get_sweep lists them for post and pre, the call's placements, issue 68")
     lines += ["", f"Seeds: within {', '.join('{' + ', '.join(t) + '}' for t in overlapping)} "
               f"the intervals overlap; {a.SEEDS_NEEDED} seeds (t over 4 degrees of freedom "
               "instead of 2 halves the interval's t factor, 2.78 vs 4.30) are the next step: "
-              f"seeds 3..{a.SEEDS_NEEDED - 1} at every LR of those placements (get_sweep lists "
-              "them for post and pre, the call's placements, issue 68; the others would need "
-              "the same points)."]
+              f"seeds 3..{a.SEEDS_NEEDED - 1} at every LR of those placements ({where}; the "
+              "others would need the same points)."]
   lines += ["", f"The grid spans {lrs[0]:g}..{lrs[-1]:g} ({len(lrs)} LRs; Wortsman et al. use "
             "7 LRs, 3e-4..3e-1): a narrower grid gives smaller sensitivities, so compare the "
             "placements with each other, not with the paper's values."]

@@ -257,3 +257,14 @@ def test_the_committed_report_says_whether_seeds_3_and_4_are_read(study):
     assert note.endswith("read, so the call rests on 5 seeds there.")
   assert all(paired.FIVE_SEEDS in v for k, v in module.REGISTRATION.items()
              if study != "long_runs" or k.startswith("DyT"))
+
+
+def test_the_protocol_line_counts_seeds_per_placement():
+  """Seeds 3 and 4 of post and pre beside 3 seeds of the others read "3 seeds (5 for post,
+  pre)", not "5 seeds"; one count for every placement reads as before."""
+  grid = lambda seeds: _grid_runs(list(seeds), seeds, lambda p, i, s: 2.0)
+  five = {"post": range(5), "pre": range(5), "peri": range(3), "mix": range(3)}
+  assert a.seeds_text(grid(five)) == "3 seeds (5 for post, pre)"
+  assert a.seeds_text(grid({"post": range(3), "pre": range(3)})) == "3 seeds"
+  assert a.seeds_text(grid({"post": range(3), "pre": range(6), "peri": range(6)})) == \
+      "6 seeds (3 for post)"
