@@ -14,7 +14,7 @@ study. The answers, in sweep order (cheapest first, so a sweep cut short has who
 
   answer (`ANSWERS`)           statistic, paired by seed      margin  at 600 steps (study)
   DyT in pre-norm              DyT minus LayerNorm, pre       0.05    +0.142 (norm_type_placement)
-  HybridNorm against pre-norm  pre-norm minus HybridNorm      0.01    -0.073 (hybrid_norm)
+  HybridNorm against pre-norm  pre-norm minus HybridNorm      0.01    -0.071 (hybrid_norm)
   RMSNorm in pre/post/peri     RMSNorm minus LayerNorm        0.05    +0.004/-0.009/-0.002 (same)
   DyT in peri-/post-norm       DyT minus LayerNorm            0.05    +0.148/+1.453 (same)
   qk-norm on post-norm         qk_norm_post's cliff call      -       0 of 3 trained (qk_norm_post)
@@ -95,7 +95,8 @@ def _on(placement: str, **fields) -> dict:
 
 # name: (its fields beyond the protocol's, the two LRs, where its 600-step best was read).
 # The second LR is the grid neighbour with the lower 600-step loss (mean over 3 seeds), except
-# where said.
+# where said. lr_sensitivity's post and pre and hybrid_norm's HybridNorm have 5 seeds since
+# issue 68; their 5-seed means pick the same two LRs.
 SETTINGS = {
     "pre": (_on("pre"), (3e-3, 1e-2), "lr_sensitivity: 3e-3 1.802; 1e-2 1.885, 1e-3 1.959"),
     "post": (_on("post"), (1e-3, 3e-3), "lr_sensitivity: 1e-3 1.962; 3e-3 2.119, 3e-4 2.244"),
@@ -152,7 +153,9 @@ class Answer:
 _DEPTHS = "12 minus 6 layers at 600 steps, 24 minus 6 at 2,400"
 ANSWERS = (
     Answer("DyT in pre-norm", "norm_type_placement", "pre dyt", "pre", 0.05, (0.142, 0.053)),
-    Answer("HybridNorm against pre-norm", "hybrid_norm", "pre", "hybrid", 0.01, (-0.073, 0.062)),
+    # 5 seeds since hybrid_norm's seeds 3 and 4 landed (issue 68), before any run of this
+    # study; the 3-seed value registered at 04c1965 was -0.073 ± 0.062.
+    Answer("HybridNorm against pre-norm", "hybrid_norm", "pre", "hybrid", 0.01, (-0.071, 0.022)),
     Answer("RMSNorm in pre-norm", "norm_type_placement", "pre rmsnorm", "pre", 0.05,
            (0.004, 0.016)),
     Answer("RMSNorm in post-norm", "norm_type_placement", "post rmsnorm", "post", 0.05,

@@ -180,10 +180,10 @@ def test_summarize_sets_each_followed_answer_beside_its_600_step_quote():
   assert study.load("experiments/atlas_long.py:cpu").follows == atlas_long.FOLLOWS
   before = atlas_long.summarize([])["follow_ups"]
   assert list(before) == list(atlas_long.FOLLOWS)
-  assert before["hybrid_norm"] == [("HybridNorm against pre-norm", "-0.073 ± 0.062", None,
+  assert before["hybrid_norm"] == [("HybridNorm against pre-norm", "-0.071 ± 0.022", None,
                                     "not run yet")]
   after = atlas_long.summarize(_runs())["follow_ups"]
-  assert after["hybrid_norm"] == [("HybridNorm against pre-norm", "-0.073 ± 0.062",
+  assert after["hybrid_norm"] == [("HybridNorm against pre-norm", "-0.071 ± 0.022",
                                    "-0.070 ± 0.000", "holds")]
   assert after["depth_lr"][0][0] == ("DeepNorm's depth cost (12 minus 6 layers at 600 steps, "
                                      "24 minus 6 at 2,400)")
