@@ -8,6 +8,7 @@ are stated in the verdict text next to the numbers.
 
 from __future__ import annotations
 
+import collections
 import math
 from typing import Callable, Iterable, Optional, Sequence
 
@@ -315,9 +316,10 @@ def seeds_text(runs: Sequence[Run]) -> str:
   for r in runs:
     per.setdefault(r.overrides.get(PLACEMENT), set()).add(r.seed)
   counts = {p: len(s) for p, s in per.items()}
-  if len(set(counts.values())) <= 1:
-    return f"{len(set().union(*per.values())) if per else 0} seeds"
-  common = max(sorted(set(counts.values())), key=list(counts.values()).count)
+  tally = collections.Counter(counts.values())
+  if len(tally) <= 1:
+    return f"{len(set().union(*per.values()))} seeds"
+  common = min(tally, key=lambda n: (-tally[n], n))  # the most placements', the fewer on a tie
   others = {}
   for p, n in counts.items():
     if n != common:

@@ -155,7 +155,7 @@ def analyze(runs):
               "to presets.LRS and rerun; the studies that reuse these runs share the grid)."]
   overlapping = [t for t in m["tiers_trim"] if len(t) > 1]
   if overlapping:
-    read = {r.seed for r in paired.added_seeds_ended(runs)} >= {3, 4}
+    read = {r.seed for r in paired.added_seeds_ended(runs)} >= set(ADDED_SEEDS)
     where = ("they have run for post and pre, the call's placements (issue 68), whose "
              "intervals above are over 5 seeds" if read else
              "get_sweep lists them for post and pre, the call's placements, issue 68")
