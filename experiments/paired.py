@@ -155,6 +155,21 @@ def added_seeds_note(runs: Sequence[Run], settings: str) -> str:
           "there.")
 
 
+def added_seeds_reading(d: Difference, margin: float) -> str:
+  """`d` on `ADDED_SEEDS` alone, one line ('' when none of them is paired in `d`): data not used
+  to choose a call chosen after the 3-seed runs, so its check on new data. Each new seed's
+  value and how many lie above and below `margin`: a sign count, not a test (with 2 seeds a
+  95% t interval has t = 12.7, wider than any effect here)."""
+  new = {s: v for s, v in d.per_seed.items() if s in ADDED_SEEDS}
+  if not new:
+    return ""
+  above = sum(v > margin for v in new.values())
+  below = sum(v < margin for v in new.values())
+  return (f"{d.label} on the added seeds alone (not used to choose the call): "
+          + ", ".join(f"seed {s} {v:+.3f}" for s, v in new.items())
+          + f"; {above} of {len(new)} above the margin {margin:g}, {below} below.")
+
+
 def seed_description(d: Difference, margin: float) -> str:
   """How `d`'s seeds stand against `margin`, one line: the count of seeds above and below it,
   each seed's value, and the jackknife of the mean (each leave-one-out mean, the jackknife

@@ -1,7 +1,7 @@
 """Records the baselines of a study's runs that predate `baselines.json`, once, in the study.
 
   python experiments/record_baselines.py experiments/results/lr_sensitivity \
-      --source_dir=/root/.pyenv/versions/3.11.7/lib/python3.11
+      --source_dir="$(python3.11 -c "import sysconfig; print(sysconfig.get_path('stdlib'))")"
 
 Runs started since `transformer/train/baselines.py` landed record their eval split's unigram
 and bigram entropies, training tokens and parameter count in their own `baselines.json`. The

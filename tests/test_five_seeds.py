@@ -177,6 +177,13 @@ def test_warmup_stability_pairs_five_seeds_of_post_and_pre_beside_three_of_the_o
   assert _note(lines).endswith("of post- and pre-norm (both warm-ups) read, so the call rests "
                                "on 5 seeds there.")
   assert all(paired.FIVE_SEEDS in v for v in warmup_stability.REGISTRATION.values())
+  # The post hoc halves' check on new data: seeds 3 and 4 alone, a sign count against 0.05.
+  assert "- post's cost of dropping warm-up on the added seeds alone (not used to choose the " \
+         "call): seed 3 +0.330, seed 4 +0.340; 2 of 2 above the margin 0.05, 0 below." in lines
+  assert "- pre's cost of dropping warm-up on the added seeds alone (not used to choose the " \
+         "call): seed 3 +0.000, seed 4 +0.000; 0 of 2 above the margin 0.05, 2 below." in lines
+  assert not any("added seeds alone" in line
+                 for line in warmup_stability.analyze(_missing(runs, {3, 4})))
 
 
 def test_hybrid_norm_reads_five_seeds_of_its_call_and_three_of_post():
@@ -211,6 +218,13 @@ def test_clipping_reads_its_halves_on_five_seeds():
       "read" in _note(lines)
   said = clipping.analyze(_missing(runs, {3, 4}))
   assert "(+0.310 ± 0.025)" in _verdict(said) and "clipping) not run yet" in _note(said)
+  # The check on new data reads the call's setting, without clipping, on seeds 3 and 4 alone.
+  assert [line for line in lines if "added seeds alone" in line] == [
+      "- post's cost of dropping warm-up on the added seeds alone (not used to choose the "
+      "call): seed 3 +0.330, seed 4 +0.340; 2 of 2 above the margin 0.05, 0 below.",
+      "- pre's cost of dropping warm-up on the added seeds alone (not used to choose the "
+      "call): seed 3 +0.000, seed 4 +0.000; 0 of 2 above the margin 0.05, 2 below."]
+  assert not any("added seeds alone" in line for line in said)
 
 
 def test_long_runs_reads_dyts_half_on_five_seeds_and_the_first_call_on_three():

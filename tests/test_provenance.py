@@ -71,6 +71,20 @@ def test_collect_records_versions_command_and_host_without_devices():
   json.dumps(record)  # all of it goes into JSON files
 
 
+def test_the_command_names_no_folder_of_the_checkout(tmp_path):
+  """A sweep's children get absolute paths (they may run elsewhere); the record keeps them
+  relative to the checkout, and a path outside it as given."""
+  root = str(tmp_path / "checkout")
+  argv = [f"{root}/launch.py", "--mode=train", f"--config={root}/configs/default.py:smoke",
+          f"--workdir={root}/runs/studies/s/seed=0", "--config.data.source_dir=/data/text",
+          f"--config.data.data_dir={root}x/tfds"]
+  record = provenance.collect(argv, root=root + "/")
+  assert shlex.split(record["command"]) == [
+      "launch.py", "--mode=train", "--config=configs/default.py:smoke",
+      "--workdir=runs/studies/s/seed=0", "--config.data.source_dir=/data/text",
+      f"--config.data.data_dir={root}x/tfds"]
+
+
 def test_collect_imports_neither_jax_nor_tensorflow():
   code = ("import sys; from transformer import provenance\n"
           "provenance.collect(['x'], data={'name': 'local_text', 'source_dir': ''})\n"

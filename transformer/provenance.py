@@ -3,7 +3,8 @@
 `collect(argv)` is the light record, safe where JAX must not be imported (the sweep runner,
 the report): the git commit of the checkout and whether its tracked files differ from it,
 the versions of Python and the libraries (read from the installed packages' metadata, so
-nothing heavy is imported), the host, the command line and the time; with `data=` (a data
+nothing heavy is imported), the host, the command line (the checkout's folder taken out:
+`portable_argv`) and the time; with `data=` (a data
 config as a dict) also `data_identity(data)`; with `devices=True` (only in a process that
 uses JAX anyway: a run) `device_info()`.
 
@@ -57,7 +58,7 @@ def collect(argv: Sequence[str], *, root: str = REPO_ROOT, data: Optional[Mappin
   whose commit is recorded (default: the one this package is installed from)."""
   now = datetime.datetime.now(datetime.timezone.utc)
   record = {"time": now.isoformat(timespec="seconds"), "host": socket.gethostname(),
-            "command": shlex.join(argv), "git": git_state(root),
+            "command": shlex.join(portable_argv(argv, root)), "git": git_state(root),
             "python": platform.python_version(), "versions": versions()}
   jobs = {k: os.environ[k] for k in JOB_VARIABLES if os.environ.get(k)}
   if jobs:
@@ -67,6 +68,15 @@ def collect(argv: Sequence[str], *, root: str = REPO_ROOT, data: Optional[Mappin
   if devices:
     record["devices"] = device_info()
   return record
+
+
+def portable_argv(argv: Sequence[str], root: str = REPO_ROOT) -> list[str]:
+  """`argv` with the checkout's own folder taken out of every argument (`<root>/launch.py` as
+  `launch.py`, `--config=<root>/configs/default.py` as `--config=configs/default.py`, a workdir
+  under the checkout relative to it): the command as run from the checkout's root, naming no
+  machine's folder where it need not. A path outside the checkout stays as it was given."""
+  prefix = os.path.join(os.path.abspath(root), "")
+  return [arg.replace(prefix, "") for arg in argv]
 
 
 # --- code ---------------------------------------------------------------------------------------
