@@ -85,6 +85,29 @@ def test_the_command_names_no_folder_of_the_checkout(tmp_path):
       f"--config.data.data_dir={root}x/tfds"]
 
 
+def test_a_packed_run_names_no_folder_of_the_checkout_that_ran_it(tmp_path):
+  """A run made before `portable_argv` recorded its command with the path of the checkout that
+  ran it, in provenance.jsonl and config.json: packing takes that path out of the command, and
+  nothing else (a data folder under the checkout stays as saved: it is part of the run's
+  identity)."""
+  from transformer import packed_runs
+  root = str(tmp_path / "checkout")
+  command = shlex.join([f"{root}/launch.py", f"--config={root}/configs/default.py",
+                        f"--workdir={root}/runs/s/a=1", "--config.seed=0"])
+  record = {"command": command, "data": {"source": {"folder": f"{root}/data"}}}
+  run = tmp_path / "sweep" / "a=1"
+  run.mkdir(parents=True)
+  (run / provenance.FILE).write_text(json.dumps(record) + "\n")
+  (run / "config.json").write_text(json.dumps({"data": {"source_dir": f"{root}/data"},
+                                               "provenance": record}, indent=2))
+  packed_runs.pack(str(tmp_path / "sweep"), ["a=1"])
+  files = packed_runs.entries(str(tmp_path / "sweep"))["a=1"]["files"]
+  portable = ("launch.py --config=configs/default.py --workdir=runs/s/a=1 --config.seed=0")
+  assert json.loads(files[provenance.FILE]) == {**record, "command": portable}
+  assert json.loads(files["config.json"]) == {"data": {"source_dir": f"{root}/data"},
+                                              "provenance": {**record, "command": portable}}
+
+
 def test_collect_imports_neither_jax_nor_tensorflow():
   code = ("import sys; from transformer import provenance\n"
           "provenance.collect(['x'], data={'name': 'local_text', 'source_dir': ''})\n"

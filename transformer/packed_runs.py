@@ -14,7 +14,8 @@ sweep, as a relative symlink would be. The readers of a run's files
 (`transformer.workdir.read_metrics`, `transformer.report.runs.saved_config`,
 `transformer.provenance.read_records`, the baselines record) fall back on `text(workdir, name)`
 when the file is not on disk, so a report regenerates from the packed file alone. `pack` writes
-it (the same runs give the same bytes), `unpack` writes the folders back, `repack` rewrites an
+it (the same runs give the same bytes; each recorded command without the folder of the checkout
+that ran it, `portable_command`), `unpack` writes the folders back, `repack` rewrites an
 older file in the current form.
 """
 
@@ -25,6 +26,7 @@ import gzip
 import json
 import lzma
 import os
+import re
 import shutil
 from typing import Optional
 
@@ -144,6 +146,34 @@ def text(workdir: str, name: str) -> Optional[str]:
   return entry["files"].get(name)
 
 
+# The command a run's provenance records (`provenance.jsonl`, and `config.json`'s first-start
+# copy), as a JSON string value: packed with its checkout's folder taken out (`_portable`).
+_COMMAND = re.compile(r'("command": ")((?:[^"\\]|\\.)*)(")')
+PORTABLE_FILES = ("provenance.jsonl", "config.json")
+
+
+def portable_command(command: str) -> str:
+  """`command` (a run's, `launch.py ...`) with the folder of the checkout that ran it taken
+  out: the runner gives a sweep's children absolute paths, so a run made before
+  `provenance.portable_argv` recorded `/its/checkout/launch.py --config=/its/checkout/...`;
+  this gives `launch.py --config=...`. A path outside that checkout stays as it was."""
+  first = command.split(" ", 1)[0].strip("'")
+  if not (os.path.isabs(first) and os.path.basename(first) == "launch.py"):
+    return command
+  return command.replace(os.path.join(os.path.dirname(first), ""), "")
+
+
+def _portable(text: str) -> str:
+  """`text` (a JSON file) with each recorded command made `portable_command`; nothing else in
+  the text changes."""
+  def one(m):
+    command = json.loads(f'"{m.group(2)}"')
+    portable = portable_command(command)
+    return (m.group(0) if portable == command
+            else m.group(1) + json.dumps(portable)[1:-1] + m.group(3))
+  return _COMMAND.sub(one, text)
+
+
 def _run_files(workdir: str) -> dict:
   files = {}
   for name in sorted(os.listdir(workdir)):
@@ -156,13 +186,17 @@ def _run_files(workdir: str) -> dict:
     if name.endswith(".gz"):
       data, name = gzip.decompress(data), name[:-3]
     files[name] = data.decode("utf-8")
+    if name in PORTABLE_FILES:
+      files[name] = _portable(files[name])
   return files
 
 
 def pack(sweep_dir: str, names: list[str]) -> tuple[int, int]:
   """Writes the points `names` of `sweep_dir` (run folders, or symlinks to another sweep's run,
   or entries already packed) into its packed file, then removes the folders and symlinks.
-  Returns (runs, links) packed. The same runs give the same bytes."""
+  A folder's recorded commands lose their checkout's path (`portable_command`); an entry
+  already packed is kept as it is. Returns (runs, links) packed. The same runs give the same
+  bytes."""
   old = entries(sweep_dir)
   lines, runs, links = [], 0, 0
   for name in names:
