@@ -7,7 +7,7 @@
 Post, pre, DeepNorm and Admin x {no warm-up, warm-up} x the LR grid x the protocol's 3 seeds,
 and seeds 3 and 4 for post and pre (`SEEDS`; issue 68 point 8, after the 3-seed runs were seen:
 a new seed needs the whole grid of both settings, since each is read at its best LR of the mean
-over seeds), listed after every earlier point, not run yet. The runs with warm-up are
+over seeds), listed after every earlier point; they have run (issue 68). The runs with warm-up are
 lr_sensitivity's (same config, seeds 3 and 4 too): with `--reuse_runs_from` they are linked,
 not trained again, so the new seeds are 20 new runs (without warm-up) and 20 linked. The halves
 read a seed once all its runs have ended (`paired.added_seeds_ended`); DeepNorm and Admin keep
