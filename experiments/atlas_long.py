@@ -220,7 +220,7 @@ def _runs(runs, setting: str, lrs) -> list:
   return [r for r in runs if setting_of(r) == setting and r.overrides[a.LR] in lrs]
 
 
-def _side(lo: float, hi: float, margin: float) -> Optional[str]:
+def interval_side(lo: float, hi: float, margin: float) -> Optional[str]:
   """Where [lo, hi] lies against ±margin: "above", "below", "inside" or None (across)."""
   if lo > margin:
     return "above"
@@ -232,11 +232,11 @@ def _side(lo: float, hi: float, margin: float) -> Optional[str]:
 
 
 def side(d: paired.Difference, margin: float) -> Optional[str]:
-  """`_side` of `d`'s 95% interval; None under 2 seeds."""
+  """`interval_side` of `d`'s 95% interval; None under 2 seeds."""
   mean, half = d.interval
   if len(d.per_seed) < 2 or math.isnan(half):
     return None
-  return _side(mean - half, mean + half, margin)
+  return interval_side(mean - half, mean + half, margin)
 
 
 def word(before: Optional[str], after: Optional[str]) -> str:
@@ -268,7 +268,7 @@ def measure_answer(runs, answer: Answer) -> dict:
   or the cliff counts), the 600-step side and text, and the word ("not run yet" while a
   setting has no run, or a run listed that has not ended)."""
   if not _complete(runs, answer):
-    before = CLIFF_AT_600[1] if answer.cliff else _side(
+    before = CLIFF_AT_600[1] if answer.cliff else interval_side(
         answer.at_600[0] - answer.at_600[1], sum(answer.at_600), margin_of(answer))
     text_600 = (CLIFF_AT_600[0] if answer.cliff else
                 f"{answer.at_600[0]:+.3f} ± {answer.at_600[1]:.3f}")
@@ -286,7 +286,7 @@ def measure_answer(runs, answer: Answer) -> dict:
                         read[answer.second][1])
   margin = margin_of(answer)
   mean, half = answer.at_600
-  before = _side(mean - half, mean + half, margin)
+  before = interval_side(mean - half, mean + half, margin)
   paired.describe_seeds(d, -margin if before == "below" else margin)  # its 600-step side
   return {"text_600": f"{mean:+.3f} ± {half:.3f}", "text": d.estimate() if d.per_seed else "-",
           "difference": d, "word": word(before, side(d, margin)), "read": read,

@@ -3,9 +3,11 @@ clipping), prose_corpus and warmup_long, on hand-made runs whose answers are kno
 (massive_activations, whose call issue 68 replaced: tests/test_massive_activations.py)."""
 
 import math
+import os
 
 from experiments import analysis as a
 from experiments import clipping
+from transformer import REPO_ROOT
 from transformer.report import runs as report_runs
 
 T_975_2 = 4.302652729911275  # Student's t, 97.5% quantile, 2 degrees of freedom
@@ -108,6 +110,43 @@ def test_prose_corpus_makes_both_headline_calls_at_the_code_corpus_margins():
       "pre-registered at 942c", "post hoc: replaces the", "post hoc: replaces the"]
   no_warmup_yet = [r for r in _prose_runs(0.3, 0.3) if r.overrides["optim.warmup_steps"]]
   assert _verdict(prose_corpus.analyze(no_warmup_yet)).startswith("**Inconclusive.**")
+
+
+def test_warmup_long_follows_warmup_placements_answers_to_2400_steps():
+  """The atlas's "Which placements need warm-up?" at 2,400 steps (issue 69): warmup_long's
+  post and pre costs beside warmup_placement's 600-step costs against warm-up 60, quoted word
+  for word from its committed report, worded by atlas_long's rule (side of each 95% interval
+  against +-0.05, transcribed here); the placements warmup_long does not run say so."""
+  from experiments import warmup_long
+  with open(os.path.join(REPO_ROOT, "experiments", "results", "warmup_placement", "report.md"),
+            encoding="utf-8") as f:
+    report = f.read()
+  for p, (mean, half) in warmup_long.AT_600.items():
+    assert (f"- {p}'s cost of no warm-up against warm-up 60: {mean:+.3f} ± {half:.3f} "
+            "nats/token (3 seeds)") in report, p
+  assert warmup_long.FOLLOWS == ("warmup_placement",)
+
+  def side(mean, half):
+    lo, hi = mean - half, mean + half
+    return ("above" if lo > 0.05 else "below" if hi < -0.05
+            else "inside" if -0.05 < lo and hi < 0.05 else None)
+
+  # Post pays 0.3 + 0.01 s (above), pre 0.02 flat (inside): post holds, pre (across 0.05 at
+  # 600 steps) is resolved inside the margin.
+  runs = [_run({a.PLACEMENT: p, "optim.warmup_steps": w, a.LR: lr, "seed": s},
+               1.4 + 0.1 * abs(i - 1) + ((0.3 + 0.01 * s if p == "post" else 0.02)
+                                         if w == 0 else 0.0))
+          for p, window in warmup_long.WINDOW["cpu"].items() for w in (0, 240)
+          for i, lr in enumerate(window) for s in range(3)]
+  rows = dict((r[0].split("'")[0], r[1:]) for r in
+              warmup_long.follow_ups(warmup_long.measure(runs))["warmup_placement"])
+  half = T_975_2 * 0.01 / math.sqrt(3)
+  assert side(0.290, 0.040) == side(0.310, half) == "above"  # 600 and 2,400 steps: holds
+  assert side(0.078, 0.064) is None and side(0.020, 0.0) == "inside"  # resolved, inside
+  assert rows["post"] == ("+0.290 ± 0.040", f"+0.310 ± {half:.3f}", "holds")
+  assert rows["pre"] == ("+0.078 ± 0.064", "+0.020 ± 0.000", "resolved (inside the margin)")
+  for p in ("peri", "deepnorm", "mix", "admin"):
+    assert rows[p][1:] == (None, warmup_long.NOT_FOLLOWED)
 
 
 def test_warmup_long_makes_warmup_stabilitys_call_at_2400_steps():
