@@ -532,3 +532,43 @@ def default_activation_call(agrees) -> str:
   feed-forward activation (the verdict is on the paper's)."""
   return (f"With our default {activation_name(DEFAULT_ACTIVATION)} feed-forward net the same "
           f"test {verdict_word(agrees)}")
+
+
+# --- A call chosen after its data, read on seeds run after it was fixed (issue 68 point 7) -----
+
+def seed_list(seeds: Sequence[int]) -> str:
+  """"3-5" for consecutive seeds, "3, 5" otherwise."""
+  seeds = sorted(seeds)
+  if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+    return f"{seeds[0]}-{seeds[-1]}"
+  return ", ".join(str(s) for s in seeds)
+
+
+def confirmatory_split(runs: Sequence[Run], seeds: Sequence[int]) -> tuple[list, list]:
+  """(the runs the call reads, the exploratory runs described beside it): the runs of the
+  confirmatory `seeds` and the others once any confirmatory run is here; every run and none
+  while none is (the call then reads the data it was chosen on, and `confirmatory_note` says
+  so)."""
+  confirm = [r for r in runs if r.seed in seeds]
+  if not confirm:
+    return list(runs), []
+  return confirm, [r for r in runs if r.seed not in seeds]
+
+
+def confirmatory_note(runs: Sequence[Run], seeds: Sequence[int]) -> str:
+  """Which seeds the verdict reads: the confirmatory ones alone, or, before they have run,
+  the exploratory ones it was chosen on."""
+  if any(r.seed in seeds for r in runs):
+    return (f"The verdict reads the confirmatory seeds {seed_list(seeds)} alone (fixed before "
+            "their runs, after the call was chosen on the others; issue 68); the exploratory "
+            "seeds' reading follows it, as description.")
+  return (f"The confirmatory seeds {seed_list(seeds)} have not run yet: the verdict reads the "
+          "seeds the call was chosen on, so it is not yet confirmed on new data.")
+
+
+def exploratory_line(agrees, found: str, runs: Sequence[Run]) -> str:
+  """The same test on the exploratory runs (the data the call was chosen on), one line of
+  description below the verdict."""
+  seeds = sorted({r.seed for r in runs})
+  return (f"On the exploratory seeds {seed_list(seeds)} (the runs the call was chosen on; "
+          f"described, not the call) the same test {verdict_word(agrees)}: {found}")

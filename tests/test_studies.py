@@ -765,3 +765,61 @@ def test_holm_adjustment():
   assert adjusted == pytest.approx({"a": 0.04, "c": 0.09, "b": 0.09, "d": 0.5})
   assert a.holm({"x": 0.6, "y": 0.5}) == {"y": 1.0, "x": 1.0}
   assert a.holm({}) == {}
+
+
+def _reseed(runs, offset):
+  """The same runs with their seeds moved by `offset` (a new set of seeds)."""
+  out = []
+  for r in runs:
+    moved = _run({**r.overrides, "seed": r.seed + offset}, status=r.status,
+                 diagnostics=r.metrics["diagnostics"])
+    out.append(moved)
+  return out
+
+
+def test_the_at_init_calls_read_their_confirmatory_seeds_alone():
+  """Issue 68 point 7: residual_growth's, grad_scale_depth's and grad_profile's post hoc calls
+  read the confirmatory seeds alone once they have run, and describe the exploratory seeds'
+  reading (here the opposite answer) beside the verdict; before, they read what there is and
+  say it is not confirmed."""
+  layers = np.arange(24)
+  def growth(pre_sq, seeds):
+    return ([_run({a.PLACEMENT: "pre", "seed": s},
+                  diagnostics=[_layers("residual_rms", np.sqrt(pre_sq) * (1 + 0.01 * s))])
+             for s in seeds]
+            + [_run({a.PLACEMENT: "post", "seed": s},
+                    diagnostics=[{**_layers("residual_rms", np.ones(24)),
+                                  **_layers("feed_forward/out_rms", np.full(24, 0.7))}])
+               for s in seeds])
+  explore = growth(np.exp(0.3 * layers), range(3))  # not linear: disagrees
+  lines = residual_growth.analyze(explore)
+  assert _verdict(lines).startswith("**Disagrees.**")
+  assert "The confirmatory seeds 3-5 have not run yet" in "\n".join(lines)
+  lines = residual_growth.analyze(explore + growth(1 + 0.8 * layers, (3, 4, 5)))
+  text = "\n".join(lines)
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert "The verdict reads the confirmatory seeds 3-5 alone" in text
+  assert ("On the exploratory seeds 0-2 (the runs the call was chosen on; described, not the "
+          "call) the same test disagrees: Pre-norm's") in text
+  assert residual_growth.summarize(explore + growth(1 + 0.8 * layers, (3, 4, 5)))[
+      "numbers"][0].startswith("pre: slope of ||x_l||^2/d 0.8")  # the confirmatory seeds'
+
+  lines = grad_scale_depth.analyze(_depth_runs(-0.5, 0.0) + _reseed(_depth_runs(0.0, -0.5), 3)
+                                   + _depth_runs(0.1, -0.25, activation=None))
+  text = "\n".join(lines)
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert "- ReLU, seeds 3-5: **post b = " in text and "**pre b = -0.5 ± " in text
+  assert "- ReLU, seeds 0-2: **post b = -0.5 ± " in text and "- GELU, seeds 0-2: **post b = 0.1" in text
+  assert "On the exploratory seeds 0-2 (the runs the call was chosen on; described, not " in text
+  assert "the same test disagrees: Fitted exponent" in text
+  assert "With our default GELU feed-forward net the same test partly agrees." in text
+
+  grows, flat = np.linspace(1, 3, 12), np.full(12, 2.0)
+  new = [_run({**r.overrides, "seed": r.seed + 10}, diagnostics=r.metrics["diagnostics"])
+         for r in _profile_runs(grows, flat)]
+  lines = grad_profile.analyze(_profile_runs(flat, flat) + new)
+  text = "\n".join(lines)
+  assert _verdict(lines).startswith("**Agrees.**")
+  assert "| post | relu, seeds 10-12 |" in text and "| post | relu | " in text  # seeds that ran
+  assert "On the exploratory seeds 0-2 (the runs the call was chosen on; described, not " in text
+  assert "the same test disagrees" in text
