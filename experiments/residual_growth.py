@@ -198,5 +198,5 @@ REGISTRATION = {
         "post hoc: Lemma 2's bounds and CONSTANT 0.05 set at 9e29b97 (2026-11-23), after the "
         "6 runs (2026-11-22 06:59-07:02); it replaced a line fitted to pre-norm's mean squared "
         "residual RMS and the range of post-norm's; its check on new data: the confirmatory seeds "
-        "3-5, added in issue 68 with the call unchanged before their runs, which the verdict "
-        "reads alone"}
+        "3-5, fixed at c052d8e (2026-12-02 22:01) with the call unchanged, before their runs "
+        "(22:01-22:20, at that commit), which the verdict reads alone"}
