@@ -14,8 +14,9 @@ its lower edge, so 3e-4 was added (12 new runs, 12 linked), as the edge rule ask
 Five seeds (issue 68 point 8, after the 3-seed runs were seen): seeds 3 and 4 of every setting
 the halves read (post and pre, both warm-ups, with and without clipping) over the same window,
 listed after every earlier point: 32 new runs without clipping, and the 32 with it are
-warmup_stability's seeds 3 and 4 (linked). Not run yet; a seed is read once all its runs have
-ended (`paired.added_seeds_ended`), and the report says which are not run yet.
+warmup_stability's seeds 3 and 4 (linked). Landed (seed 3 in one session, seed 4 in the
+next); a seed is read once all its runs have ended (`paired.added_seeds_ended`), and the
+report says which are read.
 
 The calls (issue 68; `experiments/paired.py`): warmup_stability's two halves, made without
 clipping against the same margin, 0.05 nats: post-norm's cost of dropping warm-up (each setting

@@ -29,7 +29,7 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # residual_growth: 6 one-step runs; long_training: 75 runs of 600 and 2400 steps (45 linked to
 # lr_sensitivity's); qk_norm_logits: 30 runs and norms: 105 (15 of each linked to lr_sensitivity's);
 # depth: 90 runs (30 linked to lr_sensitivity's and warmup_stability's); warmup_length: 150
-# (60 linked); accelerator_replication: the 9 runs of the third GPU lease; clipping: 96 (48
+# (60 linked); accelerator_replication: the 9 runs of the third GPU lease; clipping: 160 (80
 # linked to warmup_stability's); massive_activations: 30; qk_norm_post and hybrid_norm: 45
 # each (30 linked to lr_sensitivity's); prose_corpus: 75 on the prose corpus;
 # norm_type_placement: 135 (75 linked to lr_sensitivity's and norms'); depth_lr: 114 (69 linked
