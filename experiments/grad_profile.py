@@ -174,5 +174,7 @@ REGISTRATION = {
         "seeds' fits) set at 9e29b97 (2026-11-23), after the ReLU runs (2026-11-22 "
         "20:00-20:20); it replaced one trend fitted to every layer of every seed as if the "
         "layers were independent points; its check on new data: post and pre with ReLU on the "
-        "confirmatory seeds 10-19, added in issue 68 with the call unchanged before their runs, "
-        "which the verdict reads alone"}
+        "confirmatory seeds 10-19, fixed at c052d8e (2026-12-02 22:01) with the call unchanged, "
+        "before their runs (23:00-23:12, at that commit), which the verdict reads alone; they "
+        "ran on the token file of Python 3.12.1's stdlib, the earlier seeds on 3.11's (the "
+        "text enters as one batch at init)"}

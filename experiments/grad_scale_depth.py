@@ -179,5 +179,7 @@ REGISTRATION = {
         "(2026-11-22 06:41), after the first (GELU) runs (from 06:35), and the call moved to "
         "the paper's ReLU runs at 19668af (20:33), while those ran (20:21-20:48); it replaced "
         "the call on the GELU runs, now described beside it; its check on new data: the ReLU "
-        "runs with the confirmatory seeds 3-5, added in issue 68 with the call unchanged "
-        "before their runs, which the verdict reads alone"}
+        "runs with the confirmatory seeds 3-5, fixed at c052d8e (2026-12-02 22:01) with the "
+        "call unchanged, before their runs (22:21-22:57, at that commit), which the verdict "
+        "reads alone; they ran on the token file of Python 3.12.1's stdlib, the earlier seeds "
+        "on 3.11's (the text enters as one batch at init)"}

@@ -199,4 +199,6 @@ REGISTRATION = {
         "6 runs (2026-11-22 06:59-07:02); it replaced a line fitted to pre-norm's mean squared "
         "residual RMS and the range of post-norm's; its check on new data: the confirmatory seeds "
         "3-5, fixed at c052d8e (2026-12-02 22:01) with the call unchanged, before their runs "
-        "(22:01-22:20, at that commit), which the verdict reads alone"}
+        "(22:01-22:20, at that commit), which the verdict reads alone; they ran on the token "
+        "file of Python 3.12.1's stdlib, the earlier seeds on 3.11's (the text enters as one "
+        "batch at init)"}
