@@ -153,11 +153,12 @@ def _entropy_lines(runs, lrs) -> list[str]:
           "training diverge, so that part of the papers' account is not tested here."]
 
 
-def _verdict_line(checks) -> str:
-  """The verdict on the three checks (see `_checks`): all hold, agrees; growth and the lower
-  sensitivity hold but qk-norm's own growth does not or is not resolved, partly; growth or
-  the lower sensitivity resolved against the claim, disagrees; otherwise inconclusive. The
-  sentence says what each check found, with its interval (issue 68)."""
+def _call(checks) -> tuple:
+  """(the verdict's outcome, what each check found) from the three checks (see `_checks`):
+  all hold, agrees; growth and the lower sensitivity hold but qk-norm's own growth does not or
+  is not resolved, partly; growth or the lower sensitivity resolved against the claim,
+  disagrees; otherwise inconclusive. The sentence says what each check found, with its
+  interval (issue 68)."""
   grows, bounded, calmer = (c[1] for c in checks)
   if grows and bounded and calmer:
     agrees = True
@@ -167,21 +168,34 @@ def _verdict_line(checks) -> str:
     agrees = False if grows is False or calmer is False else None
   word = {True: "yes", False: "no", None: "not resolved"}
   found = "; ".join(f"{text}: {word[ok]} ({short})" for text, ok, _, short in checks)
-  return a.verdict(agrees, found[0].upper() + found[1:] + ", paired by seed.")
+  return agrees, found[0].upper() + found[1:] + ", paired by seed."
+
+
+def _table_lines(runs, lrs, title: str) -> tuple[list[str], dict, dict]:
+  """One set of seeds' table (peak logit / final loss at each LR, the LR sensitivity), and
+  its `{(qk, lr): peaks}` and `{qk: {seed: LR sensitivity}}`."""
+  peak, paired, rows = _logit_table(runs, lrs)
+  return ([f"{title}: largest attention logit during training (max over layers and "
+           "diagnostics steps) / final eval loss clipped at ln V, mean ± 95% CI over seeds, at "
+           "each LR; and the LR sensitivity per seed:", "",
+           *a.table(["qk_norm", *(f"LR {lr:g}" for lr in lrs), "LR sensitivity", "runs"], rows),
+           ""], peak, paired)
 
 
 def analyze(runs):
   """With and without qk-norm, at each LR: the largest attention logit (max over layers and
-  over the diagnostics steps of training), the final loss, the LR sensitivity per seed."""
+  over the diagnostics steps of training), the final loss, the LR sensitivity per seed. The
+  checks read the confirmatory seeds alone once they have run; the exploratory seeds' reading
+  is described below the verdict."""
   lrs = sorted({r.overrides[a.LR] for r in runs})
-  peak, paired, rows = _logit_table(runs, lrs)
-  lines = [a.protocol(runs), "",
-           "Largest attention logit during training (max over layers and diagnostics steps) / "
-           "final eval loss clipped at ln V, mean ± 95% CI over seeds, at each LR; and the LR "
-           "sensitivity per seed:", "",
-           *a.table(["qk_norm", *(f"LR {lr:g}" for lr in lrs), "LR sensitivity", "runs"], rows),
-           ""]
-  checks, lower = _checks(runs, peak, paired, lrs)
+  judged, explored = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
+  seeds = lambda part: f"Seeds {a.seed_list(sorted({r.seed for r in part}))}"
+  table, peak, paired = _table_lines(judged, lrs, seeds(judged)
+                                     + (", the verdict's" if explored else ""))
+  lines = [a.protocol(runs), "", a.confirmatory_note(runs, CONFIRMATORY_SEEDS), "", *table]
+  if explored:
+    lines += _table_lines(explored, lrs, seeds(explored) + ", exploratory (described)")[0]
+  checks, lower = _checks(judged, peak, paired, lrs)
   head_dim = _head_dim(runs)
   word = {True: "yes", False: "no", None: "not resolved"}
   lines += [f"- {text}: {word[ok]} ({how})" for text, ok, how, _ in checks]
@@ -189,7 +203,12 @@ def analyze(runs):
             f"unnormalised ones at the highest LR ({'yes' if lower else 'no'}); at init a "
             f"normalised query and key of head_dim {head_dim} give |logit| <= sqrt({head_dim}) = "
             f"{head_dim ** 0.5:.3g}, and only the learned norm scales can lift that."]
-  return lines + _entropy_lines(runs, lrs) + ["", _verdict_line(checks)]
+  lines += _entropy_lines(judged, lrs) + ["", a.verdict(*_call(checks))]
+  if explored:
+    _, peak_x, paired_x = _table_lines(explored, lrs, "")
+    lines += ["", a.exploratory_line(*_call(_checks(explored, peak_x, paired_x, lrs)[0]),
+                                     explored)]
+  return lines
 
 
 def _head_dim(runs) -> int:

@@ -136,17 +136,18 @@ def cliff_text(found: dict) -> str:
           f"(trained: {trained})")
 
 
-def analyze(runs):
+def _described(runs, title: str) -> list[str]:
+  """The table and paired differences of one set of seeds (description), and where a largest
+  stable LR sits on the grid's edge."""
   m = measure(runs)
   rows = [[_name(p, qk), a.ci(list(v["sensitivity"].values())),
            *(a.ci(v["per_lr"][lr]) for lr in m["lrs"]), a.fmt_lr(v["read"][0]),
            a.fmt_lr(v["stable"]), a.status_counts(_runs(runs, p, qk))]
           for (p, qk), v in m["settings"].items()]
-  lines = [a.protocol(runs), "",
-           f"LR sensitivity over {', '.join(f'{lr:g}' for lr in m['high'])} (the best taken "
-           "over the whole grid; lr_sensitivity's trimmed measure), the clipped final eval loss "
-           "(nats/token) at each LR, the best LR and the largest LR at which every seed "
-           "finished, mean ± 95% CI over seeds:", "",
+  lines = [f"{title}: LR sensitivity over {', '.join(f'{lr:g}' for lr in m['high'])} (the best "
+           "taken over the whole grid; lr_sensitivity's trimmed measure), the clipped final "
+           "eval loss (nats/token) at each LR, the best LR and the largest LR at which every "
+           "seed finished, mean ± 95% CI over seeds:", "",
            *a.table(["setting", "LR sensitivity (trimmed)", *(f"loss @ {lr:g}" for lr in m["lrs"]),
                      "best LR", "largest stable LR", "runs"], rows), "",
            "Paired by seed (described; the first was the call fixed before the runs, replaced "
@@ -155,15 +156,34 @@ def analyze(runs):
            f"- {m['best'].text()}", ""]
   edges = [n for (p, qk), v in m["settings"].items() for n in [a.edge_note(
       f"{_name(p, qk)}: largest stable LR", v["stable"], _runs(runs, p, qk))] if n]
-  lines += [*(f"- {n}" for n in edges), *([""] if edges else [])]
+  return lines + [*(f"- {n}" for n in edges), *([""] if edges else [])]
+
+
+def _seeds_title(runs) -> str:
+  return f"Seeds {a.seed_list(sorted({r.seed for r in runs}))}"
+
+
+def analyze(runs):
+  """The verdict reads the confirmatory seeds alone once they have run (`cliff` on them), the
+  exploratory seeds' reading described below it; each set's table and differences above."""
+  judged, explored = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
+  lines = [a.protocol(runs), "", a.confirmatory_note(runs, CONFIRMATORY_SEEDS), "",
+           *_described(judged, _seeds_title(judged) + (", the verdict's" if explored else ""))]
+  if explored:
+    lines += _described(explored, _seeds_title(explored) + ", exploratory (described)")
+  m = measure(judged)
   stable = ", ".join(f"{_name(p, qk)} {a.fmt_lr(v['stable'])}"
                      for (p, qk), v in m["settings"].items())
-  found = cliff(runs)
-  return lines + [a.verdict(judge_cliff(found), f"{cliff_text(found)}. Described: the "
-                            f"largest stable LR is {stable}; against ±{LOSS_MARGIN:g} "
-                            "nats/token of post-norm's trimmed LR sensitivity (without minus "
-                            "with qk-norm; positive: qk-norm lowers it), "
-                            f"{paired.finding('qk-norm', m['call'], LOSS_MARGIN, False)}.")]
+  found = cliff(judged)
+  lines.append(a.verdict(judge_cliff(found), f"{cliff_text(found)}. Described: the largest "
+                         f"stable LR is {stable}; against ±{LOSS_MARGIN:g} nats/token of "
+                         "post-norm's trimmed LR sensitivity (without minus with qk-norm; "
+                         "positive: qk-norm lowers it), "
+                         f"{paired.finding('qk-norm', m['call'], LOSS_MARGIN, False)}."))
+  if explored:
+    seen = cliff(explored)
+    lines += ["", a.exploratory_line(judge_cliff(seen), cliff_text(seen) + ".", explored)]
+  return lines
 
 
 FIGURE = "loss_heatmap.png"
@@ -177,10 +197,11 @@ def figures(runs, sweep_dir):
 
 
 def summarize(runs):
-  m = measure(runs)
+  judged = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)[0]
+  m = measure(judged)
   word, _ = a.verdict_of(analyze(runs))
   return {"verdict": word, "atlas": ATLAS,
-          "numbers": [cliff_text(cliff(runs)), m["call"].text(), m["vs_pre"].text(),
+          "numbers": [cliff_text(cliff(judged)), m["call"].text(), m["vs_pre"].text(),
                       m["best"].text()],
           "figure": FIGURE, "placements": {}}
 

@@ -759,6 +759,31 @@ def test_qk_norm_logits_verdict_says_what_each_check_found():
       "nats/token against 0), paired by seed.")
 
 
+def test_qk_norm_logits_reads_its_confirmatory_seeds_alone():
+  """Issue 68 point 7: once seeds 3-5 have run the three checks read them alone; seeds 0-2 (the
+  ones the checks were chosen on) are described. Here the logits grow without qk-norm in seeds
+  0-2 (5 -> 100) and not in seeds 3-5 (5 -> 6): the verdict disagrees, the exploratory line
+  agrees."""
+  def runs(seeds, high):
+    return [_run({"model.qk_norm": qk, a.LR: lr, "seed": s},
+                 final_loss=2.0 if lr == 1e-3 else 2.0 + (0.2 if qk else 0.3) + 0.2 * s,
+                 diagnostics=[_layers("self_attention/attn_max_logit",
+                                      [1.0, (high if not qk and lr == 1e-1 else 5.0) + 0.1 * s])])
+            for qk in (False, True) for lr in (1e-3, 1e-1) for s in seeds]
+  explored = runs(range(3), 100.0)
+  assert "The confirmatory seeds 3-5 have not run yet" in qk_norm_logits.analyze(explored)[2]
+  lines = qk_norm_logits.analyze(explored + runs(qk_norm_logits.CONFIRMATORY_SEEDS, 6.0))
+  assert lines[2].startswith("The verdict reads the confirmatory seeds 3-5 alone")
+  grown = np.log(np.array([6.3, 6.4, 6.5]) / np.array([5.3, 5.4, 5.5]))  # float64 NumPy
+  assert _verdict(lines).startswith(
+      f"**Disagrees.** Without qk-norm the max logit grows with the LR: no ({grown.mean():+.3f} ± ")
+  assert lines[-1].startswith(
+      "On the exploratory seeds 0-2 (the runs the call was chosen on; described, not the call) "
+      "the same test agrees: Without qk-norm the max logit grows with the LR: yes (")
+  assert any(l.startswith("Seeds 0-2, exploratory (described): largest attention logit")
+             for l in lines)
+
+
 def test_holm_adjustment():
   """Holm's step-down: sorted p times (m - k + 1), monotone, capped at 1 (a hand computation)."""
   adjusted = a.holm({"a": 0.01, "b": 0.04, "c": 0.03, "d": 0.5})

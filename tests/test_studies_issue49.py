@@ -47,18 +47,18 @@ def test_hybrid_norm_reads_each_placement_at_its_own_best_lr():
   assert m["call"].per_seed == {0: 0.0, 1: 0.0, 2: 0.0}
 
 
-def _qk_runs(cliff):
+def _qk_runs(cliff, seeds=range(3)):
   """Loss 2.0 at 3e-3 (+0.1 per LR step below it); above it each setting rises by
   `cliff(placement, qk, seed)` per LR step (its cliff)."""
   return [_run({a.PLACEMENT: p, "model.qk_norm": qk, a.LR: lr, "seed": s},
                2.0 + (0.1 * (2 - i) if i < 2 else cliff(p, qk, s) * (i - 2)))
-          for p, qk in qk_norm_post.SETTINGS for i, lr in enumerate(LRS) for s in range(3)]
+          for p, qk in qk_norm_post.SETTINGS for i, lr in enumerate(LRS) for s in seeds]
 
 
-def _cliff_runs(trained_with_qk):
+def _cliff_runs(trained_with_qk, seeds=range(3)):
   """`_qk_runs` with a cliff: post-norm without qk-norm collapses in every seed at 1e-2 and
   3e-2; with qk-norm seed s collapses there unless `trained_with_qk(lr, s)`."""
-  runs = _qk_runs(lambda p, qk, s: 0.3 + 0.01 * s if p == "post" else 0.03)
+  runs = _qk_runs(lambda p, qk, s: 0.3 + 0.01 * s if p == "post" else 0.03, seeds)
   for r in runs:
     lr, s = r.overrides[a.LR], r.seed
     if r.overrides[a.PLACEMENT] == "post" and lr >= 1e-2:
@@ -90,6 +90,29 @@ def test_qk_norm_post_disagrees_when_post_norm_collapses_with_qk_norm_too(traine
   assert _verdict(lines).startswith(f"**{word}.**")
   found = qk_norm_post.cliff(_cliff_runs(trained))
   assert list(found) == [1e-2, 3e-2] and all(n == 3 for _, n in found.values())
+
+
+def test_qk_norm_post_reads_its_confirmatory_seeds_alone():
+  """Issue 68 point 7: once seeds 3 and 4 have run the call counts them alone; seeds 0-2 (the
+  ones the call was chosen on) are described. Here qk-norm trains at 1e-2 in seeds 0-2 only."""
+  exploratory = _cliff_runs(lambda lr, s: lr == 1e-2)
+  lines = qk_norm_post.analyze(exploratory)
+  assert "The confirmatory seeds 3, 4 have not run yet" in lines[2]
+  assert _verdict(lines).startswith("**Agrees.**")
+  runs = exploratory + _cliff_runs(lambda lr, s: False, seeds=qk_norm_post.CONFIRMATORY_SEEDS)
+  lines = qk_norm_post.analyze(runs)
+  assert lines[2].startswith("The verdict reads the confirmatory seeds 3, 4 alone")
+  assert _verdict(lines).startswith(
+      "**Disagrees.** Where post-norm without qk-norm trained in no seed (LR 0.01, 0.03), "
+      "post-norm with qk-norm trained in 0 of 2 seeds at 0.01, 0 of 2 seeds at 0.03")
+  assert lines[-1].startswith(
+      "On the exploratory seeds 0-2 (the runs the call was chosen on; described, not the call) "
+      "the same test agrees: Where post-norm without qk-norm trained in no seed (LR 0.01, "
+      "0.03), post-norm with qk-norm trained in 3 of 3 seeds at 0.01")
+  assert qk_norm_post.summarize(runs)["verdict"] == "disagrees"
+  assert qk_norm_post.summarize(runs)["numbers"][0].startswith(
+      "Where post-norm without qk-norm trained in no seed (LR 0.01, 0.03), post-norm with "
+      "qk-norm trained in 0 of 2 seeds")
 
 
 def test_qk_norm_post_has_no_cliff_to_judge_where_post_norm_always_trains():
