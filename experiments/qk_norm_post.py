@@ -218,4 +218,6 @@ REGISTRATION = {
     "post-norm with qk-norm trains at an LR where post-norm without it trains in no seed":
         "post hoc: replaced, after the runs (issue 68), the call pre-registered at e235672 "
         "(post-norm's trimmed LR sensitivity without qk-norm minus with it, against 0.05 "
-        "nats/token), which asked a question the claim does not; not yet confirmed on new data"}
+        "nats/token), which asked a question the claim does not; its check on new data: the "
+        "confirmatory seeds 3, 4, fixed at f50c82c (2026-12-03 03:49) with the call unchanged, "
+        "before their runs (03:49-04:11, at that commit), which the verdict reads alone"}

@@ -1,19 +1,24 @@
-"""Issue 68 point 7: residual_growth's, grad_scale_depth's and grad_profile's post hoc calls
-are checked on confirmatory seeds fixed before their runs. The committed confirmatory runs are
-the sweep file's new points, each ran at the clean commit the study's REGISTRATION names (the
-one that fixed the seeds with the call unchanged), and the report reads them alone."""
+"""Issue 68 point 7: residual_growth's, grad_scale_depth's, grad_profile's and qk_norm_post's post
+hoc calls are checked on confirmatory seeds fixed before their runs. The
+committed confirmatory runs are the sweep file's new points; each one the study trained itself
+ran at the clean commit the study's REGISTRATION names (the one that fixed the seeds with the
+call unchanged), each other one links to lr_sensitivity's run of the same config, and the
+report reads them alone."""
 
 import os
 import re
 
 import pytest
 
-from experiments import grad_profile, grad_scale_depth, residual_growth
+from experiments import grad_profile, grad_scale_depth, qk_norm_post, residual_growth
 from transformer import REPO_ROOT, packed_runs, provenance
 
 RESULTS = os.path.join(REPO_ROOT, "experiments", "results")
-# study -> (points committed before issue 68 added the confirmatory seeds, the new points)
-STUDIES = {residual_growth: (6, 6), grad_scale_depth: (60, 30), grad_profile: (52, 20)}
+# study -> (points committed before issue 68 added the confirmatory seeds, the new points, the
+# new points the study trained itself; the others link to lr_sensitivity's runs)
+STUDIES = {residual_growth: (6, 6, 6), grad_scale_depth: (60, 30, 30), grad_profile: (52, 20, 20),
+           qk_norm_post: (45, 30, 10)}
+SEEDS = r"confirmatory seeds ([0-9][0-9, -]*?)"
 
 
 def _name(module) -> str:
@@ -22,7 +27,7 @@ def _name(module) -> str:
 
 @pytest.mark.parametrize("module", list(STUDIES), ids=_name)
 def test_the_confirmatory_points_come_after_every_earlier_one(module):
-  earlier, new = STUDIES[module]
+  earlier, new, _ = STUDIES[module]
   points = module.get_sweep("cpu")
   assert len(points) == earlier + new
   assert {p["seed"] for p in points[earlier:]} == set(module.CONFIRMATORY_SEEDS)
@@ -33,16 +38,17 @@ def test_the_confirmatory_points_come_after_every_earlier_one(module):
 def test_each_confirmatory_run_ran_at_the_commit_its_registration_names(module):
   study = os.path.join(RESULTS, _name(module))
   (text,) = module.REGISTRATION.values()
-  fixed = re.search(r"confirmatory seeds [0-9-]+, fixed at ([0-9a-f]{7,40}) ", text)
+  fixed = re.search(SEEDS + r", fixed at ([0-9a-f]{7,40}) ", text)
   assert fixed, f"{_name(module)}'s REGISTRATION names no commit fixing its confirmatory seeds"
-  confirm = [n for n in packed_runs.entries(study)
-             if int(n.rsplit("seed=", 1)[1]) in module.CONFIRMATORY_SEEDS]
-  assert len(confirm) == STUDIES[module][1]
-  for name in confirm:
+  confirm = {n: e for n, e in packed_runs.entries(study).items()
+             if int(n.rsplit("seed=", 1)[1]) in module.CONFIRMATORY_SEEDS}
+  own = [n for n, e in confirm.items() if "link" not in e]
+  assert (len(confirm), len(own)) == STUDIES[module][1:]
+  assert all(e["link"].startswith("../lr_sensitivity/") for e in confirm.values() if "link" in e)
+  for name in own:
     (record, *_) = provenance.read_records(os.path.join(study, name))
-    assert record["git"]["commit"].startswith(fixed.group(1)) and not record["git"]["dirty"]
+    assert record["git"]["commit"].startswith(fixed.group(2)) and not record["git"]["dirty"]
   with open(os.path.join(study, "report.md"), encoding="utf-8") as f:
     report = f.read()
-  seeds = re.search(r"confirmatory seeds ([0-9-]+)", text).group(1)
-  assert f"The verdict reads the confirmatory seeds {seeds} alone" in report
+  assert f"The verdict reads the confirmatory seeds {fixed.group(1)} alone" in report
   assert "On the exploratory seeds " in report
