@@ -246,8 +246,10 @@ THRESHOLDS_NOT_READ = {a.COLLAPSE.label: "the call reads logits and clipped loss
 # Which calls were fixed before their data (`transformer/study.py`; the report's `## Calls`):
 # from `git log --follow -p` of this file and the runs' provenance.
 _REJUDGED = ("post hoc: set at e235672 (2026-11-26, issue 46's re-judgement, with LOGIT_GROWTH "
-             "2) after these runs (2026-11-25); it replaced {what}; not yet confirmed on new "
-             "data")
+             "2) after these runs (2026-11-25); it replaced {what}; its check on new data: the "
+             "confirmatory seeds 3-5, fixed at f50c82c (2026-12-03 03:49) with the checks "
+             "unchanged, before their runs (04:12-05:02, at that commit), which the verdict reads "
+             "alone")
 REGISTRATION = {
     "without qk-norm the max logit grows with the LR": _REJUDGED.format(
         what="disjoint unpaired 95% intervals of the peak logit at the grid's ends"),

@@ -1,5 +1,5 @@
-"""Issue 68 point 7: residual_growth's, grad_scale_depth's, grad_profile's and qk_norm_post's post
-hoc calls are checked on confirmatory seeds fixed before their runs. The
+"""Issue 68 point 7: residual_growth's, grad_scale_depth's, grad_profile's, qk_norm_post's and
+qk_norm_logits' post hoc calls are checked on confirmatory seeds fixed before their runs. The
 committed confirmatory runs are the sweep file's new points; each one the study trained itself
 ran at the clean commit the study's REGISTRATION names (the one that fixed the seeds with the
 call unchanged), each other one links to lr_sensitivity's run of the same config, and the
@@ -10,14 +10,15 @@ import re
 
 import pytest
 
-from experiments import grad_profile, grad_scale_depth, qk_norm_post, residual_growth
+from experiments import (grad_profile, grad_scale_depth, qk_norm_logits, qk_norm_post,
+                         residual_growth)
 from transformer import REPO_ROOT, packed_runs, provenance
 
 RESULTS = os.path.join(REPO_ROOT, "experiments", "results")
 # study -> (points committed before issue 68 added the confirmatory seeds, the new points, the
 # new points the study trained itself; the others link to lr_sensitivity's runs)
 STUDIES = {residual_growth: (6, 6, 6), grad_scale_depth: (60, 30, 30), grad_profile: (52, 20, 20),
-           qk_norm_post: (45, 30, 10)}
+           qk_norm_post: (45, 30, 10), qk_norm_logits: (30, 30, 20)}
 SEEDS = r"confirmatory seeds ([0-9][0-9, -]*?)"
 
 
@@ -37,7 +38,7 @@ def test_the_confirmatory_points_come_after_every_earlier_one(module):
 @pytest.mark.parametrize("module", list(STUDIES), ids=_name)
 def test_each_confirmatory_run_ran_at_the_commit_its_registration_names(module):
   study = os.path.join(RESULTS, _name(module))
-  (text,) = module.REGISTRATION.values()
+  text = " ".join(module.REGISTRATION.values())  # each call names the same seeds and commit
   fixed = re.search(SEEDS + r", fixed at ([0-9a-f]{7,40}) ", text)
   assert fixed, f"{_name(module)}'s REGISTRATION names no commit fixing its confirmatory seeds"
   confirm = {n: e for n, e in packed_runs.entries(study).items()
