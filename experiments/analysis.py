@@ -544,6 +544,11 @@ def seed_list(seeds: Sequence[int]) -> str:
   return ", ".join(str(s) for s in seeds)
 
 
+def seeds_heading(runs: Sequence[Run], role: str = "") -> str:
+  """"Seeds 3-5" for the runs' seeds, then `role` (", the verdict's")."""
+  return f"Seeds {seed_list(sorted({r.seed for r in runs}))}{role}"
+
+
 def confirmatory_split(runs: Sequence[Run], seeds: Sequence[int]) -> tuple[list, list]:
   """(the runs the call reads, the exploratory runs described beside it): the runs of the
   confirmatory `seeds` and the others once any confirmatory run is here; every run and none

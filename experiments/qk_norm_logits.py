@@ -189,12 +189,13 @@ def analyze(runs):
   is described below the verdict."""
   lrs = sorted({r.overrides[a.LR] for r in runs})
   judged, explored = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
-  seeds = lambda part: f"Seeds {a.seed_list(sorted({r.seed for r in part}))}"
-  table, peak, paired = _table_lines(judged, lrs, seeds(judged)
-                                     + (", the verdict's" if explored else ""))
+  table, peak, paired = _table_lines(
+      judged, lrs, a.seeds_heading(judged, ", the verdict's" if explored else ""))
   lines = [a.protocol(runs), "", a.confirmatory_note(runs, CONFIRMATORY_SEEDS), "", *table]
   if explored:
-    lines += _table_lines(explored, lrs, seeds(explored) + ", exploratory (described)")[0]
+    table_x, peak_x, paired_x = _table_lines(
+        explored, lrs, a.seeds_heading(explored, ", exploratory (described)"))
+    lines += table_x
   checks, lower = _checks(judged, peak, paired, lrs)
   head_dim = _head_dim(runs)
   word = {True: "yes", False: "no", None: "not resolved"}
@@ -205,7 +206,6 @@ def analyze(runs):
             f"{head_dim ** 0.5:.3g}, and only the learned norm scales can lift that."]
   lines += _entropy_lines(judged, lrs) + ["", a.verdict(*_call(checks))]
   if explored:
-    _, peak_x, paired_x = _table_lines(explored, lrs, "")
     lines += ["", a.exploratory_line(*_call(_checks(explored, peak_x, paired_x, lrs)[0]),
                                      explored)]
   return lines

@@ -159,18 +159,14 @@ def _described(runs, title: str) -> list[str]:
   return lines + [*(f"- {n}" for n in edges), *([""] if edges else [])]
 
 
-def _seeds_title(runs) -> str:
-  return f"Seeds {a.seed_list(sorted({r.seed for r in runs}))}"
-
-
 def analyze(runs):
   """The verdict reads the confirmatory seeds alone once they have run (`cliff` on them), the
   exploratory seeds' reading described below it; each set's table and differences above."""
   judged, explored = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
   lines = [a.protocol(runs), "", a.confirmatory_note(runs, CONFIRMATORY_SEEDS), "",
-           *_described(judged, _seeds_title(judged) + (", the verdict's" if explored else ""))]
+           *_described(judged, a.seeds_heading(judged, ", the verdict's" if explored else ""))]
   if explored:
-    lines += _described(explored, _seeds_title(explored) + ", exploratory (described)")
+    lines += _described(explored, a.seeds_heading(explored, ", exploratory (described)"))
   m = measure(judged)
   stable = ", ".join(f"{_name(p, qk)} {a.fmt_lr(v['stable'])}"
                      for (p, qk), v in m["settings"].items())
