@@ -93,6 +93,8 @@ def main():
   p.add_argument("--coordinator_address", default=None)
   p.add_argument("--num_processes", type=int, default=None)
   p.add_argument("--process_id", type=int, default=None)
+  p.add_argument("--print_cpu_peak", action="store_true",
+                 help="print this process's measured matmul FLOP/s instead of training")
   args = p.parse_args()
   from transformer.cli.launch import exit_at_once_on_failure, initialize_distributed
   initialize_distributed(args.coordinator_address, args.num_processes, args.process_id,
@@ -101,6 +103,10 @@ def main():
   from transformer.train.loop import train_and_evaluate
   print(f"process {jax.process_index()} of {jax.process_count()}: "
         f"{jax.local_device_count()} local / {jax.device_count()} devices", flush=True)
+  if args.print_cpu_peak:
+    from transformer.train import peaks
+    print(f"matmul FLOP/s: {peaks.measure_matmul_flops(size=512, repeats=3):.6e}", flush=True)
+    return
   config = make_config(args.num_steps)
   data, task = make_data_and_task(config)
   if args.fail_at_step:

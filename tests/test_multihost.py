@@ -16,7 +16,7 @@ import pytest
 from tests import multihost_worker as worker
 from tests.xla_flags import cpu_devices
 from transformer.config import ParallelConfig
-from transformer.train import optim
+from transformer.train import optim, peaks
 from transformer.train.checkpoint import Checkpointer
 from transformer.train.parallel import Parallel
 
@@ -109,6 +109,21 @@ def test_two_processes_resume_and_match_one_process(tmp_path):
   a, b = _final_params(multi, 8), _final_params(single, 8)
   for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a), jax.tree.leaves(b)):
     np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7, err_msg=jax.tree_util.keystr(path))
+
+
+def test_every_process_times_the_cpu_peak_on_its_own_device(tmp_path):
+  """Process 1 once timed a matmul on process 0's device, which it does not compute, and cached
+  a figure of ~4e14 FLOP/s for 2 cores; both processes must time real work."""
+  with _workers(str(tmp_path / "peak"), 2, 2, "--print_cpu_peak") as (procs, logs):
+    for p in procs:
+      p.wait(timeout=240)
+    outs = [_output(f) for f in logs]
+  assert [p.returncode for p in procs] == [0, 0], outs
+  bound = peaks.IMPOSSIBLE_CPU_FLOPS_PER_CORE * len(os.sched_getaffinity(0))
+  for out in outs:
+    (flops,) = [float(line.split(":")[1]) for line in out.splitlines()
+                if line.startswith("matmul FLOP/s:")]
+    assert 0 < flops < bound, out[-2000:]
 
 
 HEARTBEAT = 10  # seconds; the bound below allows for start-up noise on a loaded machine

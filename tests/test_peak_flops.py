@@ -115,6 +115,19 @@ def test_unusable_cache_file_is_measured_again(tmp_path, monkeypatch):
       "flops_per_sec"] == 123e9
 
 
+def test_a_cached_figure_no_cpu_core_reaches_is_measured_again(tmp_path, monkeypatch):
+  """Multi-process runs once timed another process's device (nothing computed here) and cached
+  petaFLOP/s for 2 cores: such a figure is not a measurement, whatever its load average."""
+  key = peaks._cpu_key()
+  impossible = peaks.IMPOSSIBLE_CPU_FLOPS_PER_CORE * peaks._cpu_cores()
+  (tmp_path / "cpu_peak.json").write_text(json.dumps({key: {
+      "flops_per_sec": impossible, "matmul_size": 2048, "measured": "2026-12-01 00:00:00 UTC",
+      "load_average": 0.0}}))
+  monkeypatch.setattr(peaks, "measure_matmul_flops", lambda *a, **k: 123e9)
+  assert peaks.cpu_peak_flops(str(tmp_path))[0] == 123e9
+  assert _stored(tmp_path) == [123e9]
+
+
 # --- A peak only goes up; MFU is never above 100% -------------------------------------------
 
 

@@ -161,6 +161,17 @@ def _read(path) -> str:
     return ""
 
 
+# Lines that say why a process aborted: glog's fatal and error lines, a failed CHECK, a C++
+# exception; the stack trace after them fills a log's tail and hides them.
+_FATAL = re.compile(r"^[FE]\d{4} |Check failed|terminate called|what\(\):|Error|error:")
+
+
+def _tail_with_cause(text: str, tail: int = 2000) -> str:
+  """The log's lines matching `_FATAL` (the last 20), then its last `tail` characters."""
+  cause = [line[:500] for line in text.splitlines() if _FATAL.search(line)][-20:]
+  return "\n".join(cause) + "\n...\n" + text[-tail:]
+
+
 def _overrides(corpus, num_steps: int) -> list[str]:
   """A tiny LM on the tiny corpus; the only checkpoints are the final one and a signal's."""
   values = {"data.source_dir": corpus["source_dir"], "data.data_dir": corpus["data_dir"],
@@ -261,7 +272,7 @@ def test_srun_two_tasks_find_each_other_and_match_one_process(slurm, tmp_path):
        os.path.join(ROOT, "tests", "multihost_worker.py"), f"--workdir={multi}"],
       cwd=ROOT, env=multihost._env(2), capture_output=True, text=True, timeout=600)
   outs = [_read(f"{multi}.{t}.log") for t in (0, 1)]
-  assert r.returncode == 0, (r.stderr, *[o[-3000:] for o in outs])
+  assert r.returncode == 0, (r.stderr, *[_tail_with_cause(o) for o in outs])
   assert "process 0 of 2: 2 local / 4 devices" in outs[0]
   assert "process 1 of 2: 2 local / 4 devices" in outs[1]
   assert os.path.isdir(os.path.join(multi, "checkpoints", "8"))

@@ -63,6 +63,11 @@ CPU_PEAK_REPEATS = 5
 # A measurement taken while the 1-minute load average was at least this many runnable
 # processes per core shared the cores with other work (a sweep's other runs): likely too low.
 BUSY_LOAD_PER_CORE = 0.75
+# No CPU core reaches this float32 rate (two AVX-512 FMA units at 4 GHz give 256 GFLOP/s): a
+# cached figure above it per core was never a measurement (before the fix in measure_matmul_flops,
+# every process but the first of a multi-process run timed another process's device) and is
+# measured again.
+IMPOSSIBLE_CPU_FLOPS_PER_CORE = 1e12
 
 
 def cache_dir() -> str:
@@ -92,10 +97,10 @@ def _cpu_cores() -> int:
 def measure_matmul_flops(size: int = CPU_PEAK_MATMUL_SIZE, repeats: int = CPU_PEAK_REPEATS,
                          device: Optional[jax.Device] = None, dtype: str = "float32") -> float:
   """FLOP/s of the fastest of `repeats` runs of a jit-compiled `[size, size] @ [size, size]`
-  matmul in `dtype` (2 size^3 FLOPs) on `device` (default: the first device), after a
-  warm-up."""
+  matmul in `dtype` (2 size^3 FLOPs) on `device` (default: this process's first device), after
+  a warm-up. A device of another process would time nothing: its arrays are not computed here."""
   import jax.numpy as jnp
-  device = device or jax.devices()[0]
+  device = device or jax.local_devices()[0]
   a, b = (jax.device_put(jax.random.normal(jax.random.PRNGKey(i), (size, size),
                                            jnp.dtype(dtype)), device) for i in (0, 1))
   matmul = jax.jit(jnp.matmul)
@@ -212,7 +217,8 @@ def _read_cache(path: str) -> dict:
 def _valid_entry(entry) -> bool:
   flops = entry.get("flops_per_sec") if isinstance(entry, dict) else None
   return (isinstance(flops, (int, float)) and not isinstance(flops, bool) and
-          math.isfinite(flops) and flops > 0 and isinstance(entry.get("measured"), str))
+          math.isfinite(flops) and 0 < flops < IMPOSSIBLE_CPU_FLOPS_PER_CORE * _cpu_cores()
+          and isinstance(entry.get("measured"), str))
 
 
 def data_sheet_peak(device_kind: str, dtype: str) -> Optional[float]:
