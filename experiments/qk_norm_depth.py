@@ -37,9 +37,13 @@ post-norm without qk-norm stays on seeds 0-2, described. Three seeds, not two, b
 reads a 95% interval (Student's t with 1 degree of freedom is 12.7).
 """
 
+import math
+from typing import Optional
+
 from experiments import analysis as a
 from experiments import atlas, depth_lr, depth_post, paired
 from experiments.presets import LAYERS, PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
+from transformer.report import stats
 from transformer.study import Threshold
 from transformer.sweep import preset, product
 
@@ -98,14 +102,20 @@ def _setting(runs, qk: bool, depth: int):
 
 
 def measure(runs) -> dict:
+  """Each setting's best LR and loss per depth and its depth cost, for the settings the runs
+  have at the deep depth; with both settings, also with minus without qk-norm (the depth cost
+  and the deep loss at each LR), else those are None and {}."""
   depths = sorted({r.overrides.get(DEPTH, LAYERS["cpu"]) for r in runs})
   shallow, deep = depths[0], depths[-1]
-  best = {(qk, d): paired.read(_setting(runs, qk, d), None) for qk in (True, False)
+  settings = [qk for qk in (True, False) if _setting(runs, qk, deep)]
+  best = {(qk, d): paired.read(_setting(runs, qk, d), None) for qk in settings
           for d in (shallow, deep)}
   cost = {qk: paired.difference(f"{_name(qk)}, {deep} minus {shallow} "
                                 "layers, each at its best LR",
                                 best[(qk, deep)][1], best[(qk, shallow)][1])
-          for qk in (True, False)}
+          for qk in settings}
+  if len(settings) < 2:
+    return {"depths": (shallow, deep), "best": best, "cost": cost, "call": None, "at_lr": {}}
   call = paired.difference("post-norm's depth cost with qk-norm minus without it",
                            cost[True].per_seed, cost[False].per_seed)
   at = lambda qk, lr: paired.seed_losses([r for r in _setting(runs, qk, deep)
@@ -116,33 +126,79 @@ def measure(runs) -> dict:
   return {"depths": (shallow, deep), "best": best, "cost": cost, "call": call, "at_lr": at_lr}
 
 
-def analyze(runs):
+def _side(d, margin: float) -> Optional[bool]:
+  """`paired.judge` without describing the seeds, for a difference the verdict does not read:
+  True above `margin`, False below, None across it or under 2 seeds."""
+  mean, half = d.interval
+  if len(d.per_seed) < 2 or math.isnan(half):
+    return None
+  return True if mean - half > margin else False if mean + half < margin else None
+
+
+def _where(d, margin: float) -> str:
+  """`d` and where its 95% interval lies against `margin` (`paired.call_text`, undescribed)."""
+  word = {True: "above", False: "below", None: "across"}[_side(d, margin)]
+  return f"{d.text()}; its {stats.CONFIDENCE:.0%} interval lies {word} the margin {margin:g}"
+
+
+def _described(runs, title: str) -> list[str]:
+  """One set of seeds' table, depth costs and (with both settings) the differences at each LR
+  and the replaced call, all description; and where a best LR sits on its window's edge."""
   m = measure(runs)
   shallow, deep = m["depths"]
   rows = [[_name(qk), *(f"{a.fmt_lr(m['best'][(qk, d)][0])}: "
-                                             f"{a.ci(list(m['best'][(qk, d)][1].values()))}"
-                                             for d in (shallow, deep))] for qk in (False, True)]
-  lines = [a.protocol(runs), "",
-           "Per setting and depth: the best LR and the clipped final eval loss there "
+                        f"{a.ci(list(m['best'][(qk, d)][1].values()))}" for d in (shallow, deep))]
+          for qk in (False, True) if qk in m["cost"]]
+  lines = [f"{title}: per setting and depth, the best LR and the clipped final eval loss there "
            "(nats/token, mean ± 95% CI over seeds):", "",
            *a.table(["setting", f"{shallow} layers", f"{deep} layers"], rows), "",
            "Depth cost, each depth at its own best LR, paired by seed:", "",
-           *(f"- {m['cost'][qk].text()}" for qk in (False, True))]
+           *(f"- {m['cost'][qk].text()}" for qk in (False, True) if qk in m["cost"])]
   edges = [n for (qk, d), (lr, _) in m["best"].items() for n in [a.edge_note(
-      f"{_name(qk)} at {d} layers: best LR", lr,
-      _setting(runs, qk, d))] if n]
+      f"{_name(qk)} at {d} layers: best LR", lr, _setting(runs, qk, d))] if n]
   lines += ["", *(f"- {n}" for n in edges)] if edges else []
-  lines += ["", "With minus without qk-norm at each LR at the deep depth, paired by seed "
-            "(described):", "", *(f"- {d.text()}" for d in m["at_lr"].values()), "",
-            f"- {paired.call_text(m['call'], -LOSS_MARGIN)} (the call fixed before the new "
-            "runs, replaced after them: see the Calls section)"]
-  side = paired.judge(m["cost"][True], DEPTH_MARGIN)
-  agrees = {True: False, False: True, None: None}[side]  # below the margin: it trains deep
-  found = "; ".join(paired.finding(_name(qk), m["cost"][qk], DEPTH_MARGIN) for qk in (True, False))
-  return lines + ["", a.verdict(agrees, f"Depth ({deep} minus {shallow} layers, each at its own "
-                                f"best LR, paired by seed) against depth_post's margin "
-                                f"±{DEPTH_MARGIN:g} nats/token: {found}. With minus without "
-                                f"qk-norm, the depth cost is {m['call'].estimate()}.")]
+  if m["call"] is not None:
+    lines += ["", "With minus without qk-norm at each LR at the deep depth, paired by seed "
+              "(described):", "", *(f"- {d.text()}" for d in m["at_lr"].values()), "",
+              f"- {_where(m['call'], -LOSS_MARGIN)} (the call fixed before the new runs, "
+              "replaced after them: see the Calls section)"]
+  return lines + [""]
+
+
+def _found(m: dict) -> str:
+  """Each setting's depth cost against depth_post's margin, and with minus without qk-norm
+  where both settings ran: the verdict's clause, from the numbers."""
+  shallow, deep = m["depths"]
+  found = "; ".join(paired.finding(_name(qk), m["cost"][qk], DEPTH_MARGIN)
+                    for qk in (True, False) if qk in m["cost"])
+  both = (f" With minus without qk-norm, the depth cost is {m['call'].estimate()}."
+          if m["call"] is not None else "")
+  return (f"Depth ({deep} minus {shallow} layers, each at its own best LR, paired by seed) "
+          f"against depth_post's margin ±{DEPTH_MARGIN:g} nats/token: {found}.{both}")
+
+
+def _agrees(cost, describe: bool = True):
+  """The call on post-norm with qk-norm's depth cost: it agrees (trains deep) below the margin,
+  disagrees above it. `describe` puts its seeds under the robustness table (the verdict's)."""
+  side = paired.judge(cost, DEPTH_MARGIN) if describe else _side(cost, DEPTH_MARGIN)
+  return {True: False, False: True, None: None}[side]
+
+
+def analyze(runs):
+  """The verdict reads the confirmatory seeds alone once they have run, the exploratory seeds'
+  reading described below it; each set's table and differences above."""
+  judged, explored = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
+  lines = [a.protocol(runs), "", a.confirmatory_note(runs, CONFIRMATORY_SEEDS), "",
+           *_described(judged, a.seeds_heading(judged, ", the verdict's" if explored else ""))]
+  if explored:
+    lines += _described(explored, a.seeds_heading(explored, ", exploratory (described)"))
+  m = measure(judged)
+  lines.append(a.verdict(_agrees(m["cost"][True]), _found(m)))
+  if explored:
+    seen = measure(explored)
+    lines += ["", a.exploratory_line(_agrees(seen["cost"][True], describe=False),
+                                     _found(seen), explored)]
+  return lines
 
 
 def figures(runs, sweep_dir):
@@ -155,10 +211,11 @@ def figures(runs, sweep_dir):
 
 
 def summarize(runs):
-  m = measure(runs)
+  m = measure(a.confirmatory_split(runs, CONFIRMATORY_SEEDS)[0])
   word, _ = a.verdict_of(analyze(runs))
   return {"verdict": word, "atlas": ATLAS, "figure": FIGURE, "placements": {},
-          "numbers": [*(m["cost"][qk].text() for qk in (True, False)), m["call"].text()]}
+          "numbers": [*(m["cost"][qk].text() for qk in (True, False) if qk in m["cost"]),
+                      *([m["call"].text()] if m["call"] is not None else [])]}
 
 
 THRESHOLDS = (a.CONFIDENCE, Threshold("depth_post's margin (nats/token)", None, "DEPTH_MARGIN",

@@ -480,12 +480,12 @@ def test_long_runs_extension_comes_last_and_says_where_each_best_lr_lies():
   assert "post" in m["edges"] and "0.003 is the grid's largest LR" in m["edges"]["post"]
 
 
-def _qk_depth_runs(deep_cost):
-  """Every point of qk_norm_depth: loss 2.0 + 0.1 per LR step from 1e-3 + 0.01 per seed, plus
-  `deep_cost(qk, seed)` at 12 layers."""
+def _qk_depth_runs(deep_cost, points=slice(0, 60)):
+  """qk_norm_depth's points (default: the exploratory seeds' 60): loss 2.0 + 0.1 per LR step
+  from 1e-3 + 0.01 per seed, plus `deep_cost(qk, seed)` at 12 layers."""
   from experiments import qk_norm_depth as qd
   runs = []
-  for p in qd.get_sweep("cpu"):
+  for p in qd.get_sweep("cpu")[points]:
     qk, d, lr, s = p[qd.QK], p[qd.DEPTH], p[a.LR], p["seed"]
     loss = 2.0 + 0.1 * abs(math.log10(lr / 1e-3)) + 0.01 * s + (deep_cost(qk, s) if d == 12
                                                                    else 0.0)
@@ -498,11 +498,12 @@ def test_qk_norm_depth_judges_the_depth_cost_against_depth_posts_margin(tmp_path
   qk-norm; with it 0.2 (below depth_post's margin 0.3: agrees), 0.78 (above it: disagrees,
   though the replaced statistic, 0.02 removed, was also a disagreement) or 0.3 s (across it)."""
   from experiments import qk_norm_depth as qd
-  assert len(qd.get_sweep("cpu")) == 60 and qd.deep_lrs("cpu") == [3e-5, 1e-4, 3e-4, 1e-3, 3e-3]
+  assert len(qd.get_sweep("cpu")) == 90 and qd.deep_lrs("cpu") == [3e-5, 1e-4, 3e-4, 1e-3, 3e-3]
   assert qd.DEPTH_MARGIN == 0.3
   without = lambda s: 0.8 + 0.01 * s
   half = T_975_2 * 0.01 / math.sqrt(3)
   lines = qd.analyze(_qk_depth_runs(lambda qk, s: 0.2 if qk else without(s)))
+  assert lines[2].startswith("The confirmatory seeds 3-5 have not run yet")
   assert _verdict(lines) == (
       "**Agrees.** Depth (12 minus 6 layers, each at its own best LR, paired by seed) against "
       "depth_post's margin ±0.3 nats/token: post + qk-norm neither gains nor loses 0.3 (+0.200 "
@@ -519,6 +520,37 @@ def test_qk_norm_depth_judges_the_depth_cost_against_depth_posts_margin(tmp_path
   assert _verdict(lines).startswith("**Inconclusive.**")
   assert [f for _, f in qd.figures(_qk_depth_runs(lambda qk, s: 0.2), str(tmp_path))] == \
       [qd.FIGURE]
+
+
+def test_qk_norm_depth_reads_its_confirmatory_seeds_alone():
+  """Issue 68 point 7: once seeds 3-5 of post-norm with qk-norm have run (the last 30 points,
+  at both depths; post-norm without it has none), the call reads them alone and seeds 0-2 are
+  described. Here qk-norm's depth cost is 0.2 on seeds 0-2 and 0.78 + 0.01 seed on 3-5."""
+  from experiments import qk_norm_depth as qd
+  cost = lambda qk, s: (0.78 + 0.01 * s if s in qd.CONFIRMATORY_SEEDS else 0.2) if qk else \
+      0.8 + 0.01 * s
+  confirm = qd.get_sweep("cpu")[60:]
+  assert {(p[qd.QK], p["seed"]) for p in confirm} == {(True, s) for s in (3, 4, 5)}
+  runs = _qk_depth_runs(cost) + _qk_depth_runs(cost, slice(60, None))
+  lines = qd.analyze(runs)
+  half = T_975_2 * 0.01 / math.sqrt(3)
+  assert lines[2].startswith("The verdict reads the confirmatory seeds 3-5 alone")
+  assert "Seeds 3-5, the verdict's: per setting and depth" in lines[4]
+  assert any(line.startswith("Seeds 0-2, exploratory (described): per setting") for line in lines)
+  assert _verdict(lines) == (
+      "**Disagrees.** Depth (12 minus 6 layers, each at its own best LR, paired by seed) against "
+      f"depth_post's margin ±0.3 nats/token: post + qk-norm loses (+0.820 ± {half:.3f}).")
+  assert lines[-1] == (
+      "On the exploratory seeds 0-2 (the runs the call was chosen on; described, not the call) "
+      "the same test agrees: Depth (12 minus 6 layers, each at its own best LR, paired by seed) "
+      "against depth_post's margin ±0.3 nats/token: post + qk-norm neither gains nor loses 0.3 "
+      f"(+0.200 ± 0.000); post loses (+0.810 ± {half:.3f}). With minus without qk-norm, the depth "
+      f"cost is -0.610 ± {half:.3f}.")
+  summary = qd.summarize(runs)
+  assert summary["verdict"] == "disagrees"
+  assert summary["numbers"] == [
+      f"post + qk-norm, 12 minus 6 layers, each at its best LR: +0.820 ± {half:.3f} nats/token "
+      "(3 seeds)"]
 
 
 def test_long_runs_gpu_keeps_the_33_points_it_began_with_and_its_runs_are_among_them():
