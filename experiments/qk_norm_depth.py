@@ -230,4 +230,6 @@ REGISTRATION = {
         "post hoc: replaced, after the runs (issue 68), the call pre-registered at 913bf1b "
         "(post-norm's depth cost with qk-norm minus without it, against -0.05 nats/token), "
         "which asked a question the claim does not; the margin is depth_post's, fixed before "
-        "these runs; not yet confirmed on new data"}
+        "these runs; its check on new data: the confirmatory seeds 3-5, fixed at ce6c3f0 "
+        "(2026-12-03 07:20) with the call unchanged, before their runs (07:21-08:51, at that "
+        "commit), which the verdict reads alone"}

@@ -1,24 +1,26 @@
-"""Issue 68 point 7: residual_growth's, grad_scale_depth's, grad_profile's, qk_norm_post's and
-qk_norm_logits' post hoc calls are checked on confirmatory seeds fixed before their runs. The
-committed confirmatory runs are the sweep file's new points; each one the study trained itself
-ran at the clean commit the study's REGISTRATION names (the one that fixed the seeds with the
-call unchanged), each other one links to lr_sensitivity's run of the same config, and the
-report reads them alone."""
+"""Issue 68 point 7: residual_growth's, grad_scale_depth's, grad_profile's, qk_norm_post's,
+qk_norm_logits' and qk_norm_depth's post hoc calls are checked on confirmatory seeds fixed
+before their runs. The committed confirmatory runs are the sweep file's new points; each one the
+study trained itself ran at the clean commit the study's REGISTRATION names (the one that fixed
+the seeds with the call unchanged), each other one links to the run of the same config in the
+study named below, and the report reads them alone."""
 
 import os
 import re
 
 import pytest
 
-from experiments import (grad_profile, grad_scale_depth, qk_norm_logits, qk_norm_post,
-                         residual_growth)
+from experiments import (grad_profile, grad_scale_depth, qk_norm_depth, qk_norm_logits,
+                         qk_norm_post, residual_growth)
 from transformer import REPO_ROOT, packed_runs, provenance
 
 RESULTS = os.path.join(REPO_ROOT, "experiments", "results")
 # study -> (points committed before issue 68 added the confirmatory seeds, the new points, the
-# new points the study trained itself; the others link to lr_sensitivity's runs)
+# new points the study trained itself; the others link to lr_sensitivity's runs, or to
+# qk_norm_post's for qk_norm_depth: its post-norm with qk-norm at 6 layers, seeds 3 and 4)
 STUDIES = {residual_growth: (6, 6, 6), grad_scale_depth: (60, 30, 30), grad_profile: (52, 20, 20),
-           qk_norm_post: (45, 30, 10), qk_norm_logits: (30, 30, 20)}
+           qk_norm_post: (45, 30, 10), qk_norm_logits: (30, 30, 20), qk_norm_depth: (60, 30, 20)}
+LINKED = {qk_norm_depth: "qk_norm_post"}
 SEEDS = r"confirmatory seeds ([0-9][0-9, -]*?)"
 
 
@@ -45,7 +47,8 @@ def test_each_confirmatory_run_ran_at_the_commit_its_registration_names(module):
              if int(n.rsplit("seed=", 1)[1]) in module.CONFIRMATORY_SEEDS}
   own = [n for n, e in confirm.items() if "link" not in e]
   assert (len(confirm), len(own)) == STUDIES[module][1:]
-  assert all(e["link"].startswith("../lr_sensitivity/") for e in confirm.values() if "link" in e)
+  linked = f"../{LINKED.get(module, 'lr_sensitivity')}/"
+  assert all(e["link"].startswith(linked) for e in confirm.values() if "link" in e)
   for name in own:
     (record, *_) = provenance.read_records(os.path.join(study, name))
     assert record["git"]["commit"].startswith(fixed.group(2)) and not record["git"]["dirty"]

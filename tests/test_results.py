@@ -35,7 +35,7 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # norm_type_placement: 135 (75 linked to lr_sensitivity's and norms'); depth_lr: 114 (69 linked
 # to lr_sensitivity's, hybrid_norm's and depth's); depth_post: 54 of post-norm at 6-24 layers;
 # warmup_placement: 360 (210 linked to lr_sensitivity's, warmup_stability's, warmup_length's);
-# qk_norm_depth: 60 (42 linked to qk_norm_post's, depth_lr's and lr_sensitivity's);
+# qk_norm_depth: 90 (52 linked to qk_norm_post's, depth_lr's and lr_sensitivity's);
 # warmup_long: 42 of 2,400 steps (21 linked to long_training's); long_runs: 33 of 600-9,600
 # steps (9 linked to lr_sensitivity's, norms' and long_training's).
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits", "norms", "depth",
