@@ -194,10 +194,12 @@ def describe_seeds(d: Difference, margin: float) -> None:
   robustness.describe(seed_description(d, margin))
 
 
-def judge(d: Difference, margin: float) -> Optional[bool]:
+def judge(d: Difference, margin: float, describe: bool = True) -> Optional[bool]:
   """True when the interval lies above `margin`, False when below it, None when it contains
-  it or there are fewer than 2 seeds. Also describes `d`'s seeds (`describe_seeds`)."""
-  describe_seeds(d, margin)
+  it or there are fewer than 2 seeds. Also describes `d`'s seeds (`describe_seeds`) unless
+  `describe` is False: a difference the verdict does not read."""
+  if describe:
+    describe_seeds(d, margin)
   mean, half = d.interval
   if len(d.per_seed) < 2 or math.isnan(half):
     return None
@@ -233,9 +235,10 @@ def finding(name: str, d: Difference, margin: float, lower_gains: bool = True) -
   return f"{name} {outcome(d, margin, lower_gains)} ({d.estimate()})"
 
 
-def call_text(d: Difference, margin: float) -> str:
-  """`d` and where its interval lies against `margin`, as one sentence."""
-  word = {True: "above", False: "below", None: "across"}[judge(d, margin)]
+def call_text(d: Difference, margin: float, describe: bool = True) -> str:
+  """`d` and where its interval lies against `margin`, as one sentence (`judge`'s
+  `describe`)."""
+  word = {True: "above", False: "below", None: "across"}[judge(d, margin, describe)]
   return (f"{d.text()}; its {stats.CONFIDENCE:.0%} interval lies {word} the margin "
           f"{margin:g}")
 

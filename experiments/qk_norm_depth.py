@@ -37,13 +37,9 @@ post-norm without qk-norm stays on seeds 0-2, described. Three seeds, not two, b
 reads a 95% interval (Student's t with 1 degree of freedom is 12.7).
 """
 
-import math
-from typing import Optional
-
 from experiments import analysis as a
 from experiments import atlas, depth_lr, depth_post, paired
 from experiments.presets import LAYERS, PROTOCOL_LRS, PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
-from transformer.report import stats
 from transformer.study import Threshold
 from transformer.sweep import preset, product
 
@@ -126,25 +122,10 @@ def measure(runs) -> dict:
   return {"depths": (shallow, deep), "best": best, "cost": cost, "call": call, "at_lr": at_lr}
 
 
-def _side(d, margin: float) -> Optional[bool]:
-  """`paired.judge` without describing the seeds, for a difference the verdict does not read:
-  True above `margin`, False below, None across it or under 2 seeds."""
-  mean, half = d.interval
-  if len(d.per_seed) < 2 or math.isnan(half):
-    return None
-  return True if mean - half > margin else False if mean + half < margin else None
-
-
-def _where(d, margin: float) -> str:
-  """`d` and where its 95% interval lies against `margin` (`paired.call_text`, undescribed)."""
-  word = {True: "above", False: "below", None: "across"}[_side(d, margin)]
-  return f"{d.text()}; its {stats.CONFIDENCE:.0%} interval lies {word} the margin {margin:g}"
-
-
-def _described(runs, title: str) -> list[str]:
+def _described(runs, m: dict, title: str) -> list[str]:
   """One set of seeds' table, depth costs and (with both settings) the differences at each LR
-  and the replaced call, all description; and where a best LR sits on its window's edge."""
-  m = measure(runs)
+  and the replaced call, all description (`m`: `measure(runs)`); and where a best LR sits on
+  its window's edge."""
   shallow, deep = m["depths"]
   rows = [[_name(qk), *(f"{a.fmt_lr(m['best'][(qk, d)][0])}: "
                         f"{a.ci(list(m['best'][(qk, d)][1].values()))}" for d in (shallow, deep))]
@@ -160,7 +141,8 @@ def _described(runs, title: str) -> list[str]:
   if m["call"] is not None:
     lines += ["", "With minus without qk-norm at each LR at the deep depth, paired by seed "
               "(described):", "", *(f"- {d.text()}" for d in m["at_lr"].values()), "",
-              f"- {_where(m['call'], -LOSS_MARGIN)} (the call fixed before the new runs, "
+              f"- {paired.call_text(m['call'], -LOSS_MARGIN, describe=False)} (the call fixed "
+              "before the new runs, "
               "replaced after them: see the Calls section)"]
   return lines + [""]
 
@@ -180,7 +162,7 @@ def _found(m: dict) -> str:
 def _agrees(cost, describe: bool = True):
   """The call on post-norm with qk-norm's depth cost: it agrees (trains deep) below the margin,
   disagrees above it. `describe` puts its seeds under the robustness table (the verdict's)."""
-  side = paired.judge(cost, DEPTH_MARGIN) if describe else _side(cost, DEPTH_MARGIN)
+  side = paired.judge(cost, DEPTH_MARGIN, describe)
   return {True: False, False: True, None: None}[side]
 
 
@@ -188,14 +170,14 @@ def analyze(runs):
   """The verdict reads the confirmatory seeds alone once they have run, the exploratory seeds'
   reading described below it; each set's table and differences above."""
   judged, explored = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
-  lines = [a.protocol(runs), "", a.confirmatory_note(runs, CONFIRMATORY_SEEDS), "",
-           *_described(judged, a.seeds_heading(judged, ", the verdict's" if explored else ""))]
-  if explored:
-    lines += _described(explored, a.seeds_heading(explored, ", exploratory (described)"))
   m = measure(judged)
-  lines.append(a.verdict(_agrees(m["cost"][True]), _found(m)))
+  lines = [a.protocol(runs), "", a.confirmatory_note(runs, CONFIRMATORY_SEEDS), "",
+           *_described(judged, m, a.seeds_heading(judged, ", the verdict's" if explored else ""))]
   if explored:
     seen = measure(explored)
+    lines += _described(explored, seen, a.seeds_heading(explored, ", exploratory (described)"))
+  lines.append(a.verdict(_agrees(m["cost"][True]), _found(m)))
+  if explored:
     lines += ["", a.exploratory_line(_agrees(seen["cost"][True], describe=False),
                                      _found(seen), explored)]
   return lines
