@@ -243,12 +243,12 @@ def call_text(d: Difference, margin: float, describe: bool = True) -> str:
           f"{margin:g}")
 
 
-def side(diffs: Sequence[Difference], margin: float) -> Optional[bool]:
+def side(diffs: Sequence[Difference], margin: float, describe: bool = True) -> Optional[bool]:
   """One call on several differences (a placement's cost against each fixed warm-up): True
   when every interval lies above `margin`, False when every one lies below, None otherwise.
   An intersection-union test: each interval at the stated confidence, with no multiplicity
-  adjustment, and no difference chosen from the data."""
-  sides = [judge(d, margin) for d in diffs]
+  adjustment, and no difference chosen from the data. `describe`: `judge`'s."""
+  sides = [judge(d, margin, describe) for d in diffs]
   if sides and all(s is True for s in sides):
     return True
   if sides and all(s is False for s in sides):
@@ -270,14 +270,16 @@ def halves(found: Sequence[Optional[bool]], claimed: Sequence[bool]):
   return None
 
 
-def sides_text(diffs: dict, margin: float, against: str = "against") -> str:
+def sides_text(diffs: dict, margin: float, against: str = "against",
+               describe: bool = True) -> str:
   """Where each difference's interval lies against `margin`, grouped by side, each with its
   mean ± half-width: `above the margin 0.05 against 150 (+0.098 ± 0.041), 300 (+0.096 ±
   0.034); across it against 60 (+0.078 ± 0.064)`. `diffs` maps a label to a difference; a
-  lone difference under the label '' reads `above the margin 0.05 (+0.290 ± 0.040)`."""
+  lone difference under the label '' reads `above the margin 0.05 (+0.290 ± 0.040)`.
+  `describe`: `judge`'s."""
   groups: dict = {}
   for label, d in diffs.items():
-    groups.setdefault(judge(d, margin), []).append(
+    groups.setdefault(judge(d, margin, describe), []).append(
         f"{label} ({d.estimate()})" if label else f"({d.estimate()})")
   parts = []
   for s, word in ((True, "above"), (False, "below"), (None, "across")):

@@ -22,6 +22,14 @@ The calls are the code corpus's, with the same statistics and margins (`experime
 The study *agrees* (the placement claims hold on prose too) when all three calls find what the
 claim says, *partly agrees* when some do, *disagrees* when none does and one lies on the other
 side of its margin, and is *inconclusive* otherwise (`paired.halves`).
+
+Confirmatory seeds (issue 68 point 7): the halves were chosen after seeds 0-2 were seen, so
+seeds 3-5 of post and pre, with the protocol's warm-up and without, over the LR grid (60 points,
+listed after the 75 earlier ones, whose names they leave as they were) are fixed with the calls
+unchanged before their runs. Once any has run the halves read them alone, the exploratory
+seeds' reading described below the verdict; the LR sensitivity call, pre-registered, keeps
+reading seeds 0-2, the seeds it was registered on (`split`). prose_varied runs the 75 earlier
+points (`headline_points`) and reads every call on all its seeds.
 """
 
 from experiments import analysis as a
@@ -42,9 +50,13 @@ WARMUP_MARGIN = 0.05  # nats/token: warmup_stability's LOSS_MARGIN
 WARM = "optim.warmup_steps"
 
 
-def get_sweep(size: str = "cpu"):
-  """Post and pre with the protocol's warm-up, then without, then peri with it; each over the
-  LR grid and the protocol's seeds, on the prose corpus."""
+CONFIRMATORY_SEEDS = [3, 4, 5]  # the warm-up halves' seeds since issue 68, fixed before their runs
+
+
+def headline_points(size: str = "cpu") -> list[dict]:
+  """The 75 points the study first ran (prose_varied's too): post and pre with the protocol's
+  warm-up, then without, then peri with it; each over the LR grid and the protocol's seeds, on
+  the prose corpus."""
   base = preset(PROTOCOL_SIZES, size)
   fixed = {**protocol(size, varied=(WARM,)), **PROSE}
   groups = ((["post", "pre"], PROTOCOL_WARMUP[size]), (["post", "pre"], 0),
@@ -54,30 +66,94 @@ def get_sweep(size: str = "cpu"):
       {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})]
 
 
-def measure(runs) -> dict:
-  """The two calls' differences and, per placement, lr_sensitivity's measures of the runs
-  with warm-up."""
-  warmups = sorted({r.overrides[WARM] for r in runs})
-  warm = [r for r in runs if r.overrides[WARM] == warmups[-1]]
-  sens = lr_sensitivity.measure(warm)
+def get_sweep(size: str = "cpu"):
+  """`headline_points`, then the warm-up halves' confirmatory seeds (issue 68): post and pre
+  with the protocol's warm-up and without, over the LR grid (60 points)."""
+  base = preset(PROTOCOL_SIZES, size)
+  fixed = {**protocol(size, varied=(WARM,)), **PROSE}
+  return headline_points(size) + [point for warmup in (PROTOCOL_WARMUP[size], 0) for point in
+                                  product(base, [fixed], {"model.norm_placement": ["post", "pre"]},
+                                          {WARM: [warmup]},
+                                          {"optim.learning_rate": PROTOCOL_LRS[size]},
+                                          {"seed": CONFIRMATORY_SEEDS})]
+
+
+def split(runs, confirmatory=CONFIRMATORY_SEEDS) -> tuple[list, list, list]:
+  """(the LR sensitivity call's runs: the seeds it was registered on, every seed but the
+  `confirmatory` ones; the warm-up halves' runs; their exploratory runs, described): the halves
+  read the confirmatory seeds alone once any has run (`analysis.confirmatory_split`)."""
+  registered = [r for r in runs if r.seed not in confirmatory]
+  judged, explored = a.confirmatory_split(runs, confirmatory) if confirmatory else (runs, [])
+  return registered, list(judged), explored
+
+
+def _costs(runs, warmups) -> dict:
   sets = {(p, w): a.select(runs, model__norm_placement=p, optim__warmup_steps=w)
           for p in ("post", "pre") for w in warmups}
+  return warmup_stability.costs(runs, sets, warmups[0], warmups[-1])
+
+
+def measure(runs, confirmatory=CONFIRMATORY_SEEDS) -> dict:
+  """The calls' differences (`split` says which seeds each reads) and, per placement,
+  lr_sensitivity's measures of the runs with warm-up."""
+  registered, judged, explored = split(runs, confirmatory)
+  warmups = sorted({r.overrides[WARM] for r in runs})
+  sens = lr_sensitivity.measure([r for r in registered if r.overrides[WARM] == warmups[-1]])
   out = {"sensitivity": sens, "sensitivity_call": sens["call"], "warmups": warmups}
   if len(warmups) > 1:
-    c = warmup_stability.costs(runs, sets, warmups[0], warmups[-1])
-    out["costs"] = c
-    out["warmup_call"] = warmup_stability.relative(c)  # described since issue 68
+    out["costs"] = _costs(judged, warmups)
+    out["warmup_call"] = warmup_stability.relative(out["costs"])  # described since issue 68
+    if explored:
+      out["explored_costs"] = _costs(explored, warmups)
   return out
 
 
-def analyze(runs, corpus: str = "English prose"):
-  """The verdict lines; `corpus` names the corpus in the verdict (prose_varied's differs)."""
-  m = measure(runs)
+def seeds_note(runs, confirmatory=CONFIRMATORY_SEEDS) -> list[str]:
+  """Which seeds each call reads (none while the study has no confirmatory seeds)."""
+  if not confirmatory:
+    return []
+  registered, judged, explored = split(runs, confirmatory)
+  seeds = a.seed_list(sorted({r.seed for r in registered}))
+  if not explored:
+    return [f"The warm-up halves' confirmatory seeds {a.seed_list(confirmatory)} (fixed before "
+            "their runs, after the halves were chosen on the others; issue 68) have not run "
+            "yet: the halves read the seeds they were chosen on, so they are not yet confirmed "
+            "on new data. The LR sensitivity call reads the seeds it was pre-registered on, "
+            f"{seeds}.", ""]
+  return [f"The warm-up halves read the confirmatory seeds {a.seed_list(confirmatory)} alone "
+          "(fixed before their runs, after the halves were chosen on the others; issue 68); "
+          "their reading on the exploratory seeds follows the verdict, as description. The LR "
+          f"sensitivity call reads the seeds it was pre-registered on, {seeds}.", ""]
+
+
+def _cost_lines(m: dict, runs) -> list[str]:
+  """Each placement's cost of dropping warm-up (under a heading naming the seeds once the
+  confirmatory ones have run), then post minus pre, described."""
+  head = ([f"{a.seeds_heading(runs, ', the warm-up halves')}:"]
+          if "explored_costs" in m else [])
+  lines = [*head, *(f"- {d.text()} (best LR {a.fmt_lr(lr0)} without warm-up, {a.fmt_lr(lr1)} "
+                    "with it)" for _, (d, lr0, lr1) in sorted(m["costs"].items()))]
+  return lines + [f"- described, not called: {m['warmup_call'].text()}"]
+
+
+def _halves(costs: dict, describe: bool = True) -> tuple:
+  """(each half's side, the halves' sentence) on `costs` (`measure`'s)."""
+  halves = {p: {"": costs[p][0]} for p in warmup_stability.JUDGED}
+  found = [warmup_stability.half(p, halves[p], WARMUP_MARGIN, describe)[0] for p in halves]
+  return found, warmup_stability.two_halves(halves, WARMUP_MARGIN, describe)[1]
+
+
+def analyze(runs, corpus: str = "English prose", confirmatory=CONFIRMATORY_SEEDS):
+  """The verdict lines; `corpus` names the corpus in the verdict (prose_varied's differs),
+  `confirmatory` the warm-up halves' confirmatory seeds (prose_varied has none)."""
+  m = measure(runs, confirmatory)
   s = m["sensitivity"]
+  registered, judged, explored = split(runs, confirmatory)
   rows = [[p, a.ci(s["trim"][p]), *(a.ci(s["per_lr"][p][lr]) for lr in s["lrs"]),
            a.fmt_lr(s["best"][p]), a.fmt_lr(s["stable"][p])] for p in s["placements"]]
-  lines = [a.protocol(runs), "",
-           f"With warm-up {m['warmups'][-1]}: LR sensitivity without the grid's "
+  whose = f"{a.seeds_heading(registered, ', the LR sensitivity call')}, w" if explored else "W"
+  lines = [a.protocol(runs), "", *seeds_note(runs, confirmatory),
+           f"{whose}ith warm-up {m['warmups'][-1]}: LR sensitivity without the grid's "
            f"{lr_sensitivity.LOW} lowest LRs, the clipped final eval loss (nats/token) at each "
            "LR, the best LR and the largest stable LR, mean ± 95% CI over seeds:", "",
            *a.table(["placement", "LR sensitivity (trimmed)",
@@ -88,18 +164,18 @@ def analyze(runs, corpus: str = "English prose"):
     return lines + ["- No runs without warm-up yet: the warm-up halves wait for them.", "",
                     a.verdict(None, f"On {corpus}, post-norm's larger LR sensitivity "
                               f"{_said(m)}; the warm-up halves wait for runs without it.")]
-  for _, (d, lr0, lr1) in sorted(m["costs"].items()):
-    lines.append(f"- {d.text()} (best LR {a.fmt_lr(lr0)} without warm-up, {a.fmt_lr(lr1)} "
-                 "with it)")
-  lines.append(f"- described, not called: {m['warmup_call'].text()}")
-  halves = {p: {"": m["costs"][p][0]} for p in warmup_stability.JUDGED}
-  found = [paired.judge(m["sensitivity_call"], SENSITIVITY_MARGIN),
-           *(warmup_stability.half(p, halves[p], WARMUP_MARGIN)[0] for p in halves)]
-  _, said = warmup_stability.two_halves(halves, WARMUP_MARGIN)
-  verdict = paired.halves(found, [True, *warmup_stability.JUDGED.values()])
-  return lines + ["", a.verdict(verdict, f"On {corpus}, post-norm's larger LR sensitivity "
-                                f"{_said(m)}; {said} (nats/token, mean ± 95% CI over seeds; "
-                                "the code corpus's margins).")]
+  lines += _cost_lines(m, judged)
+  found, said = _halves(m["costs"])
+  verdict = paired.halves([paired.judge(m["sensitivity_call"], SENSITIVITY_MARGIN), *found],
+                          [True, *warmup_stability.JUDGED.values()])
+  lines += ["", a.verdict(verdict, f"On {corpus}, post-norm's larger LR sensitivity "
+                          f"{_said(m)}; {said} (nats/token, mean ± 95% CI over seeds; the code "
+                          "corpus's margins).")]
+  if explored:
+    found_x, said_x = _halves(m["explored_costs"], describe=False)
+    lines += ["", a.exploratory_line(
+        paired.halves(found_x, list(warmup_stability.JUDGED.values())), f"{said_x}.", explored)]
+  return lines
 
 
 def _said(m) -> str:
@@ -110,9 +186,9 @@ def _said(m) -> str:
           f"{SENSITIVITY_MARGIN:g})")
 
 
-def summarize(runs):
-  m = measure(runs)
-  word, _ = a.verdict_of(analyze(runs))
+def summarize(runs, confirmatory=CONFIRMATORY_SEEDS):
+  m = measure(runs, confirmatory)
+  word, _ = a.verdict_of(analyze(runs, confirmatory=confirmatory))
   numbers = [m["sensitivity_call"].text()] + (
       [*(m["costs"][p][0].text() for p in warmup_stability.JUDGED),
        f"described: {m['warmup_call'].text()}"] if "warmup_call" in m else [])

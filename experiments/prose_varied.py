@@ -34,16 +34,19 @@ CORPUS = "varied English prose (Debian's and Python's manuals)"
 
 
 def get_sweep(size: str = "cpu"):
-  """prose_corpus's points, each on the varied-prose corpus instead of the Bibles."""
-  return [{**point, **VARIED} for point in prose_corpus.get_sweep(size)]
+  """prose_corpus's 75 headline points (not its confirmatory seeds), each on the varied-prose
+  corpus instead of the Bibles."""
+  return [{**point, **VARIED} for point in prose_corpus.headline_points(size)]
 
 
 def analyze(runs):
-  return prose_corpus.analyze(runs, corpus=CORPUS)
+  """prose_corpus's calls, all pre-registered here: every seed reads each of them."""
+  return prose_corpus.analyze(runs, corpus=CORPUS, confirmatory=())
 
 
 def summarize(runs):
-  return prose_corpus.summarize(runs)  # the verdict word does not depend on the corpus's name
+  # the verdict word does not depend on the corpus's name
+  return prose_corpus.summarize(runs, confirmatory=())
 
 
 THRESHOLDS = (a.CONFIDENCE,  # prose_corpus's margins, moved where its calls read them

@@ -139,23 +139,25 @@ def costs(runs, sets, none, some) -> dict:
   return out
 
 
-def half(p: str, diffs: dict, margin: float) -> tuple:
+def half(p: str, diffs: dict, margin: float, describe: bool = True) -> tuple:
   """p's half of the claim, its own call: `(side, sentence)`, side True when dropping warm-up
   costs p more than `margin` against every warm-up in `diffs` ({label: Difference}, '' for a
-  lone one), False when less against every one, None otherwise (`paired.side`)."""
-  found = paired.side(list(diffs.values()), margin)
+  lone one), False when less against every one, None otherwise (`paired.side`; `describe`:
+  False for a reading the verdict does not make)."""
+  found = paired.side(list(diffs.values()), margin, describe)
   word = {True: "needs warm-up", False: "does not need warm-up",
           None: "is not resolved"}[found]
   return found, (f"{NAMES.get(p, p)} {word}: its cost of dropping it lies "
-                 f"{paired.sides_text(diffs, margin, 'against warm-up')}")
+                 f"{paired.sides_text(diffs, margin, 'against warm-up', describe)}")
 
 
-def two_halves(diffs: dict, margin: float) -> tuple:
+def two_halves(diffs: dict, margin: float, describe: bool = True) -> tuple:
   """`(verdict, sentence)` of the claim's two halves, post-norm needs warm-up and pre-norm
-  does not, each `half`'s own call on `diffs[p]`; the verdict `paired.halves` makes."""
+  does not, each `half`'s own call on `diffs[p]` (`describe`: `half`'s); the verdict
+  `paired.halves` makes."""
   if not all(diffs.get(p) for p in JUDGED):
     return None, "post-norm or pre-norm runs are missing"
-  found = {p: half(p, diffs[p], margin) for p in JUDGED}
+  found = {p: half(p, diffs[p], margin, describe) for p in JUDGED}
   return (paired.halves([found[p][0] for p in JUDGED], list(JUDGED.values())),
           "; ".join(found[p][1] for p in JUDGED))
 

@@ -142,7 +142,7 @@ def test_the_config_stops_before_compiling_without_the_packages(tmp_path, monkey
 def test_the_study_is_prose_corpus_on_the_manuals():
   from experiments import prose_corpus, prose_varied as study
   from transformer import study as contract
-  points, bible = study.get_sweep("cpu"), prose_corpus.get_sweep("cpu")
+  points, bible = study.get_sweep("cpu"), prose_corpus.headline_points("cpu")
   assert len(points) == len(bible) == 75
   assert {p["data.source_dir"] for p in points} == {"/usr/share"}
   assert {p["data.suffixes"] for p in points} == {".html"}
