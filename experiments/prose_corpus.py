@@ -205,7 +205,9 @@ THRESHOLDS_NOT_READ = paired.NOT_READ
 
 _POST_HOC = ("post hoc: replaces the call fixed before these runs, post-norm's cost of dropping "
              "warm-up minus pre-norm's against the same margin (kept as a described number), "
-             "after these runs were seen; not yet confirmed on new data")
+             "after these runs were seen; its check on new data: the confirmatory seeds 3-5, "
+             "fixed at 983dfa7 (2026-12-03 11:16) with the calls unchanged, before their runs, "
+             "which the halves read alone once they have run (not run yet)")
 REGISTRATION = {
     "post-norm's trimmed LR sensitivity minus pre-norm's above the margin":
         "pre-registered at 942c61b, the commit that added this file, before its first run",
