@@ -116,17 +116,19 @@ def analyze(runs):
   return lines + [paired.added_seeds_note(runs, settings), "", *checks, _verdict_line(m)]
 
 
-def _halves(m, clip):
-  """(verdict, sentence) of warmup_stability's two halves at `clip`."""
+def _halves(m, clip, describe: bool = True):
+  """(verdict, sentence) of warmup_stability's two halves at `clip` (`describe`: False for the
+  reading with clipping, described beside the call)."""
   costs = m["clips"][clip]["costs"]
-  return warmup_stability.two_halves({p: {"": costs[p][0]} for p in PLACEMENTS}, LOSS_MARGIN)
+  return warmup_stability.two_halves({p: {"": costs[p][0]} for p in PLACEMENTS}, LOSS_MARGIN,
+                                     describe)
 
 
 def _verdict_line(m) -> str:
   """The call without clipping; the same halves with it and the old relative statistic,
   described."""
   agrees, said = _halves(m, 0.0)
-  with_clip, said_clip = _halves(m, 1.0)
+  with_clip, said_clip = _halves(m, 1.0, describe=False)
   same = "the same call" if agrees == with_clip else "a different call"
   return a.verdict(agrees, f"Without clipping (the papers' recipe): {said} (nats/token, mean ± "
                    f"95% CI over seeds; each half its own call, chosen after the runs). With "

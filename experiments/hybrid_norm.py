@@ -98,7 +98,8 @@ def analyze(runs):
       f"{p}: best LR", m["read"][p][0], a.select(runs, model__norm_placement=p))] if n]
   lines += [*(f"- {n}" for n in edges), *([""] if edges else [])]
   agrees = paired.judge(m["call"], LOSS_MARGIN)
-  post_word = {True: "above", False: "below", None: "across"}[paired.judge(m["post"], 0.0)]
+  post_word = {True: "above", False: "below", None: "across"}[  # described, not the call
+      paired.judge(m["post"], 0.0, describe=False)]
   stable = ", ".join(f"{p} {a.fmt_lr(m['sensitivity']['stable'].get(p))}" for p in PLACEMENTS)
   return lines + [a.verdict(agrees, f"{paired.call_text(m['call'], LOSS_MARGIN)}. HybridNorm "
                             f"against post-norm: post minus hybrid {m['post'].estimate()}, "

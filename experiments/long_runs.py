@@ -228,7 +228,7 @@ def located(runs, long: int) -> list[str]:
 def ahead(d: paired.Difference, below: str, above: str) -> str:
   """Who is ahead by `d`'s 95% interval (a loss difference, A minus B): "`below` ahead" when
   it lies below zero, "`above` ahead" when above, "neither resolved ahead" otherwise."""
-  side = paired.judge(d, 0.0)
+  side = paired.judge(d, 0.0, describe=False)  # the sign, said beside the margin's call
   return {True: f"{above} ahead", False: f"{below} ahead", None: "neither resolved ahead"}[side]
 
 
@@ -278,7 +278,7 @@ def _verdict(m) -> str:
   matched = "; ".join(f"at LR {lr:g} {_caught(g, 'it')}" for lr, (_, g) in m["matched"].items())
   costs = ", ".join(f"{d.estimate()} at {n}" for n, d in m["dyt"].items())
   trend = {True: "grows", False: "falls", None: "no resolved change"}[paired.judge(
-      m["dyt_call"], 0.0)]
+      m["dyt_call"], 0.0, describe=False)]
   caveat = (f" Caveat: the best LR of {', '.join(m['edges'])} is the grid's largest or "
             "smallest, so not located." if m["edges"] else "")
   return a.verdict(agrees, f"After {m['long']} steps, each at its best LR, pre-norm minus "

@@ -141,8 +141,8 @@ def analyze(runs):
             f"- {m['call'].text()}", f"- {m['call_full'].text()}", "",
             paired.added_seeds_note(runs, "post- and pre-norm"), ""]
   agrees = paired.judge(m["call"], LOSS_MARGIN)
-  full = {True: "above", False: "below", None: "across"}[paired.judge(m["call_full"],
-                                                                     LOSS_MARGIN)]
+  full = {True: "above", False: "below", None: "across"}[  # described, not the call
+      paired.judge(m["call_full"], LOSS_MARGIN, describe=False)]
   lines.append(a.verdict(agrees, f"Post-norm against pre-norm, the placement the papers call "
                          f"unstable: {paired.call_text(m['call'], LOSS_MARGIN)}. Over the whole "
                          f"grid the interval lies {full} it."))

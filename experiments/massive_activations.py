@@ -125,9 +125,10 @@ def measure(runs) -> dict:
 WORDS = {True: "more than twice", False: "less than twice", None: "not resolved against twice"}
 
 
-def found(diffs: dict) -> tuple:
-  """(the call, the sentence saying per LR what was found) of `{lr: Difference}`."""
-  words = {lr: paired.judge(d, MARGIN) for lr, d in diffs.items()}
+def found(diffs: dict, describe: bool = True) -> tuple:
+  """(the call, the sentence saying per LR what was found) of `{lr: Difference}`; `describe`
+  False for differences the verdict does not read (`paired.judge`)."""
+  words = {lr: paired.judge(d, MARGIN, describe) for lr, d in diffs.items()}
   values = list(words.values())
   agrees = (True if all(w is True for w in values) else
             False if all(w is False for w in values) else
@@ -140,7 +141,9 @@ def found(diffs: dict) -> tuple:
 
 
 def _where(d) -> str:
-  return {True: "above", False: "below", None: "across"}[paired.judge(d, MARGIN)]
+  """Where `d`'s interval lies against ln 2 (read, not described: `found` describes the
+  differences the verdict reads)."""
+  return {True: "above", False: "below", None: "across"}[paired.judge(d, MARGIN, False)]
 
 
 def table_rows(runs) -> list[list]:
@@ -182,7 +185,7 @@ def _caveat(runs, m) -> str:
 def analyze(runs):
   """The table, the exploratory value, the caveat and the verdict on seeds 3-5."""
   m = measure(runs)
-  explore = found(m["explore"])[1] if m["explore"] else "no runs"
+  explore = found(m["explore"], describe=False)[1] if m["explore"] else "no runs"
   lines = [a.protocol(runs), "",
            "Per placement and LR, the peak over training (every 50 steps) and layers of the "
            "residual stream's max |h| and of max |h| / median |h| (mean ± 95% CI over seeds), "

@@ -103,34 +103,37 @@ def _above(x, y) -> bool:
   return bool(x) and bool(y) and mx - (hx if hx == hx else 0) > my + (hy if hy == hy else 0)
 
 
-def _checks(runs, peak, paired, lrs) -> tuple[list[tuple], bool]:
+def _checks(runs, peak, paired, lrs, describe: bool = True) -> tuple[list[tuple], bool]:
   """The three checks as (text, holds: True, False or None when the interval contains the
   margin, how, its estimate against the margin in short), and whether qk-norm's logits are
-  lower at the highest LR (reported, not judged: it could not fail)."""
+  lower at the highest LR (reported, not judged: it could not fail). `describe`: False for
+  the exploratory seeds, whose differences the verdict does not read (`paired.judge`)."""
   margin = math.log(LOGIT_GROWTH)
   grows_d, bounded_d = _growth(runs, False, lrs), _growth(runs, True, lrs)
-  grows = paired_stats.judge(grows_d, margin)
+  grows = paired_stats.judge(grows_d, margin, describe)
   # "qk-norm keeps the logits below the unnormalised ones" cannot fail here: a normalised
   # query and key of head_dim d_h (unit scale, zero bias: the init) give |logit| <= sqrt(d_h),
   # so only the learned scales could lift them, and the runs without qk-norm reach hundreds.
   # It is reported, not judged; the check is whether qk-norm's logits stay flat across the LR
   # grid (its scales do not grow with the LR), which could fail.
   lower = _above(peak[(False, lrs[-1])], peak[(True, lrs[-1])])
-  bounded = {True: False, False: True, None: None}[paired_stats.judge(bounded_d, margin)]
+  bounded = {True: False, False: True, None: None}[paired_stats.judge(bounded_d, margin,
+                                                                     describe)]
   # The LR sensitivity paired by seed: a seed fixes the data order and every weight but
   # qk-norm's own scales (Flax derives each parameter's key from its module path).
   calmer_d = paired_stats.difference(
       "LR sensitivity without qk-norm minus with it", paired[False], paired[True])
-  calmer = paired_stats.judge(calmer_d, 0.0)
+  calmer = paired_stats.judge(calmer_d, 0.0, describe)
   ln = f"ln {LOGIT_GROWTH:g}"
   return [("without qk-norm the max logit grows with the LR", grows,
-           paired_stats.call_text(grows_d, round(margin, 3)) + f" ({ln})",
+           paired_stats.call_text(grows_d, round(margin, 3), describe) + f" ({ln})",
            f"{grows_d.estimate()} against {ln}"),
           ("with qk-norm the max logit does not grow with the LR", bounded,
-           paired_stats.call_text(bounded_d, round(margin, 3)) + f" ({ln})",
+           paired_stats.call_text(bounded_d, round(margin, 3), describe) + f" ({ln})",
            f"{bounded_d.estimate()} against {ln}"),
           ("qk-norm lowers the LR sensitivity", calmer,
-           paired_stats.call_text(calmer_d, 0.0), f"{calmer_d.estimate()} nats/token against 0")
+           paired_stats.call_text(calmer_d, 0.0, describe),
+           f"{calmer_d.estimate()} nats/token against 0")
           ], lower
 
 
@@ -206,7 +209,7 @@ def analyze(runs):
             f"{head_dim ** 0.5:.3g}, and only the learned norm scales can lift that."]
   lines += _entropy_lines(judged, lrs) + ["", a.verdict(*_call(checks))]
   if explored:
-    lines += ["", a.exploratory_line(*_call(_checks(explored, peak_x, paired_x, lrs)[0]),
+    lines += ["", a.exploratory_line(*_call(_checks(explored, peak_x, paired_x, lrs, False)[0]),
                                      explored)]
   return lines
 

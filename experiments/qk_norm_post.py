@@ -152,7 +152,8 @@ def _described(runs, title: str) -> list[str]:
                      "best LR", "largest stable LR", "runs"], rows), "",
            "Paired by seed (described; the first was the call fixed before the runs, replaced "
            "after them, see the Calls section):", "",
-           f"- {paired.call_text(m['call'], LOSS_MARGIN)}", f"- {m['vs_pre'].text()}",
+           f"- {paired.call_text(m['call'], LOSS_MARGIN, describe=False)}",
+           f"- {m['vs_pre'].text()}",
            f"- {m['best'].text()}", ""]
   edges = [n for (p, qk), v in m["settings"].items() for n in [a.edge_note(
       f"{_name(p, qk)}: largest stable LR", v["stable"], _runs(runs, p, qk))] if n]

@@ -74,13 +74,19 @@ def measure(runs) -> dict:
           "costs": warmup_length.fixed_costs(sets, placements, warmups, matched)}
 
 
-def _side(diffs: dict):
-  """True: needs warm-up (every fixed length's cost above the margin); False: does not."""
-  return paired.side(list(diffs.values()), LOSS_MARGIN)
+def _judged(p: str) -> bool:
+  """Whether the verdict reads `p`'s costs (mix is measured, not judged)."""
+  return p in NEEDS_WARMUP or p in NO_WARMUP
+
+
+def _side(p: str, diffs: dict):
+  """True: needs warm-up (every fixed length's cost above the margin); False: does not. The
+  robustness section describes the seeds of the placements the verdict reads only."""
+  return paired.side(list(diffs.values()), LOSS_MARGIN, _judged(p))
 
 
 def _word(p, diffs) -> object:
-  side = _side(diffs)
+  side = _side(p, diffs)
   if p in NEEDS_WARMUP:
     return side
   return {True: False, False: True, None: None}[side] if p in NO_WARMUP else "described"
@@ -106,7 +112,7 @@ def analyze(runs):
   words = []
   for p, diffs in m["costs"].items():
     words.append(_word(p, diffs))
-    lines += [f"- {paired.call_text(d, LOSS_MARGIN)} (hypothesis: {_role(p)})"
+    lines += [f"- {paired.call_text(d, LOSS_MARGIN, _judged(p))} (hypothesis: {_role(p)})"
               for d in diffs.values()]
   judged = [w for w in words if w != "described"]
   complete = all(m["costs"].get(p) for p in NEEDS_WARMUP + NO_WARMUP)
@@ -119,8 +125,9 @@ def _answer(costs) -> str:
   """The verdict's sentence: per placement what its costs found, with their intervals."""
   names = {"deepnorm": "DeepNorm", "admin": "Admin"}
   words = {True: "needs warm-up", False: "does not need warm-up", None: "is not resolved"}
-  parts = [f"{names.get(p, p)} {words[_side(diffs)]} (cost of no warm-up "
-           f"{paired.sides_text({str(w): d for w, d in diffs.items()}, LOSS_MARGIN)})"
+  parts = [f"{names.get(p, p)} {words[_side(p, diffs)]} (cost of no warm-up "
+           f"""{paired.sides_text({str(w): d for w, d in diffs.items()}, LOSS_MARGIN,
+                                  describe=_judged(p))})"""
            for p, diffs in costs.items() if diffs]
   found = "; ".join(parts)
   wrong = [names.get(p, p) for p, diffs in costs.items() if _word(p, diffs) is False]

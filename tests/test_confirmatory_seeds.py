@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-from experiments import (grad_profile, grad_scale_depth, qk_norm_depth, qk_norm_logits,
-                         qk_norm_post, residual_growth)
+from experiments import (grad_profile, grad_scale_depth, massive_activations, qk_norm_depth,
+                         qk_norm_logits, qk_norm_post, residual_growth)
 from transformer import REPO_ROOT, packed_runs, provenance
 
 RESULTS = os.path.join(REPO_ROOT, "experiments", "results")
@@ -56,3 +56,36 @@ def test_each_confirmatory_run_ran_at_the_commit_its_registration_names(module):
     report = f.read()
   assert f"The verdict reads the confirmatory seeds {fixed.group(1)} alone" in report
   assert "On the exploratory seeds " in report
+
+
+DESCRIBED = "Each paired difference the verdict reads, seed by seed"
+
+
+def _described_lines(study: str) -> list[str]:
+  """The lines of a committed report's list of the paired differences its verdict reads."""
+  with open(os.path.join(RESULTS, study, "report.md"), encoding="utf-8") as f:
+    text = f.read()
+  if DESCRIBED not in text:
+    return []
+  block = text.split(DESCRIBED, 1)[1].split("**Robustness:**", 1)[0]
+  return [line for line in block.splitlines() if line.startswith("- ")]
+
+
+@pytest.mark.parametrize("module", [*STUDIES, massive_activations], ids=_name)
+def test_the_robustness_section_lists_the_confirmatory_seeds_differences_alone(module):
+  """The verdict reads the confirmatory seeds alone, so the differences listed as the ones it
+  reads are theirs: the exploratory seeds' readings are described above it, not listed (they
+  were, in massive_activations, qk_norm_post and qk_norm_logits, until this check)."""
+  for line in _described_lines(_name(module)):
+    seeds = {int(s) for s in re.findall(r"seed (\d+) [+-]", line.split("; leave-one-out")[0])}
+    assert seeds and seeds <= set(module.CONFIRMATORY_SEEDS), line[:160]
+
+
+def test_no_committed_report_lists_one_difference_label_twice():
+  """Two lines of one label in the list of what the verdict reads cannot be told apart (the
+  clipping study listed its reading with clipping, which the verdict describes, beside the
+  call's without it, under the same labels)."""
+  for study in sorted(os.listdir(RESULTS)):
+    if os.path.exists(os.path.join(RESULTS, study, "report.md")):
+      labels = [line[2:].split(":", 1)[0] for line in _described_lines(study)]
+      assert len(labels) == len(set(labels)), (study, labels)

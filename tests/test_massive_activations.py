@@ -63,6 +63,19 @@ def test_the_call_reads_peak_max_abs_on_the_confirmatory_seeds_only():
   assert "+0.000 ± 0.000 (3 seeds)" in explore
 
 
+def test_the_robustness_section_describes_only_the_differences_the_verdict_reads():
+  """Seeds 3-5's pre-over-peri differences, one per LR; not seeds 0-2's (described above the
+  verdict) nor the retired ratio's (the caveat), which it listed until this was fixed."""
+  from transformer import study
+  from transformer.report import robustness
+  runs = _runs(lambda lr, s: 80.0 if s >= 3 else 10.0)
+  word, described = robustness.reported_verdict(study.load("experiments/massive_activations.py"),
+                                                runs)
+  assert word == "agrees" and len(described) == len(ma.LRS["pre"])
+  assert all(d.startswith("ln(pre / peri peak max|h|) at LR ") and "(seed 3 +2.079, " in d
+             for d in described)
+
+
 def test_the_interval_is_a_paired_t_interval_of_the_log_ratio():
   """pre / peri peak max|h| per confirmatory seed 3, 6, 4 at every LR: the mean and half-width
   against a float64 NumPy transcription of the paired t-interval."""
