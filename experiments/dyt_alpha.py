@@ -22,9 +22,11 @@ its best alpha_0: the one of 0.5, 1, 2 whose loss at its best LR has the lowest 
 pre-norm (alpha_0 0.5, norms' runs), per seed: norm_type_placement's interaction re-read at the
 best init. The claim "the post-norm interaction is an init fact" *agrees* when the 95% interval
 lies below `LOSS_MARGIN` (0.05 nats/token, norm_type_placement's margin), *disagrees* when it
-lies above it, and is *inconclusive* otherwise; it is not run while DyT in post-norm lacks runs
-at some alpha_0. Described beside it: each alpha_0's cost in post- and peri-norm, the same
-statistic in peri-norm, and the residual RMS per layer at init for post-norm DyT per alpha_0.
+lies above it, and is *inconclusive* otherwise; it is not run while DyT in post-norm lacks, at
+some alpha_0, an ended run of some LR and seed (a sweep cut short would otherwise read that
+alpha_0's best LR from part of the grid). Described beside it: each alpha_0's cost in post- and
+peri-norm, the same statistic in peri-norm, and the residual RMS per layer at init for
+post-norm DyT per alpha_0.
 
 Caveats: the best alpha_0 is picked on the seeds it is judged on (a mild selection bias towards
 "agrees", three choices); pre-norm's DyT is read at 0.5 only (norms found 0.5 its best of 0.05
@@ -80,18 +82,29 @@ def setting_of(run) -> tuple[str, Optional[float]]:
   return run.overrides[a.PLACEMENT], float(run.overrides.get(ALPHA, 0.5))
 
 
-def missing(read: dict, placement: str) -> list[float]:
-  """The alpha_0s of `ALPHAS` at which the placement's DyT lacks a loss of some seed that
-  another alpha_0 has (all of them when none has any)."""
-  reads = {x: set(read[(placement, x)][1]) for x in ALPHAS}
-  seeds = set().union(*reads.values())
-  return [x for x in ALPHAS if not seeds or reads[x] != seeds]
+def ended(runs) -> dict:
+  """`{setting: {(LR, seed) of each run of it that ended}}` (finished, collapsed or diverged:
+  the runs with a clipped final loss)."""
+  out: dict = {}
+  for r in runs:
+    if a.clipped_final_loss(r) is not None:
+      out.setdefault(setting_of(r), set()).add((r.overrides[a.LR], r.seed))
+  return out
 
 
-def best_alpha(read: dict, placement: str) -> Optional[float]:
+def missing(grid: dict, placement: str) -> list[float]:
+  """The alpha_0s of `ALPHAS` at which the placement's DyT lacks an ended run of some (LR,
+  seed) that another alpha_0 has (all of them when none has any; `grid`: `ended`'s). A
+  partly run alpha_0 counts as missing: its best LR would be read from part of the grid."""
+  grids = {x: grid.get((placement, x), set()) for x in ALPHAS}
+  union = set().union(*grids.values())
+  return [x for x in ALPHAS if not union or grids[x] != union]
+
+
+def best_alpha(read: dict, grid: dict, placement: str) -> Optional[float]:
   """The alpha_0 of `ALPHAS` whose loss at its LR read has the lowest mean over seeds (ties:
-  the smaller); None while some alpha_0 is `missing`."""
-  if missing(read, placement):
+  the smaller); None while some alpha_0 is `missing` from `grid` (`ended`'s)."""
+  if missing(grid, placement):
     return None
   reads = {x: read[(placement, x)][1] for x in ALPHAS}
   return min(ALPHAS, key=lambda x: (sum(reads[x].values()) / len(reads[x]), x))
@@ -107,12 +120,13 @@ def measure(runs) -> dict:
   cost = {(p, x): paired.difference(f"DyT (alpha_0 {x:g}) minus LayerNorm in {p}-norm",
                                     read[(p, x)][1], read[(p, None)][1])
           for p, x in settings() if x is not None}
-  best = {p: best_alpha(read, p) for p in SWEPT}
+  grid = ended(runs)
+  best = {p: best_alpha(read, grid, p) for p in SWEPT}
   inter = {p: paired.difference(f"DyT's cost in {p}-norm at its best alpha_0 ({best[p]:g}) "
                                 "minus in pre-norm", cost[(p, best[p])].per_seed,
                                 cost[("pre", 0.5)].per_seed)
            for p in SWEPT if best[p] is not None}
-  return {"read": read, "cost": cost, "best": best, "inter": inter}
+  return {"read": read, "cost": cost, "best": best, "inter": inter, "ended": grid}
 
 
 def _found(d: paired.Difference) -> tuple:
@@ -163,9 +177,9 @@ def analyze(runs):
            *a.table(["placement", "norm", "LR read", "loss there", "minus LayerNorm", "runs"],
                     _rows(runs, m)), "", *_described(runs, m)]
   if "post" not in m["inter"]:
-    lack = ", ".join(f"{x:g}" for x in sorted(missing(m["read"], "post")))
+    lack = ", ".join(f"{x:g}" for x in sorted(missing(m["ended"], "post")))
     return lines + [a.verdict(None, "The call is not run yet: DyT in post-norm lacks finished "
-                              f"runs of its seeds at alpha_0 {lack}.")]
+                              f"runs of its grid and seeds at alpha_0 {lack}.")]
   agrees, said = _found(m["inter"]["post"])
   costs = "; ".join(f"alpha_0 {x:g} {m['cost'][('post', x)].estimate()}" for x in sorted(ALPHAS))
   return lines + [a.verdict(agrees, f"{said} (DyT's cost against LayerNorm in post-norm: "

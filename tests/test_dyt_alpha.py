@@ -94,10 +94,26 @@ def test_not_run_yet_while_post_norm_dyt_lacks_an_alpha():
   runs = _runs(lambda p, x, s: 1.4 if p == "post" else 0.14, alphas=(0.5,))
   lines = da.analyze(runs)
   assert _verdict(lines) == ("**Inconclusive.** The call is not run yet: DyT in post-norm lacks "
-                             "finished runs of its seeds at alpha_0 1, 2.")
+                             "finished runs of its grid and seeds at alpha_0 1, 2.")
   assert "| post | DyT, alpha_0 2 | none | - | - | not run |" in lines
   assert "| post | DyT, alpha_0 0.5 | 0.003 | 3.41 ± 0.025 | +1.400 ± 0.000 | 15 finished |" in (
       lines)
+
+
+def test_an_alpha_run_over_part_of_the_grid_is_missing_not_read():
+  """A sweep cut short leaves post-norm DyT at alpha_0 2 with all 3 seeds at its first two LRs
+  only, where it looks best (cost 0): its best LR would be read from part of the grid, so no
+  call is made and no best alpha_0 chosen until the rest has run."""
+  runs = [r for r in _runs(lambda p, x, s: {0.5: 1.4, 1.0: 0.5, 2.0: -0.5}[x] if p == "post"
+                           else 0.14)
+          if not (r.overrides.get(da.ALPHA) == 2.0 and r.overrides[a.PLACEMENT] == "post"
+                  and r.overrides[a.LR] > 1e-3)]
+  m = da.measure(runs)
+  assert m["best"]["post"] is None and m["best"]["peri"] == 0.5  # whole: peri ties, the smaller
+  assert da.missing(m["ended"], "post") == [2.0]
+  assert _verdict(da.analyze(runs)) == (
+      "**Inconclusive.** The call is not run yet: DyT in post-norm lacks finished runs of its "
+      "grid and seeds at alpha_0 2.")
 
 
 def test_the_call_is_declared_pre_registered():
