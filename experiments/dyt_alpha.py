@@ -111,16 +111,18 @@ def best_alpha(read: dict, grid: dict, placement: str) -> Optional[float]:
 
 
 def measure(runs) -> dict:
-  """Per setting the LR read and `{seed: loss}`; per DyT setting its cost against LayerNorm in
+  """Per setting the LR read and `{seed: loss}` (none for a setting run over part of the grid:
+  its best LR would be read from part of it); per DyT setting its cost against LayerNorm in
   its placement; per swept placement the best alpha_0 and its cost minus pre-norm's."""
   lrs = {r.overrides[a.LR] for r in runs}
   matched = next((lr for lr in PROTOCOL_MATCHED_LR.values() if lr in lrs), None)
+  grid = ended(runs)
+  full = set().union(*grid.values())
   read = {s: paired.read([r for r in runs if setting_of(r) == s], matched)
-          for s in settings()}
+          if grid.get(s) == full else (None, {}) for s in settings()}
   cost = {(p, x): paired.difference(f"DyT (alpha_0 {x:g}) minus LayerNorm in {p}-norm",
                                     read[(p, x)][1], read[(p, None)][1])
           for p, x in settings() if x is not None}
-  grid = ended(runs)
   best = {p: best_alpha(read, grid, p) for p in SWEPT}
   inter = {p: paired.difference(f"DyT's cost in {p}-norm at its best alpha_0 ({best[p]:g}) "
                                 "minus in pre-norm", cost[(p, best[p])].per_seed,

@@ -111,6 +111,7 @@ def test_an_alpha_run_over_part_of_the_grid_is_missing_not_read():
   m = da.measure(runs)
   assert m["best"]["post"] is None and m["best"]["peri"] == 0.5  # whole: peri ties, the smaller
   assert da.missing(m["ended"], "post") == [2.0]
+  assert "| post | DyT, alpha_0 2 | none | - | - | 6 finished |" in da.analyze(runs)
   assert _verdict(da.analyze(runs)) == (
       "**Inconclusive.** The call is not run yet: DyT in post-norm lacks finished runs of its "
       "grid and seeds at alpha_0 2.")
