@@ -184,11 +184,14 @@ def analyze(runs):
 
 
 def figures(runs, sweep_dir):
-  """`loss_heatmap.png`: setting (with and without qk-norm, at each depth) x LR."""
+  """`loss_heatmap.png`: setting (with and without qk-norm, at each depth) x LR, each row's
+  label naming the seeds its means are over (post-norm with qk-norm has the confirmatory
+  seeds too)."""
   deep = max(r.overrides.get(DEPTH, LAYERS["cpu"]) for r in runs)
   settings = [(qk, d) for qk in (False, True) for d in (LAYERS["cpu"], deep)]
   key = lambda r: (bool(r.overrides.get(QK, False)), r.overrides.get(DEPTH, LAYERS["cpu"]))
-  names = [f"{_name(qk)}, {d} layers" for qk, d in settings]
+  seeds = {s: a.seed_list(sorted({r.seed for r in runs if key(r) == s})) for s in settings}
+  names = [f"{_name(qk)}, {d} layers (seeds {seeds[(qk, d)]})" for qk, d in settings]
   return atlas.loss_heatmap_figure(runs, sweep_dir, FIGURE, key, settings, names)
 
 
