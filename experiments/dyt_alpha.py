@@ -11,8 +11,9 @@ tanh(alpha x) + beta with gamma 1 and beta 0 at init, shrinks the stream about 3
 start near zero: the result may be a fact of the init, not of the placement. Here DyT in post-
 and peri-norm at alpha_0 (`model.dyt_alpha_init`) 0.5, 1 and 2, over the protocol's LR grid, 3
 seeds, beside LayerNorm in post-, peri- and pre-norm and DyT at 0.5 in pre-norm. New runs: DyT
-at alpha_0 1 and 2 in post and peri, 60; the other 90 are norm_type_placement's, norms' and
-lr_sensitivity's (linked).
+at alpha_0 1 and 2 in post and peri, 60, post-norm's first (the call reads them: a sweep cut
+short has them whole); the other 90 are norm_type_placement's, norms' and lr_sensitivity's
+(linked).
 
 The call (`experiments/paired.py`), fixed at c678e28 before any of its new runs (pre-registered;
 see REGISTRATION): DyT's cost in a placement is its clipped final eval loss minus LayerNorm's in
@@ -62,8 +63,9 @@ def _dyt(alpha: float) -> dict:
 
 
 def settings() -> list[tuple[str, Optional[float]]]:
-  """(placement, alpha_0) of every setting, new first; alpha_0 None: LayerNorm."""
-  return ([(p, x) for x in ALPHAS[:-1] for p in SWEPT] + [(p, 0.5) for p in PLACEMENTS]
+  """(placement, alpha_0) of every setting, new first, post-norm's before peri-norm's (the call
+  reads post-norm's); alpha_0 None: LayerNorm."""
+  return ([(p, x) for p in SWEPT for x in ALPHAS[:-1]] + [(p, 0.5) for p in PLACEMENTS]
           + [(p, None) for p in PLACEMENTS])
 
 
