@@ -123,3 +123,51 @@ def test_the_call_is_declared_pre_registered():
   s = study.load("experiments/dyt_alpha.py")
   assert list(s.registration) == ["DyT's cost in post-norm at its best alpha_0 minus in pre-norm"]
   assert study.PRE_REGISTERED.match(next(iter(s.registration.values())))
+
+
+def _committed_rows():
+  """The committed results.csv of dyt_alpha, one dict per run (linked runs included)."""
+  import csv
+  path = os.path.join(REPO_ROOT, "experiments", "results", "dyt_alpha", "results.csv")
+  with open(path, encoding="utf-8", newline="") as f:
+    return list(csv.DictReader(f))
+
+
+def test_the_committed_call_recomputes_from_results_csv():
+  """A transcription of the call, independent of experiments/: per setting, the clipped final
+  loss min(loss, ln 259) (a diverged run counts as ln 259), the best LR (lowest mean among the
+  LRs where all 3 seeds ended), DyT's cost against LayerNorm per seed, post-norm's best alpha_0
+  and its cost minus pre-norm DyT's, a Student-t 95% interval; the report's verdict quotes it."""
+  ln_v = math.log(259)
+  loss: dict = {}
+  for row in _committed_rows():
+    if row["status"] not in ("finished", "collapsed", "diverged"):
+      continue
+    value = ln_v if row["status"] == "diverged" or not row["loss"] else min(float(row["loss"]),
+                                                                            ln_v)
+    alpha = float(row["model.dyt_alpha_init"] or 0.5) if row["model.norm"] == "dyt" else None
+    key = (row["model.norm_placement"], alpha)
+    loss.setdefault(key, {}).setdefault(float(row["optim.learning_rate"]), {})[
+        int(row["seed"])] = value
+  best = {}
+  for key, by_lr in loss.items():
+    full = {lr: v for lr, v in by_lr.items() if len(v) == 3}
+    lr = min(full, key=lambda x: (np.mean(list(full[x].values())), x))
+    best[key] = full[lr]
+  cost = {k: np.array([best[k][s] - best[(k[0], None)][s] for s in range(3)])
+          for k in best if k[1] is not None}
+  alpha = min((0.5, 1.0, 2.0), key=lambda x: (np.mean(list(best[("post", x)].values())), x))
+  inter = cost[("post", alpha)] - cost[("pre", 0.5)]
+  half = T_975_2 * inter.std(ddof=1) / math.sqrt(3)
+  with open(os.path.join(REPO_ROOT, "experiments", "results", "dyt_alpha", "report.md"),
+            encoding="utf-8") as f:
+    verdict = next(line for line in f
+                   if line.startswith(("**Agrees.**", "**Disagrees.**", "**Inconclusive.**")))
+  word = ("Disagrees" if inter.mean() - half > 0.05 else
+          "Agrees" if inter.mean() + half < 0.05 else "Inconclusive")
+  assert verdict.startswith(f"**{word}.** DyT's cost in post-norm at its best alpha_0 "
+                            f"({alpha:g}) minus in pre-norm: {inter.mean():+.3f} ± {half:.3f}")
+  for x in (0.5, 1.0, 2.0):
+    c = cost[("post", x)]
+    assert (f"alpha_0 {x:g} {c.mean():+.3f} ± {T_975_2 * c.std(ddof=1) / math.sqrt(3):.3f}"
+            in verdict)
