@@ -53,29 +53,28 @@ WARM = "optim.warmup_steps"
 CONFIRMATORY_SEEDS = [3, 4, 5]  # the warm-up halves' seeds since issue 68, fixed before their runs
 
 
+def _points(size: str, groups, seeds) -> list[dict]:
+  """Each (placements, warm-up) of `groups` over the LR grid and `seeds`, on the prose corpus."""
+  base = preset(PROTOCOL_SIZES, size)
+  fixed = {**protocol(size, varied=(WARM,)), **PROSE}
+  return [point for placements, warmup in groups for point in product(
+      base, [fixed], {"model.norm_placement": placements}, {WARM: [warmup]},
+      {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": seeds})]
+
+
 def headline_points(size: str = "cpu") -> list[dict]:
   """The 75 points the study first ran (prose_varied's too): post and pre with the protocol's
   warm-up, then without, then peri with it; each over the LR grid and the protocol's seeds, on
   the prose corpus."""
-  base = preset(PROTOCOL_SIZES, size)
-  fixed = {**protocol(size, varied=(WARM,)), **PROSE}
-  groups = ((["post", "pre"], PROTOCOL_WARMUP[size]), (["post", "pre"], 0),
-            (["peri"], PROTOCOL_WARMUP[size]))
-  return [point for placements, warmup in groups for point in product(
-      base, [fixed], {"model.norm_placement": placements}, {WARM: [warmup]},
-      {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})]
+  return _points(size, ((["post", "pre"], PROTOCOL_WARMUP[size]), (["post", "pre"], 0),
+                        (["peri"], PROTOCOL_WARMUP[size])), PROTOCOL_SEEDS)
 
 
 def get_sweep(size: str = "cpu"):
   """`headline_points`, then the warm-up halves' confirmatory seeds (issue 68): post and pre
   with the protocol's warm-up and without, over the LR grid (60 points)."""
-  base = preset(PROTOCOL_SIZES, size)
-  fixed = {**protocol(size, varied=(WARM,)), **PROSE}
-  return headline_points(size) + [point for warmup in (PROTOCOL_WARMUP[size], 0) for point in
-                                  product(base, [fixed], {"model.norm_placement": ["post", "pre"]},
-                                          {WARM: [warmup]},
-                                          {"optim.learning_rate": PROTOCOL_LRS[size]},
-                                          {"seed": CONFIRMATORY_SEEDS})]
+  return headline_points(size) + _points(
+      size, ((["post", "pre"], PROTOCOL_WARMUP[size]), (["post", "pre"], 0)), CONFIRMATORY_SEEDS)
 
 
 def split(runs, confirmatory=CONFIRMATORY_SEEDS) -> tuple[list, list, list]:
@@ -108,11 +107,11 @@ def measure(runs, confirmatory=CONFIRMATORY_SEEDS) -> dict:
   return out
 
 
-def seeds_note(runs, confirmatory=CONFIRMATORY_SEEDS) -> list[str]:
-  """Which seeds each call reads (none while the study has no confirmatory seeds)."""
+def seeds_note(registered, explored, confirmatory) -> list[str]:
+  """Which seeds each call reads (`split`'s runs; none while the study has no confirmatory
+  seeds)."""
   if not confirmatory:
     return []
-  registered, judged, explored = split(runs, confirmatory)
   seeds = a.seed_list(sorted({r.seed for r in registered}))
   if not explored:
     return [f"The warm-up halves' confirmatory seeds {a.seed_list(confirmatory)} (fixed before "
@@ -152,7 +151,7 @@ def analyze(runs, corpus: str = "English prose", confirmatory=CONFIRMATORY_SEEDS
   rows = [[p, a.ci(s["trim"][p]), *(a.ci(s["per_lr"][p][lr]) for lr in s["lrs"]),
            a.fmt_lr(s["best"][p]), a.fmt_lr(s["stable"][p])] for p in s["placements"]]
   whose = f"{a.seeds_heading(registered, ', the LR sensitivity call')}, w" if explored else "W"
-  lines = [a.protocol(runs), "", *seeds_note(runs, confirmatory),
+  lines = [a.protocol(runs), "", *seeds_note(registered, explored, confirmatory),
            f"{whose}ith warm-up {m['warmups'][-1]}: LR sensitivity without the grid's "
            f"{lr_sensitivity.LOW} lowest LRs, the clipped final eval loss (nats/token) at each "
            "LR, the best LR and the largest stable LR, mean ± 95% CI over seeds:", "",
