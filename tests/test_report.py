@@ -6,6 +6,7 @@ import math
 import os
 
 import pytest
+from PIL import Image
 
 from transformer.report import write as report
 from transformer.report import stats as report_stats
@@ -64,6 +65,46 @@ def test_the_diagnostics_figures_draw_each_placement_at_its_best_lr():
                                                        "pre,0.01,0", "pre,0.01,1"]
   one_lr = [r for r in runs if r.overrides["optim.learning_rate"] == 1e-3]
   assert at_best_lr(one_lr) == one_lr
+
+
+@pytest.mark.parametrize("plot", ["plot_diagnostics", "plot_diagnostics_over_steps"])
+def test_the_diagnostics_figures_tell_24_groups_apart_in_a_legend_inside_the_figure(
+    plot, tmp_path, monkeypatch):
+  """warmup_placement draws 24 groups: each gets a style no other has (tab10 alone repeated
+  colours) and one legend entry (plus the dashed/solid key of the per-layer figure), and the
+  legend lies inside the figure, below the panels, in fewer columns when its labels are long
+  (its 48 entries ran off the edge before)."""
+  from transformer.report import diagnostics_figures
+  drawn = {}
+
+  def keep(plt, fig, path, dpi):
+    fig.canvas.draw()
+    drawn["fig"], drawn["legend"] = fig, fig.legends[0]
+  monkeypatch.setattr(diagnostics_figures, "save_png", keep)
+  runs = []
+  for i in range(24):
+    rows = [{"step": step, **{f"decoder/layer_{l}/{m}": 1.0 + i + l + step for l in range(3)
+                              for m in ("residual_rms", "update_ratio", "attn_entropy")}}
+            for step in (0, 450)]
+    runs.append(report_runs.Run(f"g{i}", {"optim.warmup_steps": i // 6 * 60,
+                                          "model.norm_placement": f"p{i % 6}" + "_long" * 12,
+                                          "seed": 0},
+                                450, "/nowhere", {"diagnostics": rows}))
+  assert getattr(diagnostics_figures, plot)(runs, str(tmp_path / "d.png"))
+  legend = drawn["legend"]
+  lines = [l for l in drawn["fig"].axes[0].get_lines()]
+  styles = {(l.get_color(), l.get_marker(), str(l.get_linestyle())) for l in lines
+            if l.get_linestyle() == "-" or plot == "plot_diagnostics_over_steps"}
+  assert len(styles) == 24
+  labels = [t.get_text() for t in legend.get_texts()]
+  assert len(labels) == (26 if plot == "plot_diagnostics" else 24)
+  assert f"warmup_steps=180, norm_placement=p5{'_long' * 12}" in labels
+  box, figure = legend.get_window_extent(), drawn["fig"].bbox
+  assert box.x0 >= figure.x0 and box.y0 >= figure.y0
+  assert box.x1 <= figure.x1 and box.y1 <= figure.y1
+  renderer = drawn["fig"].canvas.get_renderer()  # nor over a panel or its axis labels
+  assert box.y1 <= min(ax.get_tightbbox(renderer).y0 for ax in drawn["fig"].axes
+                       if ax.get_visible() and ax.axison)
 
 
 def _write_run(workdir, train_losses, eval_rows, diagnostics=()):
@@ -148,7 +189,10 @@ def test_report_marks_runs_and_averages_only_healthy_ones(sweep_dir):
   for png in ("curves.png", "final_vs_model_norm_placement.png",
               "final_vs_optim_learning_rate.png", "diagnostics.png", "diagnostics_steps.png",
               "feed_forward_grad_norm_vs_optim_learning_rate.png"):
-    assert os.path.getsize(os.path.join(sweep_dir, png)) > 5_000 and f"({png})" in text
+    assert f"({png})" in text
+    with Image.open(os.path.join(sweep_dir, png)) as image:  # coloured lines, not bare axes
+      colours = [c for _, c in image.convert("RGB").getcolors(4096) if len(set(c)) > 1]
+      assert len(colours) >= 3, png
   with open(os.path.join(sweep_dir, "results.csv")) as f:
     rows = list(csv.DictReader(f))
   assert len(rows) == 12 and set(rows[0]) >= {"point", "model.norm_placement", "seed", "status",

@@ -54,30 +54,65 @@ def plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Seq
   return True
 
 
+LEGEND_ROW_INCHES = 0.14  # one row of a fontsize-6 legend, with its spacing
+
+
 def _panel_grid(plt, n: int):
-  """A figure with `n` panels and one more for the legend, three to a row; `axes` is
-  `[rows, cols]`."""
-  cols = min(3, n + 1)
-  rows = math.ceil((n + 1) / cols)
-  return plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+  """A figure with `n` panels, three to a row (`_legend_below` adds room for the legend);
+  `axes` is `[rows, cols]`."""
+  cols = min(3, n)
+  rows = math.ceil(n / cols)
+  return plt.subplots(rows, cols, figsize=(4.4 * cols, 3.1 * rows), squeeze=False)
 
 
-def _save_panels(plt, fig, axes, n: int, path: str) -> None:
-  """Puts the legend in the panel after the last drawn one (not over a curve), hides the
-  unused ones, writes `path`."""
-  handles, labels = axes.ravel()[0].get_legend_handles_labels()
+def _legend_below(fig, legend: Sequence, most: int) -> float:
+  """Puts the legend (`(handle, label)` pairs) under the panels, where a long one is neither
+  cut off nor drawn over a curve: in at most `most` columns, at most 8 rows where the width
+  allows, and fewer columns when its labels would run past the figure's right edge (wider
+  when even one column would). Grows the figure by its height, which it returns (inches)."""
+  renderer = fig.canvas.get_renderer()
+  for cols in range(max(1, min(most, math.ceil(len(legend) / 8))), 0, -1):
+    box = fig.legend([h for h, _ in legend], [l for _, l in legend], loc="lower left",
+                     fontsize=6, ncol=cols, frameon=False, bbox_to_anchor=(0.01, 0.0))
+    if cols == 1 or box.get_window_extent(renderer).x1 <= fig.bbox.x1:
+      break
+    box.remove()
+  wide = box.get_window_extent(renderer).x1 / fig.dpi + 0.1
+  if wide > fig.get_figwidth():  # a label too long for one panel's width: widen the figure
+    fig.set_figwidth(wide)
+  below = LEGEND_ROW_INCHES * math.ceil(len(legend) / cols) + 0.2
+  fig.set_figheight(fig.get_figheight() + below)
+  return below
+
+
+def group_styles(plt, keys: Sequence) -> dict:
+  """`{key: (colour, variant)}`, a pair no other key has: colours from tab10 (tab20 past 10
+  keys), then the variant index (0, 1, ...) once those run out, which a figure draws as a
+  marker or a dash pattern. (tab10 alone gave warmup_placement's 24 groups 10 colours.)"""
+  colors = plt.get_cmap("tab10" if len(keys) <= 10 else "tab20").colors
+  return {k: (colors[i % len(colors)], i // len(colors)) for i, k in enumerate(keys)}
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P")
+DASHES = ("-", (0, (6, 1.5)), (0, (2, 1)), (0, (6, 1.5, 1, 1.5)))
+
+
+def _save_panels(plt, fig, axes, n: int, path: str, legend: Sequence) -> None:
+  """Hides the unused panels, puts the legend below the panels (`_legend_below`), writes
+  `path`."""
   for ax in axes.ravel()[n:]:
     ax.axis("off")
-  axes.ravel()[n].legend(handles, labels, loc="upper left", fontsize=6,
-                         ncol=1 if len(labels) <= 18 else 2, frameon=False)
-  fig.tight_layout()
+  below = _legend_below(fig, legend, axes.shape[1])
+  fig.tight_layout(rect=(0, below / fig.get_figheight(), 1, 1))
   save_png(plt, fig, path, dpi=90)
 
 
-def _key_panels(by_metric: dict, xlabel: str, draw: Callable, path: str) -> bool:
+def _key_panels(by_metric: dict, xlabel: str, draw: Callable, legend: Callable,
+                path: str) -> bool:
   """Writes `path`: one panel per key diagnostic among `by_metric` (`{metric: data}`;
-  `key_diagnostic`), in name order, drawn by `draw(plt, ax, data)`, x labelled `xlabel`.
-  False (nothing written) when there is none."""
+  `key_diagnostic`), in name order, drawn by `draw(plt, ax, data)`, x labelled `xlabel`, with
+  the legend `legend(plt)` returns (`(handle, label)` pairs). False (nothing written) when
+  there is none."""
   names = sorted(k for k in by_metric if key_diagnostic(k))
   if not names:
     return False
@@ -88,8 +123,16 @@ def _key_panels(by_metric: dict, xlabel: str, draw: Callable, path: str) -> bool
     ax.set_xlabel(xlabel)
     ax.set_title(name, fontsize=8)
     ax.grid(alpha=0.3)
-  _save_panels(plt, fig, axes, len(names), path)
+  _save_panels(plt, fig, axes, len(names), path, legend(plt))
   return True
+
+
+def _group_legend(plt, styles: dict, swept, style: Callable) -> list:
+  """One legend entry per group of `styles` (`group_styles`'), drawn as `style(colour,
+  variant)` (Line2D keywords) and labelled by its swept fields."""
+  from matplotlib.lines import Line2D
+  return [(Line2D([], [], **style(color, variant)), group_label(group, swept))
+          for group, (color, variant) in styles.items()]
 
 
 def at_best_lr(runs: Sequence[Run]) -> list[Run]:
@@ -128,12 +171,19 @@ def plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
       for name, v in values.items():
         series.setdefault(name, {}).setdefault(r.group, {}).setdefault(row["step"], []).append(v)
 
+  styles = group_styles(load_pyplot(), sorted({g for by in series.values() for g in by},
+                                               key=list(groups(runs)).index))
+
+  def style(color, variant):
+    return {"color": color, "ls": DASHES[variant % len(DASHES)]}
+
   def draw(plt, ax, by_group):
     for group, by_step in by_group.items():
       steps = sorted(by_step)
-      ax.plot(steps, [np.mean(by_step[t]) for t in steps], label=group_label(group, swept))
+      ax.plot(steps, [np.mean(by_step[t]) for t in steps], **style(*styles[group]))
 
-  return _key_panels(series, "step", draw, path)
+  return _key_panels(series, "step", draw,
+                     lambda plt: _group_legend(plt, styles, swept, style), path)
 
 
 def plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
@@ -152,15 +202,30 @@ def plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
         continue
       for name, prof in layer_profiles(row).items():
         profiles.setdefault(name, {}).setdefault((r.group, which, row["step"]), []).append(prof)
-  group_index = {g: i for i, g in enumerate(groups(runs))}
+  styles = group_styles(load_pyplot(), [g for g in groups(runs)
+                                        if any(k[0] == g for by in profiles.values() for k in by)])
+
+  def style(color, variant):
+    return {"color": color, "marker": MARKERS[variant % len(MARKERS)], "ms": 3}
 
   def draw(plt, ax, by_group):
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for (group, which, step), profs in by_group.items():
+    for (group, which, _), profs in by_group.items():
       layers = sorted(set.intersection(*(set(p) for p in profs)))
       mean = [np.mean([p[l] for p in profs]) for l in layers]
-      ax.plot(layers, mean, marker="o", ms=3, ls="-" if which == "last" else "--",
-              color=colors[group_index[group] % len(colors)],
-              label=f"{group_label(group, swept)} @ {step}")
+      ax.plot(layers, mean, ls="-" if which == "last" else "--", **style(*styles[group]))
 
-  return _key_panels(profiles, "layer", draw, path)
+  def legend(plt):
+    from matplotlib.lines import Line2D
+    steps = {which: sorted({k[2] for by in profiles.values() for k in by if k[1] == which})
+             for which in ("first", "last")}
+    return _group_legend(plt, styles, swept, style) + [
+        (Line2D([], [], color="0.3", ls=ls), f"{text} diagnostics step ({_steps(steps[which])})")
+        for which, ls, text in (("first", "--", "dashed: first"), ("last", "-", "solid: last"))
+        if steps[which]]
+
+  return _key_panels(profiles, "layer", draw, legend, path)
+
+
+def _steps(steps: Sequence[int]) -> str:
+  """`step 450`, or `steps 300, 450` when the runs' rows differ."""
+  return f"step{'s' if len(steps) > 1 else ''} {', '.join(str(t) for t in steps)}"
