@@ -37,9 +37,8 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # warmup_placement: 360 (210 linked to lr_sensitivity's, warmup_stability's, warmup_length's);
 # qk_norm_depth: 90 (52 linked to qk_norm_post's, depth_lr's and lr_sensitivity's);
 # warmup_long: 42 of 2,400 steps (21 linked to long_training's); long_runs: 33 of 600-9,600
-# steps (9 linked to lr_sensitivity's, norms' and long_training's); dyt_alpha: 135 of its 150
-# points (90 linked to lr_sensitivity's, norms' and norm_type_placement's; peri-norm DyT at
-# alpha_0 2 not run yet).
+# steps (9 linked to lr_sensitivity's, norms' and long_training's); dyt_alpha: its 150 points
+# (90 linked to lr_sensitivity's, norms' and norm_type_placement's).
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits", "norms", "depth",
            "warmup_length", "accelerator_replication", "clipping", "massive_activations",
            "qk_norm_post", "hybrid_norm", "prose_corpus", "norm_type_placement", "depth_lr",
