@@ -17,6 +17,7 @@ study. The answers, in sweep order (cheapest first, so a sweep cut short has who
   HybridNorm against pre-norm  pre-norm minus HybridNorm      0.01    -0.071 (hybrid_norm)
   RMSNorm in pre/post/peri     RMSNorm minus LayerNorm        0.05    +0.004/-0.009/-0.002 (same)
   DyT in peri-/post-norm       DyT minus LayerNorm            0.05    +0.148/+1.453 (same)
+  DyT in post-norm, alpha_0 1  DyT minus LayerNorm, post      0.05    +0.272 (dyt_alpha)
   qk-norm on post-norm         qk_norm_post's cliff call      -       0 of 3 trained (qk_norm_post)
   post-norm 12 vs 6 layers     12 minus 6 layers, post-norm   0.3     +0.451 (depth_post)
   DeepNorm, Admin 24 vs 6      24 minus 6 layers              0.02    -0.062/+0.004 (depth_lr)
@@ -28,7 +29,9 @@ studies' results, and the quote is what the atlas says. Two are not the same dep
 600 steps DeepNorm's and Admin's depth cost is depth_lr's 12 minus 6 layers (not resolved for
 either), while here it is 24 minus 6 over {1e-3, 3e-3} (issue 69): at 600 steps 24 layers ran
 only 3e-3 (depth's runs). depth_post's settings keep its best warm-up, half the run (300 of
-600 steps, so 1,200 here), and its scanned stacks.
+600 steps, so 1,200 here), and its scanned stacks. DyT in post-norm is followed twice: at
+alpha_0 0.5 as norm_type_placement answered it (every run collapsed at 600 steps) and at
+alpha_0 1, its best alpha_0 in dyt_alpha (added before any run of this study; REGISTRATION).
 
 The words, pre-registered per answer, with M its margin and the interval the 95% one:
 - answered beyond ±M at 600 steps: **holds** (the 2,400-step interval lies beyond M on the same
@@ -52,13 +55,13 @@ The summary's atlas sets each answer's 2,400-step estimate and word beside its 6
 (`summarize(runs)["follow_ups"]`, per study in `FOLLOWS`); until this study is committed it
 marks those answers "not followed yet: early-training only".
 
-Runs: 108 points, 84 new. Linked (24): pre-norm at 3e-3 and 1e-2, post-norm at 1e-3, 3e-3 and
+Runs: 114 points, 90 new. Linked (24): pre-norm at 3e-3 and 1e-2, post-norm at 1e-3, 3e-3 and
 1e-2, peri-norm at 1e-3 and 3e-3 (long_training's 2,400-step runs, LayerNorm, warm-up 240: the
 same configs) and pre-norm DyT at 3e-3 (long_runs' 2,400-step DyT runs). warmup_long's
 2,400-step runs with warm-up are these same long_training runs; its others have no warm-up.
 Wall time, two at a time on 2 cores, at about 4 minutes a 6-layer 600-step run (so 16 minutes
-at 2,400 steps, 32 at 12 layers, 64 at 24): the first eight answers about 6.5 hours (48 new
-runs), post-norm 12 against 6 layers 2.5 more, DeepNorm and Admin 4 each: about 17 hours.
+at 2,400 steps, 32 at 12 layers, 64 at 24): the first nine answers about 7.2 hours (54 new
+runs), post-norm 12 against 6 layers 2.5 more, DeepNorm and Admin 4 each: about 18 hours.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ FIGURE = "loss_heatmap.png"
 
 _RMS = {"model.norm": "rmsnorm"}
 _DYT = {"model.norm": "dyt", "model.dyt_alpha_init": 0.5}
+_DYT_1 = {"model.norm": "dyt", "model.dyt_alpha_init": 1.0}  # post-norm DyT's best (dyt_alpha)
 _SCANNED = {"model.scan_layers": True}
 _HALF = {WARM: 1200}  # depth_post's best warm-up at both depths, half the run, x4
 
@@ -114,6 +118,8 @@ SETTINGS = {
     "post dyt": ({**_on("post"), **_DYT}, (3e-4, 1e-3),
                  "norm_type_placement: every run collapsed; read at 3e-4, the grid's lowest, "
                  "and its one neighbour"),
+    "post dyt alpha_0 1": ({**_on("post"), **_DYT_1}, (1e-3, 3e-4),
+                           "dyt_alpha: 1e-3 2.234; 3e-4 2.468, 3e-3 3.180 (1 of 3 collapsed)"),
     "post qk-norm": (_on("post", model__qk_norm=True), (1e-3, 3e-3),
                      "qk_norm_post: 1e-3 1.988; 3e-3 2.049, 3e-4 2.253"),
     "post 6 layers": ({**_on("post", model__num_layers=6), **_SCANNED, **_HALF}, (1e-3, 3e-3),
@@ -164,6 +170,8 @@ ANSWERS = (
            (-0.002, 0.005)),
     Answer("DyT in peri-norm", "norm_type_placement", "peri dyt", "peri", 0.05, (0.148, 0.054)),
     Answer("DyT in post-norm", "norm_type_placement", "post dyt", "post", 0.05, (1.453, 0.146)),
+    Answer("DyT in post-norm at alpha_0 1", "dyt_alpha", "post dyt alpha_0 1", "post", 0.05,
+           (0.272, 0.091)),
     Answer("qk-norm on post-norm", "qk_norm_post", "post qk-norm", "post", 0.0, cliff=True),
     Answer("post-norm, 12 against 6 layers", "depth_post", "post 12 layers", "post 6 layers",
            0.3, (0.451, 0.058)),
@@ -205,9 +213,12 @@ def get_sweep(size: str = "cpu"):
 
 
 def _key(fields: dict) -> tuple:
-  """What tells the settings apart: placement, norm, qk-norm, depth, warm-up."""
-  return (fields.get(a.PLACEMENT), fields.get("model.norm", "layernorm"),
-          bool(fields.get(QK, False)), fields.get(DEPTH, 6), fields.get(WARM, 240))
+  """What tells the settings apart: placement, norm (DyT with its alpha_0, the config's 0.5
+  where unset), qk-norm, depth, warm-up."""
+  norm = fields.get("model.norm", "layernorm")
+  alpha = (fields.get("model.dyt_alpha_init") or 0.5) if norm == "dyt" else None
+  return (fields.get(a.PLACEMENT), norm, alpha, bool(fields.get(QK, False)),
+          fields.get(DEPTH, 6), fields.get(WARM, 240))
 
 
 def setting_of(run) -> Optional[str]:
@@ -364,4 +375,6 @@ REGISTRATION = {
     "past the margin where the 600-step answer lay inside it), with its margin":
         "pre-registered at 04c1965, the commit that added this file, before any of its runs "
         "(its 24 linked runs, long_training's and long_runs', were committed before; their "
-        "answers' other settings were not run)"}
+        "answers' other settings were not run); the answer 'DyT in post-norm at alpha_0 1' "
+        "added on 2026-12-03, before any run of this study, once dyt_alpha had found alpha_0 1 "
+        "post-norm DyT's best (the alpha_0 0.5 answer kept as registered)"}

@@ -17,8 +17,8 @@ from transformer.errors import ConfigError
 from transformer.sweep import points as sweep_points
 
 # Offsets (nats/token, over 2.0) under which every answer resolved at 600 steps holds.
-HOLDING = {"pre dyt": 0.14, "peri dyt": 0.15, "post dyt": 1.4, "hybrid": 0.07,
-           "post 12 layers": 0.45}
+HOLDING = {"pre dyt": 0.14, "peri dyt": 0.15, "post dyt": 1.4, "post dyt alpha_0 1": 0.27,
+           "hybrid": 0.07, "post 12 layers": 0.45}
 
 
 def _runs(offsets=None, spread=None, best=None, cliff_trains=False):
@@ -93,8 +93,8 @@ def test_answers_unresolved_at_600_steps_are_described_not_judged():
 
 
 def test_qk_norm_training_at_the_cliff_lr_flips_and_no_answer_holding_disagrees():
-  runs = _runs({"pre dyt": 0.0, "peri dyt": 0.0, "post dyt": 0.0, "hybrid": 0.0,
-                "post 12 layers": 0.0, "post rmsnorm": 0.2, "pre rmsnorm": 0.2,
+  runs = _runs({"pre dyt": 0.0, "peri dyt": 0.0, "post dyt": 0.0, "post dyt alpha_0 1": 0.0,
+                "hybrid": 0.0, "post 12 layers": 0.0, "post rmsnorm": 0.2, "pre rmsnorm": 0.2,
                 "peri rmsnorm": 0.2}, cliff_trains=True)
   words = _words(runs)
   assert words["qk-norm on post-norm"] == "flips"
@@ -131,7 +131,7 @@ def test_each_setting_is_read_at_its_own_best_of_its_two_lrs():
 def test_the_sweep_has_whole_answers_cheapest_first_and_links_24_runs():
   s = study.load("experiments/atlas_long.py:cpu")
   points = s.get_sweep("cpu")
-  assert len(points) == 108 and len(set(map(repr, points))) == 108
+  assert len(points) == 114 and len(set(map(repr, points))) == 114
   assert all(p["train.num_steps"] == 2400 for p in points)
   order = [atlas_long.setting_of(_run(p)) for p in points]
   assert order[:6] == ["pre dyt"] * 6  # pre-norm's LayerNorm points are long_training's
@@ -175,8 +175,8 @@ def test_summarize_sets_each_followed_answer_beside_its_600_step_quote():
   ANSWERS quote) per answer: the name, the 600-step quote, the 2,400-step estimate (None while
   not run yet) and the word. HybridNorm holds at -0.070 (pre 2.0 minus hybrid 2.07, every seed);
   DeepNorm's note says its two budgets measure different depth pairs."""
-  assert atlas_long.FOLLOWS == ("norm_type_placement", "hybrid_norm", "qk_norm_post",
-                                "depth_post", "depth_lr")
+  assert atlas_long.FOLLOWS == ("norm_type_placement", "hybrid_norm", "dyt_alpha",
+                                "qk_norm_post", "depth_post", "depth_lr")
   assert study.load("experiments/atlas_long.py:cpu").follows == atlas_long.FOLLOWS
   before = atlas_long.summarize([])["follow_ups"]
   assert list(before) == list(atlas_long.FOLLOWS)
@@ -187,5 +187,7 @@ def test_summarize_sets_each_followed_answer_beside_its_600_step_quote():
                                    "-0.070 ± 0.000", "holds")]
   assert after["depth_lr"][0][0] == ("DeepNorm's depth cost (12 minus 6 layers at 600 steps, "
                                      "24 minus 6 at 2,400)")
-  assert [len(after[s]) for s in atlas_long.FOLLOWS] == [6, 1, 1, 1, 2]
+  assert [len(after[s]) for s in atlas_long.FOLLOWS] == [6, 1, 1, 1, 1, 2]
+  assert after["dyt_alpha"] == [("DyT in post-norm at alpha_0 1", "+0.272 ± 0.091",
+                                 "+0.270 ± 0.000", "holds")]
 
