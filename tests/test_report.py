@@ -107,6 +107,26 @@ def test_the_diagnostics_figures_tell_24_groups_apart_in_a_legend_inside_the_fig
                        if ax.get_visible() and ax.axison)
 
 
+def test_a_field_of_names_gets_no_final_loss_figure_beside_the_lr_figure():
+  """With an LR swept, the LR figure draws every (setting, LR) cell; the placement's (or
+  qk-norm's) figure would draw them again with x and lines swapped. A numeric field (warm-up)
+  keeps its figure, and without an LR figure (none swept, or tied to another field) every
+  field does."""
+  from transformer.report.write import transposed
+
+  def runs(**values):
+    keys = list(values)
+    return [report_runs.Run(str(i), dict(zip(keys, combo)), 10, "/nowhere", {})
+            for i, combo in enumerate(zip(*values.values()))]
+  lr, place, warm, qk = ("optim.learning_rate", "model.norm_placement", "optim.warmup_steps",
+                         "model.qk_norm")
+  grid = runs(**{place: ["post", "pre"] * 4, warm: [0, 0, 60, 60] * 2,
+                 qk: [True, False, False, True] * 2, lr: [1e-3] * 4 + [1e-2] * 4})
+  assert transposed(grid, [place, warm, qk, lr], {}) == [place, qk]
+  assert transposed(grid, [place, warm, qk], {}) == []
+  assert transposed(grid, [place, lr], {lr: place}) == []
+
+
 def _write_run(workdir, train_losses, eval_rows, diagnostics=()):
   os.makedirs(workdir)
   with open(os.path.join(workdir, "metrics.jsonl"), "w") as f:
@@ -186,9 +206,10 @@ def test_report_marks_runs_and_averages_only_healthy_ones(sweep_dir):
   # out); sensitivity = mean(0, 3.75 - 2.6) = 0.575.
   assert "| pre | 0.001 | 2.1000 | 0.01 | 0.0000 | 2 |" in text
   assert "| post | 0.001 | 2.6000 | 0.001 | 0.5750 | 2 |" in text
-  for png in ("curves.png", "final_vs_model_norm_placement.png",
-              "final_vs_optim_learning_rate.png", "diagnostics.png", "diagnostics_steps.png",
-              "feed_forward_grad_norm_vs_optim_learning_rate.png"):
+  # the placement against the final loss would redraw the LR figure's cells, transposed
+  assert not os.path.exists(os.path.join(sweep_dir, "final_vs_model_norm_placement.png"))
+  for png in ("curves.png", "final_vs_optim_learning_rate.png", "diagnostics.png",
+              "diagnostics_steps.png", "feed_forward_grad_norm_vs_optim_learning_rate.png"):
     assert f"({png})" in text
     with Image.open(os.path.join(sweep_dir, png)) as image:  # coloured lines, not bare axes
       colours = [c for _, c in image.convert("RGB").getcolors(4096) if len(set(c)) > 1]

@@ -11,7 +11,8 @@
   min..max spread shaded;
 - `final_vs_<field>.png` for every swept field with several values: the final metric against
   it, one line per value of the other swept fields (none for a field another one determines,
-  `runs.tied_fields`: that figure would repeat the other field's at fewer x positions);
+  `runs.tied_fields`: that figure would repeat the other field's at fewer x positions; none
+  for a field of names, such as the placement, when the LR figure is drawn: `transposed`);
 - a `Verdict` section when the sweep file defines `analyze(runs)` (the studies in
   `experiments/`): the file's own test of its claim on these runs, as Markdown lines;
 - `diagnostics.png` when runs log rows with `"split": "diagnostics"`: per-layer profiles of
@@ -44,7 +45,8 @@ from transformer.report.runs import (PENDING, Run, classify_run, eval_metric_nam
                                      load_runs, study_claim, swept_fields, tied_fields,
                                      wall_seconds)
 from transformer.report.stats import (format_interval, lr_sensitivity_table, mean_ci)
-from transformer.report.figures import curve_figures, lr_field, plot_curves, plot_final_vs
+from transformer.report.figures import (curve_figures, is_number, lr_field, plot_curves,
+                                        plot_final_vs)
 from transformer.report.diagnostics_figures import (at_best_lr, plot_diagnostics,
                                                     plot_diagnostics_over_steps, plot_last_layer_vs)
 
@@ -165,12 +167,25 @@ def _sweep_figures(runs: Sequence[Run], fields: Sequence[str], metric: str,
       figures.append((f"Learning curves{where} (mean over healthy seeds, min..max shaded)",
                       f"curves{suffix}.png"))
   tied = tied_fields(runs, fields)
+  skip = {*tied, *transposed(runs, fields, tied)}
   for field in fields:
     path = f"final_vs_{field.replace('.', '_')}.png"
-    if field not in tied and plot_final_vs(runs, field, fields, metric,
+    if field not in skip and plot_final_vs(runs, field, fields, metric,
                                             os.path.join(sweep_dir, path)):
       figures.append((f"Final {metric} against {field}", path))
   return figures
+
+
+def transposed(runs: Sequence[Run], fields: Sequence[str], tied) -> list[str]:
+  """The swept fields whose values are not numbers (the placement, the norm, qk-norm on or
+  off), when an LR is swept and its figure drawn (not `tied`): the LR figure draws every
+  (setting, LR) cell's mean and runs, a line per setting, so a figure with the setting on x
+  and a line per LR would draw the same cells again, transposed."""
+  lr = lr_field(fields)
+  if lr is None or lr in tied:
+    return []
+  return [f for f in fields if f != lr and not all(
+      is_number(r.overrides[f]) for r in runs if f in r.overrides)]
 
 
 def _diagnostics_figures(runs: Sequence[Run], manifest: dict, fields: Sequence[str],
