@@ -171,8 +171,7 @@ def plot_diagnostics_over_steps(runs: Sequence[Run], path: str) -> bool:
       for name, v in values.items():
         series.setdefault(name, {}).setdefault(r.group, {}).setdefault(row["step"], []).append(v)
 
-  styles = group_styles(load_pyplot(), sorted({g for by in series.values() for g in by},
-                                               key=list(groups(runs)).index))
+  styles = group_styles(load_pyplot(), _drawn(runs, {g for by in series.values() for g in by}))
 
   def style(color, variant):
     return {"color": color, "ls": DASHES[variant % len(DASHES)]}
@@ -202,8 +201,7 @@ def plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
         continue
       for name, prof in layer_profiles(row).items():
         profiles.setdefault(name, {}).setdefault((r.group, which, row["step"]), []).append(prof)
-  styles = group_styles(load_pyplot(), [g for g in groups(runs)
-                                        if any(k[0] == g for by in profiles.values() for k in by)])
+  styles = group_styles(load_pyplot(), _drawn(runs, {k[0] for by in profiles.values() for k in by}))
 
   def style(color, variant):
     return {"color": color, "marker": MARKERS[variant % len(MARKERS)], "ms": 3}
@@ -224,6 +222,12 @@ def plot_diagnostics(runs: Sequence[Run], path: str) -> bool:
         if steps[which]]
 
   return _key_panels(profiles, "layer", draw, legend, path)
+
+
+def _drawn(runs: Sequence[Run], drawn: set) -> list:
+  """The groups of `runs` that have a line in the figure (`drawn`), in the runs' group order:
+  the order `group_styles` hands out colours in, the same in both figures."""
+  return [g for g in groups(runs) if g in drawn]
 
 
 def _steps(steps: Sequence[int]) -> str:
