@@ -18,6 +18,12 @@ every deeper depth, *disagrees* when below at every one. The call made before is
 *trains* where every seed ends `MARGIN` below the bigram level and within `MARGIN` of the
 6-layer best) stays in the report as description. The verdict sentence says what each
 deeper stack's cost found, with its interval (`paired.finding`; issue 68).
+
+Seeds 0-2 are the exploratory set the call was chosen on (post hoc, see REGISTRATION); seeds
+3-5 are the confirmatory set (issue 68 point 7), fixed with the call and its margin unchanged
+before their runs and listed after every earlier point: the whole grid again (54 new runs),
+since the call reads each depth at its best LR and warm-up. Once any has run the verdict reads
+them alone, and the same test on seeds 0-2 is described below it.
 """
 
 from typing import Optional
@@ -37,6 +43,7 @@ CLAIM = ("Liu et al. 2020 (Admin); Wang et al. 2022 (DeepNet): post-norm stops t
 DEPTHS = {"cpu": [6, 12, 24], "gpu": [12, 24, 48]}
 LRS = [1e-4, 3e-4, 1e-3]
 SEEDS = PROTOCOL_SEEDS  # seeds 0 and 1 ran first; the report reads the seeds the runs have
+CONFIRMATORY_SEEDS = [3, 4, 5]  # the call's seeds since issue 68, fixed before their runs
 MARGIN = 0.3  # nats/token: below the bigram level, and the most depth may cost
 DEPTH = "model.num_layers"
 WARM = "optim.warmup_steps"
@@ -49,11 +56,14 @@ def warmups(size: str) -> list[int]:
 
 
 def get_sweep(size: str = "cpu"):
+  """The grid on the protocol's seeds, then on the confirmatory seeds (the first 54 points
+  keep their names and order)."""
   base = preset(PROTOCOL_SIZES, size)
   fixed = {**protocol(size, varied=(DEPTH, WARM)), "model.scan_layers": True,
            "model.norm_placement": "post"}
-  return product(base, [fixed], {DEPTH: DEPTHS[size]}, {"optim.learning_rate": LRS},
-                 {WARM: warmups(size)}, {"seed": SEEDS})
+  return [p for seeds in (SEEDS, CONFIRMATORY_SEEDS)
+          for p in product(base, [fixed], {DEPTH: DEPTHS[size]}, {"optim.learning_rate": LRS},
+                           {WARM: warmups(size)}, {"seed": seeds})]
 
 
 def losses(runs) -> dict:
@@ -124,33 +134,49 @@ def depth_costs(runs) -> dict:
 
 def analyze(runs):
   """Final loss per depth, LR and warm-up (mean ± 95% CI over seeds) against the bigram level;
-  the call: each deeper stack's cost at its best setting, paired by seed, against MARGIN."""
-  table = losses(runs)
+  the call: each deeper stack's cost at its best setting, paired by seed, against MARGIN, read
+  on the confirmatory seeds alone once they have run (the exploratory seeds described)."""
   bigram = a.bigram_level(runs)
-  depths = sorted({k[0] for k in table})
-  if bigram is None or not depths:
+  judged, explored = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
+  if bigram is None or not losses(judged):
     return [a.verdict(None, "No run recorded its bigram level (baselines.json) or none ended.")]
+  lines = [a.protocol(runs), "", f"Bigram level of the eval split: {bigram:.3f} nats/token.", "",
+           a.confirmatory_note(runs, CONFIRMATORY_SEEDS), "",
+           *_described(judged, bigram, a.seeds_heading(judged, ", the verdict's"
+                                                       if explored else ""))]
+  if explored:
+    lines += _described(explored, bigram,
+                        a.seeds_heading(explored, ", exploratory (described)"), describe=False)
+  lines.append(a.verdict(*_call(judged)))
+  if explored:
+    lines += ["", a.exploratory_line(*_call(explored, describe=False), explored)]
+  return lines
+
+
+def _described(runs, bigram: float, title: str, describe: bool = True) -> list[str]:
+  """One set of seeds' table, its depth at equal settings, each deeper stack's cost at its
+  best setting against MARGIN and the earlier count rule, all description (`describe`:
+  `paired.judge`'s, True for the set the verdict reads)."""
+  table = losses(runs)
+  depths = sorted({k[0] for k in table})
   rows = [(d, a.fmt_lr(lr), w, a.ci(list(v.values())), len(v))
           for (d, lr, w), v in sorted(table.items())]
-  lines = [a.protocol(runs), "", f"Bigram level of the eval split: {bigram:.3f} nats/token.", "",
-           *a.table(["layers", "LR", "warm-up", "final loss (95% CI)", "seeds"], rows), "",
+  lines = [f"{title}: final loss per depth, LR and warm-up (nats/token, mean ± 95% CI over "
+           "seeds):", "", *a.table(["layers", "LR", "warm-up", "final loss (95% CI)", "seeds"],
+                                   rows), "",
            *equal_settings_lines(table, depths[0]),
            "The call: each deeper stack's cost at its own best setting (LR and warm-up) over "
            f"the {depths[0]}-layer stack at its own, paired by seed, against the margin "
            f"{MARGIN:g} nats/token (post-norm stops training with depth when the interval lies "
            "above it):", ""]
-  costs = {}
   for d, (key, cost) in depth_costs(runs).items():
-    costs[d] = cost
     where = f"LR {a.fmt_lr(key[0])}, warm-up {key[1]}" if key else "no setting where all ended"
-    lines.append(f"- {d} layers' best: {where}. {paired.call_text(cost, MARGIN)}")
+    lines.append(f"- {d} layers' best: {where}. {paired.call_text(cost, MARGIN, describe)}")
   ref_key, _ = best_setting(runs, depths[0])
   if ref_key and ref_key[0] == max(k[1] for k in table):
     lines.append(f"- The {depths[0]}-layer best LR ({a.fmt_lr(ref_key[0])}) is the grid's "
                  "largest: a larger LR might lower it, which could only make depth cost more.")
-  lines += _count_rule_lines(runs, table, bigram, depths)
-  agrees, why = _call(costs, depths[0])
-  return lines + ["", a.verdict(agrees, why + ".")]
+  return lines + _count_rule_lines(runs, table, bigram, depths) + [""]
 
 
 def _count_rule_lines(runs, table, bigram, depths) -> list[str]:
@@ -167,10 +193,12 @@ def _count_rule_lines(runs, table, bigram, depths) -> list[str]:
   return out
 
 
-def _call(costs: dict, ref_depth: int) -> tuple[object, str]:
-  """The verdict from each deeper depth's cost (`{depth: Difference}`) against MARGIN (above:
-  it costs more, agrees), and what each depth's cost found, with its interval (issue 68)."""
-  sides = {d: paired.judge(c, MARGIN) for d, c in costs.items()}
+def _call(runs, describe: bool = True) -> tuple[object, str]:
+  """The verdict from each deeper depth's cost over the shallowest (`depth_costs(runs)`)
+  against MARGIN (above: it costs more, agrees), and what each depth's cost found, with its
+  interval (issue 68). `describe`: `paired.judge`'s."""
+  costs = {d: cost for d, (_, cost) in depth_costs(runs).items()}
+  sides = {d: paired.judge(c, MARGIN, describe) for d, c in costs.items()}
   if sides and all(v is True for v in sides.values()):
     agrees = True
   elif sides and all(v is False for v in sides.values()):
@@ -178,16 +206,18 @@ def _call(costs: dict, ref_depth: int) -> tuple[object, str]:
   else:
     agrees = "partly" if True in sides.values() and False in sides.values() else None
   found = "; ".join(paired.finding(f"{d} layers", c, MARGIN) for d, c in costs.items())
+  ref_depth = min(r.overrides[DEPTH] for r in runs)
   return agrees, (f"Post-norm's depth cost, each deeper stack at its best LR and warm-up minus "
                   f"{ref_depth} layers at its own (nats/token, paired by seed, against "
-                  f"±{MARGIN:g}): " + (found or "no deeper stack ended"))
+                  f"±{MARGIN:g}): " + (found or "no deeper stack ended") + ".")
 
 
 def summarize(runs):
-  """The summary's entry: the verdict, which depths train at which setting, the figure of
-  final loss against depth."""
-  lines = analyze(runs)
-  word, _ = a.verdict_of(lines)
+  """The summary's entry: the verdict, the verdict's seeds' depth costs and which depths train
+  at which setting, the figure of final loss against depth."""
+  word, _ = a.verdict_of(analyze(runs))
+  judged, _ = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
+  lines = _described(judged, a.bigram_level(runs), "", describe=False) if losses(judged) else []
   return {"verdict": word, "numbers": [l[2:] for l in lines if l.startswith("- ")],
           "figure": "final_vs_model_num_layers.png", "placements": {}}
 
@@ -204,4 +234,6 @@ REGISTRATION = {
         "post hoc: chosen after all 54 runs (c6c950c, issue 46's paired re-judging), replacing "
         "the count rule fixed before them at ea08222 (a depth trains where every seed ends 0.3 "
         "below the bigram level and within 0.3 of the 6-layer best; still described); its "
-        "margin is that rule's; not yet confirmed on new data"}
+        "margin is that rule's; its check on new data: the confirmatory seeds 3-5, fixed in the "
+        "commit that adds them to the sweep with the call and its margin unchanged, before their "
+        "runs, which the verdict reads alone once they have run (not run yet)"}

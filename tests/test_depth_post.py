@@ -15,14 +15,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIGRAM = 2.43
 
 
-def _runs(tmp_path, loss_at):
-  """Every point of the cpu sweep, ending at `loss_at(depth, lr, warmup, seed)`."""
+def _runs(tmp_path, loss_at, seeds=depth_post.SEEDS):
+  """Every point of the cpu sweep on `seeds` (by default the exploratory ones alone, as before
+  the confirmatory seeds ran), ending at `loss_at(depth, lr, warmup, seed)`."""
   workdir = tmp_path / "run"
   workdir.mkdir(exist_ok=True)
   (workdir / "baselines.json").write_text(json.dumps(
       {"unigram_nats": 3.36, "bigram_nats": BIGRAM, "train_tokens": 1, "params": 1}))
   runs = []
   for p in depth_post.get_sweep("cpu"):
+    if p["seed"] not in seeds:
+      continue
     o = {k: p[k] for k in (depth_post.DEPTH, a.LR, depth_post.WARM, "seed")}
     loss = loss_at(o[depth_post.DEPTH], o[a.LR], o[depth_post.WARM], o["seed"])
     r = report_runs.Run(sw.point_name(p, [p]), o, p["train.num_steps"], str(workdir),
@@ -39,7 +42,11 @@ def _verdict(lines):
 
 def test_the_sweep_is_post_norm_at_three_depths_with_small_lrs_and_long_warmup():
   points = depth_post.get_sweep("cpu")
-  assert len(points) == 3 * 3 * 2 * 3  # depths x LRs x warm-ups x the protocol's seeds
+  assert len(points) == 3 * 3 * 2 * 6  # depths x LRs x warm-ups x (exploratory + confirmatory)
+  assert [p["seed"] for p in points[:54]].count(2) == 18  # the first 54 as they ran
+  assert {p["seed"] for p in points[54:]} == set(depth_post.CONFIRMATORY_SEEDS) == {3, 4, 5}
+  assert [sw.point_name(p, points) for p in points[:54]] == [
+      sw.point_name(p, points[:54]) for p in points[:54]]  # the committed runs keep their names
   assert {p["model.norm_placement"] for p in points} == {"post"}
   assert {p[depth_post.WARM] for p in points} == {20, 300}  # short, and half of 600 steps
   assert {p[a.LR] for p in points} == {1e-4, 3e-4, 1e-3}
@@ -106,3 +113,36 @@ def test_depth_post_gives_depth_at_equal_settings_paired_by_seed(tmp_path):
   half = 4.302652729911275 * 0.02 / math.sqrt(3)
   assert f"| 12 | 0.0003 | 300 | +0.120 ± {half:.3f} nats/token (3 seeds) |" in lines
   assert "| 24 | 0.0001 | 20 | +0.600 ± 0.000 nats/token (3 seeds) |" in lines
+
+
+def test_depth_post_reads_the_confirmatory_seeds_alone_once_they_have_run(tmp_path):
+  """Seeds 0-2 (chosen on): 12 layers costs 0.6, agrees; seeds 3-5: 12 layers costs nothing at
+  the long warm-up, so the verdict (theirs) is partly; seeds 0-2's reading is described under
+  it, and the note says which seeds the verdict reads."""
+  def loss(d, lr, w, s):
+    if d == 6 or (s >= 3 and d == 12 and w == 300):
+      return 1.9
+    return 2.5
+  every = depth_post.SEEDS + depth_post.CONFIRMATORY_SEEDS
+  lines = depth_post.analyze(_runs(tmp_path, loss, every))
+  assert _verdict(lines).startswith("**Partly agrees.** ")
+  assert _verdict(lines).endswith(": 12 layers neither gains nor loses 0.3 (+0.000 ± 0.000); 24 "
+                                  "layers loses (+0.600 ± 0.000).")
+  assert lines[-1] == (
+      "On the exploratory seeds 0-2 (the runs the call was chosen on; described, not the "
+      "call) the same test agrees: Post-norm's depth cost, each deeper stack at its best LR and "
+      "warm-up minus 6 layers at its own (nats/token, paired by seed, against ±0.3): 12 layers "
+      "loses (+0.600 ± 0.000); 24 layers loses (+0.600 ± 0.000).")
+  assert "The verdict reads the confirmatory seeds 3-5 alone" in " ".join(lines)
+  assert any(line.startswith("Seeds 3-5, the verdict's: final loss") for line in lines)
+  assert any(line.startswith("Seeds 0-2, exploratory (described): final loss") for line in lines)
+  summary = depth_post.summarize(_runs(tmp_path, loss, every))
+  assert summary["verdict"] == "partly agrees"
+  assert any("+0.000 ± 0.000" in n and n.startswith("12 layers' best") for n in summary["numbers"])
+
+
+def test_depth_post_says_the_call_is_not_yet_confirmed_before_the_new_seeds_run(tmp_path):
+  lines = depth_post.analyze(_runs(tmp_path, lambda d, lr, w, s: 1.9 if d == 6 else 2.5))
+  assert ("The confirmatory seeds 3-5 have not run yet: the verdict reads the seeds the call was "
+          "chosen on, so it is not yet confirmed on new data.") in lines
+  assert not any(line.startswith("On the exploratory seeds") for line in lines)
