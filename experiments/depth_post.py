@@ -234,6 +234,6 @@ REGISTRATION = {
         "post hoc: chosen after all 54 runs (c6c950c, issue 46's paired re-judging), replacing "
         "the count rule fixed before them at ea08222 (a depth trains where every seed ends 0.3 "
         "below the bigram level and within 0.3 of the 6-layer best; still described); its "
-        "margin is that rule's; its check on new data: the confirmatory seeds 3-5, fixed at 1ee0bae "
-        "(2026-12-03 17:47) with the call and its margin unchanged, before their runs, which "
-        "the verdict reads alone once they have run (not run yet)"}
+        "margin is that rule's; its check on new data: the confirmatory seeds 3-5, fixed at "
+        "1ee0bae (2026-12-03 17:47) with the call and its margin unchanged, before their runs, "
+        "which the verdict reads alone once they have run (not run yet)"}
