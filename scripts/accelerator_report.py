@@ -461,7 +461,7 @@ def _merge_replication(directory: str, dest: str) -> None:
   shutil.copyfile(os.path.join(directory, SWEEP_NAME), os.path.join(dest, "sweep.json"))
   from transformer.sweep.points import pack_manifest  # no JAX
   pack_manifest(dest)  # committed as every study's: sweep.json.xz
-  # relative to the repository, so results.csv's workdir column names no machine's path
+  # relative to the repository, so the report names no machine's path
   subprocess.run([sys.executable, "launch.py", "--mode=report",
                   f"--sweep_dir={os.path.relpath(dest, ROOT)}"],
                  cwd=ROOT, check=True, timeout=600)

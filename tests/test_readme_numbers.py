@@ -30,12 +30,14 @@ SETTINGS = {
 
 
 def _rows(study: str) -> list[dict]:
+  """The study's results.csv rows, each with the run's folder, `<study dir>/<point>`."""
   with open(os.path.join(REPO, RESULTS, study, "results.csv"), encoding="utf-8") as f:
-    return list(csv.DictReader(f))
+    return [{**row, "workdir": os.path.join(REPO, RESULTS, study, row["point"])}
+            for row in csv.DictReader(f)]
 
 
 def _baselines(row: dict) -> dict:
-  return recorded_baselines(os.path.join(REPO, row["workdir"]))
+  return recorded_baselines(row["workdir"])
 
 
 def _lr(value: float) -> str:

@@ -219,6 +219,7 @@ def test_report_marks_runs_and_averages_only_healthy_ones(sweep_dir):
   assert len(rows) == 12 and set(rows[0]) >= {"point", "model.norm_placement", "seed", "status",
                                                "loss", "bits_per_byte", "accuracy", "wall_s"}
   assert rows[0]["loss"] == "2.0" and rows[0]["status"] == "finished"
+  assert "workdir" not in rows[0]  # it was always <sweep_dir>/<point>: 0.24 MB over the studies
 
 
 def test_report_metric_can_be_any_eval_metric(sweep_dir):

@@ -4,7 +4,8 @@
 `DIR/sweep.json` (the points; `sweep.json.xz` in a packed study) and each point's
 `metrics.jsonl`, and writes into DIR:
 
-- `results.csv`: one row per point (swept fields, status, final eval metrics, wall time);
+- `results.csv`: one row per point (its name, fields, status, final eval metrics, wall time;
+  its run's folder is `DIR/<point>`, so no column repeats it);
 - `report.md`: per group of points that differ only in `seed`, the mean and 95% confidence
   interval (Student's t over seeds) of every final eval metric, over healthy runs only;
 - `curves.png`: train loss and the eval metric against step, mean over seeds with the
@@ -260,11 +261,10 @@ def _write_csv(runs: Sequence[Run], names: Sequence[str], path: str) -> None:
     keys += [k for k in r.overrides if k not in keys]
   with paths.open_file(path, "w", newline="") as f:
     w = csv.writer(f)
-    w.writerow(["point", *keys, "status", "detail", "step", *names, "wall_s", "workdir"])
+    w.writerow(["point", *keys, "status", "detail", "step", *names, "wall_s"])
     for r in runs:
       seconds = wall_seconds(r)
       wall = "" if seconds is None else f"{seconds:.1f}"
       w.writerow([r.name, *[r.overrides.get(k, "") for k in keys], r.status, r.detail,
-                  r.final.get("step", ""), *[r.final.get(m, "") for m in names], wall,
-                  r.workdir])
+                  r.final.get("step", ""), *[r.final.get(m, "") for m in names], wall])
 
