@@ -27,6 +27,15 @@ upward), kept as a described number; the halves were chosen after the runs (see
 REGISTRATION). The matched-LR section reads every setting at 3e-3, and the robustness section
 makes the call there too.
 
+Seeds 0-2 are the exploratory set the halves were chosen on; seeds 6-8 are the confirmatory set
+(issue 68 point 7), fixed with the calls and their margin unchanged before their runs and listed
+after every earlier point: the whole grid again (150 new runs), since each half reads every
+warm-up length at its own best LR. Seeds 3-5 are left out on purpose: seeds 3 and 4 of post and
+pre at warm-up 0 and 60 are warmup_stability's and lr_sensitivity's, run and read after these
+halves were chosen, and seed 5 of post-norm at warm-up 60 is qk_norm_logits'; none of those
+outcomes may be known before a confirmatory run. Once any has run the verdict reads them alone
+(the table, costs and figure too), and the same test on seeds 0-2 is described below it.
+
 Described, not called (this study's call until issue 46): a run *trained at X* when it did not
 diverge and its final eval loss is within X nats/token of the best final loss its seed reached
 at any LR in the same setting; the largest LR up to which every seed trained at X, over X,
@@ -50,15 +59,19 @@ LOSS_MARGIN = 0.05  # nats/token: the call's margin M (warmup_stability's)
 # 0, the protocol's 10% of the run, then a quarter, a half and the whole run (the LR only rises).
 WARMUPS = {size: [0, steps // 10, steps // 4, steps // 2, steps]
            for size, steps in PROTOCOL_STEPS.items()}
+CONFIRMATORY_SEEDS = [6, 7, 8]  # the halves' seeds since issue 68, fixed before their runs
 
 
 def get_sweep(size: str = "cpu"):
   """The protocol's model, budget, LR grid and seeds; post and pre at each warm-up length (the
-  0 and 10% points are warmup_stability's runs)."""
+  0 and 10% points are warmup_stability's runs); then the same on the confirmatory seeds (the
+  first 150 points keep their names and order)."""
   base = preset(PROTOCOL_SIZES, size)
-  return product(base, [protocol(size, varied=("optim.warmup_steps",))],
-                 {"model.norm_placement": PLACEMENTS}, {"optim.warmup_steps": WARMUPS[size]},
-                 {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": PROTOCOL_SEEDS})
+  return [p for seeds in (PROTOCOL_SEEDS, CONFIRMATORY_SEEDS)
+          for p in product(base, [protocol(size, varied=("optim.warmup_steps",))],
+                           {"model.norm_placement": PLACEMENTS},
+                           {"optim.warmup_steps": WARMUPS[size]},
+                           {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": seeds})]
 
 
 FIGURE = "largest_lr_vs_warmup.png"
@@ -112,11 +125,13 @@ def fixed_costs(sets, placements, warmups, matched) -> dict:
   return out
 
 
-def _call(m):
+def _call(m, describe: bool = True):
   """(verdict, text): the two halves, post-norm's and pre-norm's cost of no warm-up against
-  every fixed warm-up length, each its own call against LOSS_MARGIN."""
+  every fixed warm-up length, each its own call against LOSS_MARGIN (`describe`:
+  `paired.judge`'s)."""
   return warmup_stability.two_halves(
-      {p: {str(w): d for w, d in m["fixed"][p].items()} for p in m["fixed"]}, LOSS_MARGIN)
+      {p: {str(w): d for w, d in m["fixed"][p].items()} for p in m["fixed"]}, LOSS_MARGIN,
+      describe)
 
 
 def _relative(m):
@@ -168,9 +183,26 @@ def _judge(m):
 def analyze(runs):
   """Per placement and warm-up length: the largest LR up to which every seed trained at X
   (for several X), the best LR's clipped final loss, and the LR sensitivity (per seed, mean ±
-  95% CI). The claim holds at X when post-norm's largest trained LR at the longest warm-up is
-  above its value at the shortest, and pre-norm's moves by at most one grid step across
-  warm-up lengths."""
+  95% CI); the call: the two halves (`_call`), read on the confirmatory seeds alone once they
+  have run, the exploratory seeds' reading described below the verdict."""
+  judged, explored = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
+  body, agrees, said, tail = _reading(judged)
+  lines = [a.protocol(runs), "", a.confirmatory_note(runs, CONFIRMATORY_SEEDS), ""]
+  if explored:
+    seen = _reading(explored, describe=False)
+    lines += [a.seeds_heading(judged, ", the verdict's:"), "", *body,
+              a.seeds_heading(explored, ", exploratory (described):"), "", *seen[0]]
+  else:
+    lines += body
+  lines += [a.verdict(agrees, said), *tail]
+  if explored:
+    lines += ["", a.exploratory_line(seen[1], seen[2], explored)]
+  return lines
+
+
+def _reading(runs, describe: bool = True) -> tuple[list, object, str, list]:
+  """One set of seeds' reading: (its tables and differences, the halves' verdict, the verdict
+  sentence, the lines after it). `describe`: `paired.judge`'s, True for the verdict's set."""
   m = measure(runs)
   lrs, warmups, x = m["lrs"], m["warmups"], m["x"]
   rows = []
@@ -180,8 +212,7 @@ def analyze(runs):
     rows.append([p, w, *(a.fmt_lr(a.largest_trained_lr(mine, t)) for t in a.TOLERANCES),
                  a.fmt_lr(best), a.ci(v for v in best_losses if v is not None),
                  a.ci(a.per_seed(mine, a.lr_sensitivity)), a.status_counts(mine)])
-  lines = [a.protocol(runs), "",
-           "A run *trained at X* when it did not diverge and its final eval loss is within X "
+  lines = ["A run *trained at X* when it did not diverge and its final eval loss is within X "
            "nats/token of the best final loss its seed reached at any LR in the same setting. "
            "Per placement and warm-up length (steps of linear warm-up, then cosine decay): the "
            "largest LR up to which every seed trained at X (counted up from the best LR; none: "
@@ -190,12 +221,12 @@ def analyze(runs):
            *a.table(["placement", "warm-up", *(f"X = {t:g}" for t in a.TOLERANCES), "best LR",
                      "loss @ best LR", "LR sensitivity", "runs"], rows), ""]
   if "post" not in m["placements"] or len(warmups) < 2:
-    return lines + [a.verdict(None, "Needs post-norm runs at two warm-up lengths or more.")]
+    return lines, None, "Needs post-norm runs at two warm-up lengths or more.", []
   grows = a.intervals_where(lambda t: _call_at(m, t)[0], m["points"])
   both = a.intervals_where(lambda t: (lambda g, f, _: g and f in (True, None))(*_call_at(m, t)),
                            m["points"])
   _, described = _judge(m)
-  agrees, said = _call(m)
+  agrees, said = _call(m, describe)
   lines += [f"Over X in [0, 1]: post-norm's largest trained LR grows with the warm-up length "
             f"for {a.intervals_text(grows)}; it grows while pre-norm's stays within one grid "
             f"step (the paper's picture) for {a.intervals_text(both)}.", "",
@@ -205,26 +236,25 @@ def analyze(runs):
             *(f"- {d.text()}" for p in m["placements"] for d in m["fixed"][p].values()), "",
             "Described, not called: each placement's cost against its own best warm-up length, "
             "the length chosen from these runs:", "",
-            *(f"- {m['costs'][p][0].text()}" for p in m["placements"] if p in m["costs"]),
-            "", a.verdict(agrees, f"{said[0].upper()}{said[1:]} (nats/token, mean ± 95% CI "
-                          "over seeds; each half its own call, chosen after the runs). "
-                          f"Described, not called: {_relative(m)}; {described}.")]
+            *(f"- {m['costs'][p][0].text()}" for p in m["placements"] if p in m["costs"]), ""]
+  said = (f"{said[0].upper()}{said[1:]} (nats/token, mean ± 95% CI over seeds; each half its "
+          f"own call, chosen after the runs). Described, not called: {_relative(m)}; "
+          f"{described}.")
   edge = [f"{p} at warm-up {w}" for (p, w), mine in m["sets"].items()
           if a.largest_trained_lr(mine, x) == lrs[-1]]
-  if edge:
-    lines += ["", f"At X = {x:g} the largest trained LR is the grid's largest ({lrs[-1]:g}) for "
-              + ", ".join(edge) + ": a lower bound; the grid does not find where they fail."]
-  return lines
+  tail = ["", f"At X = {x:g} the largest trained LR is the grid's largest ({lrs[-1]:g}) for "
+          + ", ".join(edge) + ": a lower bound; the grid does not find where they fail."]
+  return lines, agrees, said, tail if edge else []
 
 
 def figures(runs, sweep_dir):
   """`largest_lr_vs_warmup.png`: per placement, the largest trained LR against the warm-up
-  length, one line per tolerance X."""
+  length, one line per tolerance X, on the seeds the verdict reads."""
   import os
   from transformer.report import figures as report_figures
   if not runs:
     return []
-  m = measure(runs)
+  m = measure(a.confirmatory_split(runs, CONFIRMATORY_SEEDS)[0])  # the verdict's seeds
   plt = report_figures.load_pyplot()
   n = len(m["placements"])
   fig, axes = plt.subplots(1, n, figsize=(3.4 * n + 1.4, 3.2), sharey=True, squeeze=False)
@@ -249,9 +279,10 @@ def figures(runs, sweep_dir):
 
 
 def summarize(runs):
-  """The summary's entry (transformer/report/summary.write_summary)."""
-  m = measure(runs)
-  agrees, said = _call(m)
+  """The summary's entry (transformer/report/summary.write_summary): the verdict's seeds'
+  numbers."""
+  m = measure(a.confirmatory_split(runs, CONFIRMATORY_SEEDS)[0])
+  agrees, said = _call(m, describe=False)
   _, described = _judge(m)
   x = m["x"]
   return {"verdict": a.verdict_word(agrees),
@@ -272,7 +303,10 @@ THRESHOLDS_NOT_READ = paired.NOT_READ
 
 _POST_HOC = ("post hoc: replaces issue 46's call, post-norm's cost of no warm-up minus "
              "pre-norm's, each against its own best warm-up length (kept as a described "
-             "number), after these runs were seen; not yet confirmed on new data")
+             "number), after these runs were seen; its check on new data: the confirmatory "
+             "seeds 6-8, fixed in the commit that adds them to the sweep with the calls and "
+             "their margin unchanged, before their runs, which the verdict reads alone once "
+             "they have run (not run yet)")
 REGISTRATION = {"post-norm's cost of no warm-up above the margin against every length":
                 _POST_HOC,
                 "pre-norm's cost of no warm-up below the margin against every length":

@@ -9,6 +9,7 @@ import pytest
 from experiments import analysis as a
 from experiments import depth, long_training, norms, warmup_length
 from transformer.report import runs as report_runs
+from transformer.sweep import points as sw
 
 LN_V = math.log(259)
 
@@ -294,14 +295,40 @@ def test_warmup_length_judges_training_over_the_tolerance(tmp_path):
                                      "0.001 / 0.001 / 0.001 / 0.001 / 0.001"}
 
 
-def _length_runs(gain):
+def _length_runs(gain, seeds=range(3)):
   """Post and pre at warm-ups 0, 20, 50: loss 2.0 + 0.1 per LR step from 3e-3 + 0.01 s, less
   `gain(placement, warmup, seed)` (0 at warm-up 0)."""
   lrs = [1e-3, 3e-3, 1e-2]
   return [_run({a.PLACEMENT: p, "optim.warmup_steps": w, a.LR: lr, "seed": s},
                final_loss=2.0 + 0.1 * abs(i - 1) + 0.01 * s - (gain(p, w, s) if w else 0.0))
           for p in ("post", "pre") for w in (0, 20, 50) for i, lr in enumerate(lrs)
-          for s in range(3)]
+          for s in seeds]
+
+
+def test_warmup_length_confirmatory_seeds_come_after_the_150_points_and_are_new():
+  points = warmup_length.get_sweep("cpu")
+  assert len(points) == 300 and {p["seed"] for p in points[:150]} == {0, 1, 2}
+  assert {p["seed"] for p in points[150:]} == set(warmup_length.CONFIRMATORY_SEEDS) == {6, 7, 8}
+  assert [sw.point_name(p, points) for p in points[:150]] == [
+      sw.point_name(p, points[:150]) for p in points[:150]]  # the committed runs keep names
+
+
+def test_warmup_length_reads_the_confirmatory_seeds_alone_once_they_have_run():
+  """Seeds 0-2: pre gains 0.01 from warm-up (its half holds, agrees); seeds 6-8: pre gains
+  0.2 (its half fails): the verdict is theirs, seeds 0-2's reading is described below it."""
+  gain = lambda p, w, s: 0.5 if p == "post" else (0.2 if s >= 6 else 0.01)
+  runs = _length_runs(gain, seeds=[0, 1, 2, 6, 7, 8])
+  lines = warmup_length.analyze(runs)
+  assert _verdict(lines).startswith("**Partly agrees.**")
+  assert "pre-norm needs warm-up" in _verdict(lines)
+  assert "The verdict reads the confirmatory seeds 6-8 alone" in lines[2]
+  assert "Seeds 6-8, the verdict's:" in lines and "Seeds 0-2, exploratory (described):" in lines
+  assert lines[-1].startswith("On the exploratory seeds 0-2 (the runs the call was chosen on; "
+                              "described, not the call) the same test agrees: ")
+  assert warmup_length.summarize(runs)["verdict"] == "partly agrees"
+  before = warmup_length.analyze(_length_runs(gain))  # the confirmatory seeds not run yet
+  assert _verdict(before).startswith("**Agrees.**")
+  assert "The confirmatory seeds 6-8 have not run yet" in before[2]
 
 
 @pytest.mark.parametrize("post, pre, word, found", [
