@@ -304,9 +304,9 @@ THRESHOLDS_NOT_READ = paired.NOT_READ
 _POST_HOC = ("post hoc: replaces issue 46's call, post-norm's cost of no warm-up minus "
              "pre-norm's, each against its own best warm-up length (kept as a described "
              "number), after these runs were seen; its check on new data: the confirmatory "
-             "seeds 6-8, fixed in the commit that adds them to the sweep with the calls and "
-             "their margin unchanged, before their runs, which the verdict reads alone once "
-             "they have run (not run yet)")
+             "seeds 6-8, fixed at 31b0479 (2026-12-03 17:55) with the calls and their margin "
+             "unchanged, before their runs, which the verdict reads alone once they have run "
+             "(not run yet)")
 REGISTRATION = {"post-norm's cost of no warm-up above the margin against every length":
                 _POST_HOC,
                 "pre-norm's cost of no warm-up below the margin against every length":
