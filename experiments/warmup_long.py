@@ -21,6 +21,13 @@ Extended after those 18 runs, the call unchanged: post-norm's best LR fell on it
 lowest LR without warm-up (3e-4) and on its highest with it (3e-3), so neither optimum was
 located. One LR beyond each edge (`EXTENDED`): 1e-4 without warm-up (3 new runs) and 1e-2 with
 it (long_training's runs, linked).
+
+Seeds 0-2 are the exploratory set the halves were chosen on; seeds 3-5 are the confirmatory set
+(issue 68 point 7), fixed with the halves and their margin unchanged before their runs and
+listed after every earlier point: the same 14 cells (each window and its extension, without
+and with warm-up), 42 new 2,400-step runs, none of them run before. Once any has run the
+verdict reads them alone (the summary's atlas follow-up too), and the same test on seeds 0-2 is
+described below it.
 """
 
 from experiments import analysis as a
@@ -36,19 +43,22 @@ WINDOW = {"cpu": {"post": [3e-4, 1e-3, 3e-3], "pre": [1e-3, 3e-3, 1e-2]},
 EXTENDED = {"cpu": {("post", 0): [1e-4], ("post", 240): [1e-2]}, "gpu": {}}
 LOSS_MARGIN = warmup_stability.LOSS_MARGIN
 WARM = "optim.warmup_steps"
+CONFIRMATORY_SEEDS = [3, 4, 5]  # the halves' seeds since issue 68, fixed before their runs
 
 
 def get_sweep(size: str = "cpu"):
   """Without warm-up first (the new runs), then with the protocol's (long_training's), then
-  the `EXTENDED` LRs."""
+  the `EXTENDED` LRs; then all of them again on the confirmatory seeds (the first 42 points
+  keep their names and order)."""
   base = preset(PROTOCOL_SIZES, size)
   fixed = protocol(size, varied=(WARM,), factor=FACTOR)
   warmups = (0, protocol(size, factor=FACTOR)[WARM])
   lrs = {(p, w): WINDOW[size][p] for w in warmups for p in ("post", "pre")}
   beyond = {key: extra for key, extra in EXTENDED[size].items() if key in lrs}
-  return [point for table in (lrs, beyond) for (p, w), grid in table.items()
+  return [point for seeds in (PROTOCOL_SEEDS, CONFIRMATORY_SEEDS) for table in (lrs, beyond)
+          for (p, w), grid in table.items()
           for point in product(base, [fixed], {"model.norm_placement": [p]}, {WARM: [w]},
-                               {"optim.learning_rate": grid}, {"seed": PROTOCOL_SEEDS})]
+                               {"optim.learning_rate": grid}, {"seed": seeds})]
 
 
 def measure(runs) -> dict:
@@ -62,10 +72,30 @@ def measure(runs) -> dict:
 
 
 def analyze(runs):
+  """The two halves (`_halves`), read on the confirmatory seeds alone once they have run, the
+  exploratory seeds' reading described below the verdict; each set's costs above it."""
+  judged, explored = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
+  lines = [a.protocol(runs), "", a.confirmatory_note(runs, CONFIRMATORY_SEEDS), ""]
+  body, agrees, said = _reading(judged)
+  if explored:
+    seen = _reading(explored, describe=False)
+    lines += [a.seeds_heading(judged, ", the verdict's:"), "", *body,
+              a.seeds_heading(explored, ", exploratory (described):"), "", *seen[0]]
+  else:
+    lines += body
+  lines.append(a.verdict(agrees, said))
+  if explored:
+    lines += ["", a.exploratory_line(seen[1], seen[2], explored)]
+  return lines
+
+
+def _reading(runs, describe: bool = True) -> tuple[list, object, str]:
+  """One set of seeds' costs of dropping warm-up, the halves' verdict on them and its sentence
+  (`describe`: `paired.judge`'s, True for the verdict's set)."""
   m = measure(runs)
-  lines = [a.protocol(runs), "", f"Cost of dropping warm-up after {runs[0].num_steps} steps "
-           f"(clipped final eval loss without warm-up minus with {m['warmups'][-1]} steps), "
-           "each setting at its own best LR of the window, paired by seed:", ""]
+  lines = [f"Cost of dropping warm-up after {runs[0].num_steps} steps (clipped final eval loss "
+           f"without warm-up minus with {m['warmups'][-1]} steps), each setting at its own best "
+           "LR of the window, paired by seed:", ""]
   for _, (d, lr0, lr1) in sorted(m["costs"].items()):
     lines.append(f"- {d.text()} (best LR {a.fmt_lr(lr0)} without warm-up, {a.fmt_lr(lr1)} "
                  "with it)")
@@ -75,16 +105,18 @@ def analyze(runs):
                                                          optim__warmup_steps=w)),
                                  a.select(runs, model__norm_placement=p))] if n]
   lines += [*(f"- {n}" for n in edges), ""]
-  agrees, said = _halves(m)
-  return lines + [a.verdict(agrees, f"After {runs[0].num_steps} steps: {said} (nats/token, mean "
-                            "± 95% CI over seeds; each half its own call, as warmup_stability's "
-                            f"since issue 68). Described, not called: {m['call'].text()}.")]
+  agrees, said = _halves(m, describe)
+  return lines, agrees, (f"After {runs[0].num_steps} steps: {said} (nats/token, mean ± 95% CI "
+                         "over seeds; each half its own call, as warmup_stability's since issue "
+                         f"68). Described, not called: {m['call'].text()}.")
 
 
-def _halves(m) -> tuple:
-  """(verdict, sentence): warmup_stability's two halves on this study's costs."""
+def _halves(m, describe: bool = True) -> tuple:
+  """(verdict, sentence): warmup_stability's two halves on this study's costs (`describe`:
+  `paired.judge`'s)."""
   return warmup_stability.two_halves({p: {"": m["costs"][p][0]} for p in
-                                      warmup_stability.JUDGED if p in m["costs"]}, LOSS_MARGIN)
+                                      warmup_stability.JUDGED if p in m["costs"]}, LOSS_MARGIN,
+                                     describe)
 
 
 # Past early training (issue 69): the atlas question "Which placements need warm-up?"
@@ -114,9 +146,11 @@ def follow_ups(m: dict) -> dict:
 
 
 def summarize(runs):
-  m = measure(runs)
+  """The summary's entry: the verdict, and the verdict's seeds' halves and follow-ups."""
+  m = measure(a.confirmatory_split(runs, CONFIRMATORY_SEEDS)[0])
   word, _ = a.verdict_of(analyze(runs))
-  return {"verdict": word, "numbers": [_halves(m)[1], f"described: {m['call'].text()}"],
+  return {"verdict": word, "numbers": [_halves(m, describe=False)[1],
+                                       f"described: {m['call'].text()}"],
           "figure": "final_vs_optim_learning_rate.png", "placements": {},
           "follow_ups": follow_ups(m)}
 
@@ -131,4 +165,6 @@ REGISTRATION = {
         "post hoc: warmup_stability's two halves (d1c0b9d, issue 68), set after these runs "
         "were seen; they replace post-norm's cost minus pre-norm's, pre-registered at b84f151 "
         "(before the first run, 2026-11-27 22:43; df3a278 widened the LR windows) and now "
-        "described; not yet confirmed on new data"}
+        "described; its check on new data: the confirmatory seeds 3-5, fixed in the commit "
+        "that adds them to the sweep with the halves and their margin unchanged, before their "
+        "runs, which the verdict reads alone once they have run (not run yet)"}

@@ -198,11 +198,16 @@ def test_warmup_long_follows_warmup_placements_answers_to_2400_steps():
 def test_warmup_long_makes_warmup_stabilitys_call_at_2400_steps():
   from experiments import warmup_long
   points = warmup_long.get_sweep("cpu")
-  assert len(points) == 42 and {p["train.num_steps"] for p in points} == {2400}
+  assert len(points) == 84 and {p["train.num_steps"] for p in points} == {2400}
   assert {p["optim.warmup_steps"] for p in points} == {0, 240}
-  # The extension beyond post-norm's window edges comes last, 3 seeds per LR.
-  assert [(p["optim.warmup_steps"], p["optim.learning_rate"]) for p in points[36:]] == \
+  # The extension beyond post-norm's window edges comes last, 3 seeds per LR; then the same
+  # 42 cells on the confirmatory seeds, none run before.
+  assert [(p["optim.warmup_steps"], p["optim.learning_rate"]) for p in points[36:42]] == \
       [(0, 1e-4)] * 3 + [(240, 1e-2)] * 3
+  assert {p["seed"] for p in points[:42]} == {0, 1, 2}
+  assert [{k: v for k, v in p.items() if k != "seed"} for p in points[42:]] == [
+      {k: v for k, v in p.items() if k != "seed"} for p in points[:42]]
+  assert {p["seed"] for p in points[42:]} == set(warmup_long.CONFIRMATORY_SEEDS) == {3, 4, 5}
 
   def runs(post_cost):
     return [_run({a.PLACEMENT: p, "optim.warmup_steps": w, a.LR: lr, "seed": s},
@@ -221,3 +226,27 @@ def test_warmup_long_makes_warmup_stabilitys_call_at_2400_steps():
   # -0.010, would have disagreed).
   said = _verdict(warmup_long.analyze(runs(0.0)))
   assert said.startswith("**Partly agrees.**") and "post-norm does not need warm-up" in said
+
+
+def test_warmup_long_reads_the_confirmatory_seeds_alone_once_they_have_run():
+  """Seeds 0-2: post pays 0.3, pre 0.02 (agrees); seeds 3-5: post pays 0.01 (its half fails):
+  the verdict is seeds 3-5's, seeds 0-2's reading is described below it."""
+  from experiments import warmup_long
+  cost = lambda p, s: (0.3 if s < 3 else 0.01) if p == "post" else 0.02
+  runs = [_run({a.PLACEMENT: p, "optim.warmup_steps": w, a.LR: lr, "seed": s},
+               1.4 + 0.1 * abs(i - 1) + 0.01 * (s % 3) + (cost(p, s) if w == 0 else 0.0))
+          for p, window in warmup_long.WINDOW["cpu"].items() for w in (0, 240)
+          for i, lr in enumerate(window) for s in range(6)]
+  lines = warmup_long.analyze(runs)
+  assert _verdict(lines).startswith("**Partly agrees.**")
+  assert "post-norm does not need warm-up" in _verdict(lines)
+  assert "The verdict reads the confirmatory seeds 3-5 alone" in lines[2]
+  assert lines[-1].startswith("On the exploratory seeds 0-2 (the runs the call was chosen on; "
+                              "described, not the call) the same test agrees: After 600 steps: "
+                              "post-norm needs warm-up")
+  summary = warmup_long.summarize(runs)
+  assert summary["verdict"] == "partly agrees" and "post-norm does not need" in summary[
+      "numbers"][0]
+  before = warmup_long.analyze([r for r in runs if r.seed < 3])
+  assert _verdict(before).startswith("**Agrees.**")
+  assert "The confirmatory seeds 3-5 have not run yet" in before[2]
