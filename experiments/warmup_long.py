@@ -165,6 +165,6 @@ REGISTRATION = {
         "post hoc: warmup_stability's two halves (d1c0b9d, issue 68), set after these runs "
         "were seen; they replace post-norm's cost minus pre-norm's, pre-registered at b84f151 "
         "(before the first run, 2026-11-27 22:43; df3a278 widened the LR windows) and now "
-        "described; its check on new data: the confirmatory seeds 3-5, fixed in the commit "
-        "that adds them to the sweep with the halves and their margin unchanged, before their "
-        "runs, which the verdict reads alone once they have run (not run yet)"}
+        "described; its check on new data: the confirmatory seeds 3-5, fixed at 9067840 "
+        "(2026-12-03 18:04) with the halves and their margin unchanged, before their runs, "
+        "which the verdict reads alone once they have run (not run yet)"}
