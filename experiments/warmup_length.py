@@ -254,7 +254,8 @@ def figures(runs, sweep_dir):
   from transformer.report import figures as report_figures
   if not runs:
     return []
-  m = measure(a.confirmatory_split(runs, CONFIRMATORY_SEEDS)[0])  # the verdict's seeds
+  judged = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)[0]
+  m = measure(judged)
   plt = report_figures.load_pyplot()
   n = len(m["placements"])
   fig, axes = plt.subplots(1, n, figsize=(3.4 * n + 1.4, 3.2), sharey=True, squeeze=False)
@@ -275,7 +276,7 @@ def figures(runs, sweep_dir):
   fig.tight_layout()
   report_figures.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
   return [("Largest LR every seed trained at within X nats of its best, against the warm-up "
-           "length", FIGURE)]
+           f"length ({a.seeds_heading(judged).lower()}, the verdict's)", FIGURE)]
 
 
 def summarize(runs):
