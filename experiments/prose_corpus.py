@@ -128,7 +128,7 @@ def seeds_note(registered, explored, confirmatory) -> list[str]:
 def _cost_lines(m: dict, runs) -> list[str]:
   """Each placement's cost of dropping warm-up (under a heading naming the seeds once the
   confirmatory ones have run), then post minus pre, described."""
-  head = ([f"{a.seeds_heading(runs, ', the warm-up halves')}:"]
+  head = (["", f"{a.seeds_heading(runs, ', the warm-up halves')}:", ""]  # not in the list above
           if "explored_costs" in m else [])
   lines = [*head, *(f"- {d.text()} (best LR {a.fmt_lr(lr0)} without warm-up, {a.fmt_lr(lr1)} "
                     "with it)" for _, (d, lr0, lr1) in sorted(m["costs"].items()))]
@@ -206,7 +206,8 @@ _POST_HOC = ("post hoc: replaces the call fixed before these runs, post-norm's c
              "warm-up minus pre-norm's against the same margin (kept as a described number), "
              "after these runs were seen; its check on new data: the confirmatory seeds 3-5, "
              "fixed at 983dfa7 (2026-12-03 11:16) with the calls unchanged, before their runs, "
-             "which the halves read alone once they have run (not run yet)")
+             "which the halves read alone (their 60 runs: 2026-12-03 15:31-19:09, paused for CI "
+             "and between sessions, at that commit from a clean tree)")
 REGISTRATION = {
     "post-norm's trimmed LR sensitivity minus pre-norm's above the margin":
         "pre-registered at 942c61b, the commit that added this file, before its first run",

@@ -31,7 +31,7 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # depth: 90 runs (30 linked to lr_sensitivity's and warmup_stability's); warmup_length: 150
 # (60 linked); accelerator_replication: the 9 runs of the third GPU lease; clipping: 160 (80
 # linked to warmup_stability's); massive_activations: 30; qk_norm_post and hybrid_norm: 45
-# each (30 linked to lr_sensitivity's); prose_corpus: 75 on the prose corpus;
+# each (30 linked to lr_sensitivity's); prose_corpus: 135 on the prose corpus (60 confirmatory);
 # norm_type_placement: 135 (75 linked to lr_sensitivity's and norms'); depth_lr: 114 (69 linked
 # to lr_sensitivity's, hybrid_norm's and depth's); depth_post: 54 of post-norm at 6-24 layers;
 # warmup_placement: 360 (210 linked to lr_sensitivity's, warmup_stability's, warmup_length's);
