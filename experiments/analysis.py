@@ -571,6 +571,26 @@ def confirmatory_note(runs: Sequence[Run], seeds: Sequence[int]) -> str:
           "seeds the call was chosen on, so it is not yet confirmed on new data.")
 
 
+def confirmatory_reading(runs: Sequence[Run], seeds: Sequence[int], reading) -> list[str]:
+  """The verdict's lines after the protocol line for a call with confirmatory `seeds`: the note,
+  each seed set's `reading(runs, describe)` body (headed once both sets have runs), the verdict
+  on `confirmatory_split`'s set and what `reading` puts after it, then the exploratory set's
+  test, described. `reading` returns (body, verdict, sentence, lines after the verdict)."""
+  judged, explored = confirmatory_split(runs, seeds)
+  body, agrees, said, tail = reading(judged, True)
+  lines = [confirmatory_note(runs, seeds), ""]
+  if explored:
+    seen = reading(explored, False)
+    lines += [seeds_heading(judged, ", the verdict's:"), "", *body,
+              seeds_heading(explored, ", exploratory (described):"), "", *seen[0]]
+  else:
+    lines += body
+  lines += [verdict(agrees, said), *tail]
+  if explored:
+    lines += ["", exploratory_line(seen[1], seen[2], explored)]
+  return lines
+
+
 def exploratory_line(agrees, found: str, runs: Sequence[Run]) -> str:
   """The same test on the exploratory runs (the data the call was chosen on), one line of
   description below the verdict."""

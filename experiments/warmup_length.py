@@ -185,19 +185,7 @@ def analyze(runs):
   (for several X), the best LR's clipped final loss, and the LR sensitivity (per seed, mean ±
   95% CI); the call: the two halves (`_call`), read on the confirmatory seeds alone once they
   have run, the exploratory seeds' reading described below the verdict."""
-  judged, explored = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
-  body, agrees, said, tail = _reading(judged)
-  lines = [a.protocol(runs), "", a.confirmatory_note(runs, CONFIRMATORY_SEEDS), ""]
-  if explored:
-    seen = _reading(explored, describe=False)
-    lines += [a.seeds_heading(judged, ", the verdict's:"), "", *body,
-              a.seeds_heading(explored, ", exploratory (described):"), "", *seen[0]]
-  else:
-    lines += body
-  lines += [a.verdict(agrees, said), *tail]
-  if explored:
-    lines += ["", a.exploratory_line(seen[1], seen[2], explored)]
-  return lines
+  return [a.protocol(runs), "", *a.confirmatory_reading(runs, CONFIRMATORY_SEEDS, _reading)]
 
 
 def _reading(runs, describe: bool = True) -> tuple[list, object, str, list]:

@@ -74,24 +74,12 @@ def measure(runs) -> dict:
 def analyze(runs):
   """The two halves (`_halves`), read on the confirmatory seeds alone once they have run, the
   exploratory seeds' reading described below the verdict; each set's costs above it."""
-  judged, explored = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
-  lines = [a.protocol(runs), "", a.confirmatory_note(runs, CONFIRMATORY_SEEDS), ""]
-  body, agrees, said = _reading(judged)
-  if explored:
-    seen = _reading(explored, describe=False)
-    lines += [a.seeds_heading(judged, ", the verdict's:"), "", *body,
-              a.seeds_heading(explored, ", exploratory (described):"), "", *seen[0]]
-  else:
-    lines += body
-  lines.append(a.verdict(agrees, said))
-  if explored:
-    lines += ["", a.exploratory_line(seen[1], seen[2], explored)]
-  return lines
+  return [a.protocol(runs), "", *a.confirmatory_reading(runs, CONFIRMATORY_SEEDS, _reading)]
 
 
-def _reading(runs, describe: bool = True) -> tuple[list, object, str]:
-  """One set of seeds' costs of dropping warm-up, the halves' verdict on them and its sentence
-  (`describe`: `paired.judge`'s, True for the verdict's set)."""
+def _reading(runs, describe: bool = True) -> tuple[list, object, str, list]:
+  """One set of seeds' costs of dropping warm-up, the halves' verdict on them, its sentence and
+  nothing after it (`describe`: `paired.judge`'s, True for the verdict's set)."""
   m = measure(runs)
   lines = [f"Cost of dropping warm-up after {runs[0].num_steps} steps (clipped final eval loss "
            f"without warm-up minus with {m['warmups'][-1]} steps), each setting at its own best "
@@ -108,7 +96,7 @@ def _reading(runs, describe: bool = True) -> tuple[list, object, str]:
   agrees, said = _halves(m, describe)
   return lines, agrees, (f"After {runs[0].num_steps} steps: {said} (nats/token, mean ± 95% CI "
                          "over seeds; each half its own call, as warmup_stability's since issue "
-                         f"68). Described, not called: {m['call'].text()}.")
+                         f"68). Described, not called: {m['call'].text()}."), []
 
 
 def _halves(m, describe: bool = True) -> tuple:
