@@ -554,7 +554,8 @@ def test_qk_norm_depth_reads_its_confirmatory_seeds_alone():
 
 
 def test_long_runs_gpu_keeps_the_33_points_it_began_with_and_its_runs_are_among_them():
-  """The GPU twin trains long_runs' first 33 points (the ones it began with in two leases); the
+  """The GPU twin trains long_runs' first 33 points (the ones it began with in two leases),
+  longest first; the
   points long_runs added since (5e-3, issue 69; seeds 3 and 4, issue 68) are not its: without
   the cut its sweep listed 51, and its report would wait on 18 points no lease was asked for."""
   from experiments import long_runs, long_runs_gpu
@@ -562,7 +563,12 @@ def test_long_runs_gpu_keeps_the_33_points_it_began_with_and_its_runs_are_among_
   from transformer.sweep import points as sweep_points
   cpu, gpu = long_runs.get_sweep("cpu"), long_runs_gpu.get_sweep("cpu")
   assert len(cpu) > 33 and len(gpu) == 33
-  assert gpu == [{**p, **long_runs_gpu.TOKEN_FILE} for p in cpu[:33]]
+  twin = [{**p, **long_runs_gpu.TOKEN_FILE} for p in cpu[:33]]
+  assert sorted(map(str, gpu)) == sorted(map(str, twin))
+  steps = [p["train.num_steps"] for p in gpu]
+  assert steps == sorted(steps, reverse=True) and steps[0] == 9600 and steps[-1] == 600
+  assert [p for p in gpu if p["train.num_steps"] == 600] == [
+      p for p in twin if p["train.num_steps"] == 600]  # stable within a length
   names = {sweep_points.point_name(p, gpu) for p in gpu}
   folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "experiments", "in_progress", "long_runs_gpu")
