@@ -22,7 +22,10 @@ was killed at its 600 s limit (the install and the probe come before the budget)
 60 s snapshot came back: 16 of 33 points are in `experiments/in_progress/long_runs_gpu/`. Give
 `--budget_s` at least 60 s less than the call's timeout. What the 3.5 minutes before step 0 are
 spent on is not known: from then on the report returns each run's log head
-(`replication_logs.txt`). The 17 points left are 5 long ones and 12 of 600 or 2,400 steps.
+(`replication_logs.txt`). The third lease (2026-12-04, `--parallel=8 --budget_s=530`, the
+points longest first) trained the 5 long points left and 5 of 2,400 steps: their step-0
+diagnostics rows came 3 min 45 s to 3 min 55 s after the start, then 9,600 steps took 2.5
+minutes. The 7 points left are six of 600 steps and one of 2,400.
 The calls and the margin are `long_runs`'s, fixed before its runs.
 """
 

@@ -178,12 +178,14 @@ class Recorder:
     tx = optim.build_optimizer(config.optim, config.train.num_steps)
     self._stats = jax.jit(lambda p, o, b, r: diagnostic_stats(task, tx, p, o, b, r))
 
-  def maybe_record(self, step: int, state, batch: dict, rng: jax.Array, writer) -> None:
+  def maybe_record(self, step: int, state, batch: dict, rng: jax.Array, writer) -> bool:
+    """Writes `step`'s diagnostics row if `step` is due; whether it was."""
     if step % self.every:
-      return
+      return False
     single = self.par.to_checkpoint(state)
     stats = self._stats(single.params, single.opt_state, batch, jax.random.fold_in(rng, step))
     writer.write(step, "diagnostics", jax.device_get(stats))
+    return True
 
 
 def maybe_recorder(config, task, par) -> Optional[Recorder]:

@@ -106,8 +106,9 @@ def train_and_evaluate(config: ExperimentConfig, workdir: str, *,
   if jax.process_index() == 0:  # only once every check on the config has passed
     first = _record_start(config, workdir)
   checkpointer = _checkpointer(config, workdir)
+  t_state = time.time()
   state, first_batch = _restore_or_init(config, par, checkpointer, data, init_rng, workdir)
-  _log_model(config, par, state)
+  _log_model(config, par, state, time.time() - t_state)
   if jax.process_index() == 0 and kinds.get(config.model.kind).baselines:
     _record_baselines(config, data, workdir, count_params(par.params(state)))
   writer = MetricWriter(workdir, sinks=_extra_sinks(config, workdir, first))
@@ -192,11 +193,13 @@ def _restore_or_init(config: ExperimentConfig, par: Parallel, checkpointer: Chec
   return par.from_checkpoint(state), None
 
 
-def _log_model(config: ExperimentConfig, par: Parallel, state: TrainState) -> None:
+def _log_model(config: ExperimentConfig, par: Parallel, state: TrainState,
+               state_s: float) -> None:
+  """The model line; `state_s`: the seconds the state took (init or restore, compiled)."""
   log(f"Model: {config.model.kind}, {count_params(par.params(state)):,} parameters, "
       f"norm_placement={config.model.norm_placement}; data: {config.data.name}, "
       f"batch {config.train.batch_size} x {kinds.get(config.model.kind).row_shape(config)} "
-      f"tokens; {par.describe()}.")
+      f"tokens; {par.describe()}; state ready in {state_s:.1f}s.")
 
 
 def _record_baselines(config: ExperimentConfig, data, workdir: str, params: int) -> None:
@@ -316,7 +319,7 @@ class TrainSteps:
         writer)
     self.diagnostics = diagnostics.maybe_recorder(config, task, par)  # None unless asked
     self.samples = eval_loop.SampleWriter.maybe(config, task, data, par, log)
-    self._compiled = False
+    self._compiled = self._diagnosed = False
 
   def run(self, state: TrainState, stop: _StopRequest,
           stop_after: Optional[int] = None) -> Optional[dict]:
@@ -331,7 +334,7 @@ class TrainSteps:
       while step < self.num_steps:
         batch = next(batches)
         if self.diagnostics is not None:  # statistics of the state before this step
-          self.diagnostics.maybe_record(step, state, batch, self.dropout_rng, self.writer)
+          self._diagnose(step, state, batch)
         state, step = self._step(state, batch, step, prof)
         last = step == self.num_steps
         self._maybe_log(step, last)
@@ -343,6 +346,15 @@ class TrainSteps:
           self._log_stop(step, stop, stop_after)
           return None
     return final_eval
+
+  def _diagnose(self, step: int, state: TrainState, batch: dict) -> None:
+    """The diagnostics row of `step`, if due; the first one (with compilation) is timed: on
+    a GPU shared by 8 runs, it was where the minutes before step 0 went."""
+    t0 = time.time()
+    if self.diagnostics.maybe_record(step, state, batch, self.dropout_rng, self.writer):
+      if not self._diagnosed:
+        log(f"First diagnostics (with compilation) took {time.time() - t0:.1f}s.")
+      self._diagnosed = True
 
   def _next_batch(self) -> dict:
     """The next training batch: `first_batch` once, if one was read ahead, then `data`'s."""
