@@ -45,8 +45,7 @@ def test_the_sweep_is_post_norm_at_three_depths_with_small_lrs_and_long_warmup()
   assert len(points) == 3 * 3 * 2 * 6  # depths x LRs x warm-ups x (exploratory + confirmatory)
   assert [p["seed"] for p in points[:54]].count(2) == 18  # the first 54 as they ran
   assert {p["seed"] for p in points[54:]} == set(depth_post.CONFIRMATORY_SEEDS) == {3, 4, 5}
-  assert [sw.point_name(p, points) for p in points[:54]] == [
-      sw.point_name(p, points[:54]) for p in points[:54]]  # the committed runs keep their names
+  assert sw.point_names(points)[:54] == sw.point_names(points[:54])  # the committed runs' names
   assert {p["model.norm_placement"] for p in points} == {"post"}
   assert {p[depth_post.WARM] for p in points} == {20, 300}  # short, and half of 600 steps
   assert {p[a.LR] for p in points} == {1e-4, 3e-4, 1e-3}

@@ -45,7 +45,7 @@ def test_the_sweep_adds_alpha_1_and_2_in_post_and_peri_and_links_the_rest():
   """60 new points; the other 90 are norm_type_placement's points as committed (same
   overrides), which --reuse_runs_from links instead of training."""
   points = da.get_sweep("cpu")
-  assert len(points) == 150 and len({sweep_points.point_name(p, points) for p in points}) == 150
+  assert len(points) == 150 and len(set(sweep_points.point_names(points))) == 150
   new = [p for p in points if p.get(da.ALPHA) in (1.0, 2.0)]
   assert len(new) == 60 and {p[a.PLACEMENT] for p in new} == {"post", "peri"}
   assert points[:60] == new and [p[a.PLACEMENT] for p in new] == ["post"] * 30 + ["peri"] * 30

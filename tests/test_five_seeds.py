@@ -53,8 +53,8 @@ def test_the_added_seeds_come_after_every_committed_point(study):
   points = module.get_sweep("cpu")
   manifest = sweep_points.read_manifest(os.path.join(REPO_ROOT, "experiments", "results", study))
   assert [p["overrides"] for p in manifest["points"]] == points[:len(manifest["points"])]
-  assert [p["name"] for p in manifest["points"]] == [
-      sweep_points.point_name(p, points) for p in points[:len(manifest["points"])]]
+  assert [p["name"] for p in manifest["points"]] == (
+      sweep_points.point_names(points)[:len(manifest["points"])])
   assert len(points) == committed + len(new)
   assert all(p["seed"] in (0, 1, 2) for p in points[:committed])
   assert _settings(points[committed:], *fields) == sorted(new, key=repr)

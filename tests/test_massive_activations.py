@@ -135,7 +135,7 @@ def test_the_committed_runs_are_the_sweeps_points_seeds_3_to_5_for_pre_and_peri_
   committed = sweep_points.read_manifest(
       os.path.join(REPO_ROOT, "experiments", "results", "massive_activations"))["points"]
   points = ma.get_sweep("cpu")
-  by_name = {sweep_points.point_name(p, points): p for p in points}
+  by_name = dict(zip(sweep_points.point_names(points), points))
   assert {c["name"]: c["overrides"] for c in committed} == by_name
   confirmatory = [p for p in points if p["seed"] in ma.CONFIRMATORY_SEEDS]
   assert len(points) == 48 and len(confirmatory) == 18

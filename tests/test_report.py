@@ -13,7 +13,7 @@ from transformer.report import stats as report_stats
 from transformer.report import runs as report_runs
 from transformer.report import figures as report_figures
 from transformer.report import runs as sweep_runs
-from transformer.sweep.points import MANIFEST, point_name
+from transformer.sweep.points import MANIFEST, point_names
 
 
 def test_mean_ci_uses_the_t_distribution():
@@ -153,7 +153,7 @@ def sweep_dir(tmp_path, monkeypatch):
       for seed in range(3):
         points.append({"model.norm_placement": placement, "optim.learning_rate": lr,
                        "seed": seed})
-  names = [point_name(p, points) for p in points]
+  names = point_names(points)
   for p, name in zip(points, names):
     w = str(d / name)
     final = 2.0 + p["seed"] * 0.1 + (0.5 if p["model.norm_placement"] == "post" else 0)

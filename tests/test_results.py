@@ -109,7 +109,7 @@ def test_in_progress_runs_are_finished_points_of_their_study(monkeypatch):
   wrong, checked = [], 0
   for study in studies:
     points = sweep_points.load_sweep(f"experiments/{study}.py:cpu")
-    by_name = {sweep_points.point_name(p, points): p for p in points}
+    by_name = dict(zip(sweep_points.point_names(points), points))
     directory = os.path.join(IN_PROGRESS, study)
     for name in packed_runs.entries(directory):
       point, workdir = by_name.get(name), os.path.join(directory, name)

@@ -129,8 +129,7 @@ def test_prose_corpus_reads_its_warmup_halves_on_the_confirmatory_seeds_alone():
                                                      "prose_corpus"))["points"]
   assert [m["overrides"] for m in manifest] == every  # the committed points, the first 75's
   assert [m["name"] for m in manifest] == [  # names as before the confirmatory seeds
-      sweep_points.point_name(p, every[:75]) for p in every[:75]] + [
-      sweep_points.point_name(p, every) for p in every[75:]]
+      *sweep_points.point_names(every[:75]), *sweep_points.point_names(every)[75:]]
   points = every[75:]
   assert len(points) == 60 and {p["seed"] for p in points} == {3, 4, 5}
   assert {(p[a.PLACEMENT], p["optim.warmup_steps"]) for p in points} == {

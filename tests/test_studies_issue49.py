@@ -153,7 +153,7 @@ def test_norm_type_placement_calls_the_interaction_within_its_margin():
   from experiments import norm_type_placement as ntp
   from transformer.sweep import points as sw
   points = ntp.get_sweep("cpu")
-  assert len(points) == 135 and len({sw.point_name(p, points) for p in points}) == 135
+  assert len(points) == 135 and len(set(sw.point_names(points))) == 135
   # DyT costs 0.14 everywhere, RMSNorm nothing: no interaction.
   same = _norm_runs(lambda p, n, s: 0.14 if n == "dyt" else 0.0)
   lines = ntp.analyze(same)
@@ -448,8 +448,7 @@ def test_long_runs_extension_comes_last_and_says_where_each_best_lr_lies():
   new = points[33:39]  # then issue 68's seeds 3 and 4 (tests/test_five_seeds.py)
   assert [(p[a.PLACEMENT], p[a.LR], p["train.num_steps"], p["seed"]) for p in new] == [
       (pl, 5e-3, 9600, s) for pl in ("post", "pre") for s in (0, 1, 2)]
-  assert ([sweep_points.point_name(p, points[:33]) for p in points[:33]]
-          == [sweep_points.point_name(p, points) for p in points[:33]])
+  assert sweep_points.point_names(points[:33]) == sweep_points.point_names(points)[:33]
 
   def runs(post_5e3, pre_5e3):
     """Loss 1.5 at 3e-3, 1.6 at 1e-3; at 5e-3 as given (None: listed, not run)."""
@@ -569,7 +568,7 @@ def test_long_runs_gpu_keeps_the_33_points_it_began_with_and_its_runs_are_among_
   assert steps == sorted(steps, reverse=True) and steps[0] == 9600 and steps[-1] == 600
   assert [p for p in gpu if p["train.num_steps"] == 600] == [
       p for p in twin if p["train.num_steps"] == 600]  # stable within a length
-  names = {sweep_points.point_name(p, gpu) for p in gpu}
+  names = set(sweep_points.point_names(gpu))
   folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "experiments", "in_progress", "long_runs_gpu")
   done = set(packed_runs.entries(folder))

@@ -309,8 +309,7 @@ def test_warmup_length_confirmatory_seeds_come_after_the_150_points_and_are_new(
   points = warmup_length.get_sweep("cpu")
   assert len(points) == 300 and {p["seed"] for p in points[:150]} == {0, 1, 2}
   assert {p["seed"] for p in points[150:]} == set(warmup_length.CONFIRMATORY_SEEDS) == {6, 7, 8}
-  assert [sw.point_name(p, points) for p in points[:150]] == [
-      sw.point_name(p, points[:150]) for p in points[:150]]  # the committed runs keep names
+  assert sw.point_names(points)[:150] == sw.point_names(points[:150])  # the committed names
 
 
 def test_warmup_length_reads_the_confirmatory_seeds_alone_once_they_have_run():
@@ -496,7 +495,7 @@ def test_long_training_sweep_reuses_the_protocol_runs_and_is_4x_longer():
   assert {(p["model.norm_placement"], p["optim.learning_rate"]) for p in long} == {
       (pl, lr) for pl, window in long_training.WINDOW["cpu"].items() for lr in window}
   assert all(long_training.MATCHED["cpu"] in w for w in long_training.WINDOW["cpu"].values())
-  assert max(len(sw.point_name(p, points)) for p in points) <= sw.MAX_NAME  # no hashed names
+  assert max(map(len, sw.point_names(points))) <= sw.MAX_NAME  # no hashed names
 
 
 def test_protocol_names_each_optimizer_the_runs_used(tmp_path):

@@ -4,6 +4,7 @@ and the SLURM array script (run by a fake `sbatch`)."""
 import ast
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -73,11 +74,26 @@ def test_study_files_list_cpu_and_gpu_presets_with_three_seeds(study):
   for points in (cpu, gpu):
     sw.validate_points(get_config(), points)
     assert {p["seed"] for p in points} >= {0, 1, 2}
-    assert len({sw.point_name(p, points) for p in points}) == len(points)
+    assert len(set(sw.point_names(points))) == len(points)
   assert cpu[0]["model.d_model"] < gpu[0]["model.d_model"]
   assert sw.sweep_report_settings(path)["claim"] and callable(study_lib.load(path).analyze)
   with pytest.raises(ConfigError, match="Unknown sweep preset 'tpu'"):
     sw.load_sweep(f"{path}:tpu")
+
+
+def test_point_names_are_each_points_name_among_all_of_them():
+  """`point_names` finds the varying fields once; each name is `point_name(p, points)`'s, on
+  points that share a leaf name, set a field only in some, and one whose name is hashed."""
+  points = [{"optim.learning_rate": 1e-3, "seed": 0, "data.seed": 1},
+            {"optim.learning_rate": 3e-3, "seed": 0, "data.seed": 2, "model.norm": "rms"},
+            {"optim.learning_rate": 3e-3, "seed": 1, "data.seed": 2, "train.note": "x" * 130},
+            {"optim.learning_rate": 3e-3, "seed": 1, "data.seed": 2}]
+  names = sw.point_names(points)
+  assert names == [sw.point_name(p, points) for p in points]
+  assert names[0] == "learning_rate=0.001,seed=0,data.seed=1"  # two `seed`s: full paths
+  assert len(names[2]) <= sw.MAX_NAME and re.fullmatch(r".+-[0-9a-f]{10}", names[2])
+  assert len(set(names)) == 4
+  assert sw.point_names(points[:1]) == [sw.point_name(points[0])]
 
 
 def test_norm_placement_sweep_validates_on_the_smoke_config():
@@ -115,7 +131,7 @@ def test_reuse_links_only_finished_runs_with_the_same_config_and_data(tmp_path):
   points.append({"optim.learning_rate": 3e-3, "seed": 1})
   configs = sw.validate_points(base, points)
   mine = tmp_path / "mine"
-  names = [sw.point_name(p, points) for p in points]
+  names = sw.point_names(points)
   linked, refused = sw.link_reusable_runs(str(mine), names, configs, [str(other)])
   assert linked == [(names[0], str(other / "learning_rate=0.001"))]
   assert [(n, os.path.basename(s)) for n, s, _ in refused] == [
@@ -157,7 +173,7 @@ def test_reuse_does_not_link_a_run_of_a_placement_from_before_its_block_was_rebu
     (w / "metrics.jsonl").write_text(json.dumps({"step": c.train.num_steps, "split": "eval",
                                                  "loss": 1}))
     (w / provenance.FILE).write_text(json.dumps({"time": started, "data": data_now}) + "\n")
-  names = [sw.point_name(p, points) for p in points]
+  names = sw.point_names(points)
   linked, refused = sw.link_reusable_runs(str(tmp_path / "mine"), names, configs, [str(other)])
   assert [n for n, _ in linked] == [names[1]] and [n for n, _, _ in refused] == [names[0]]
   assert "before that block was rebuilt" in refused[0][2] and "hybrid_v0" in refused[0][2]
@@ -176,7 +192,7 @@ def test_reuse_links_a_packed_run_and_reads_it_through_the_link(tmp_path):
   (tmp_path / "x.py").write_text("def get_sweep():\n  return []\n")
   sw.write_manifest(str(other), str(tmp_path / "x.py"), "c.py", [], other_points, other_configs)
   data_now = provenance.data_identity(other_configs[0].to_dict()["data"])
-  names_other = [sw.point_name(p, other_points) for p in other_points]
+  names_other = sw.point_names(other_points)
   for name, c in zip(names_other, other_configs):
     w = other / name
     w.mkdir()
@@ -189,7 +205,7 @@ def test_reuse_links_a_packed_run_and_reads_it_through_the_link(tmp_path):
   points = [{"optim.learning_rate": 3e-3}, {"optim.learning_rate": 1e-2}]
   configs = sw.validate_points(base, points)
   mine = tmp_path / "live" / "mine"
-  names = [sw.point_name(p, points) for p in points]
+  names = sw.point_names(points)
   linked, refused = sw.link_reusable_runs(str(mine), names, configs, [str(other)])
   assert [n for n, _ in linked] == [names[0]] and refused == []
   assert os.readlink(mine / names[0]) == os.path.join("..", "..", "results", "other",

@@ -107,7 +107,7 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
   path, colon, variant = config_arg.partition(":")  # children may run in another directory
   config_arg = os.path.abspath(path) + colon + variant
   overrides = sweep_lib.user_overrides(argv)
-  names = [sweep_lib.point_name(p, points) for p in points]
+  names = sweep_lib.point_names(points)
   commands = [sweep_lib.point_command(_LAUNCH_PY, config_arg, overrides, p,
                                       os.path.join(sweep_dir, n), sys.executable)
               for p, n in zip(points, names)]
