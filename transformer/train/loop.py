@@ -348,8 +348,8 @@ class TrainSteps:
     return final_eval
 
   def _diagnose(self, step: int, state: TrainState, batch: dict) -> None:
-    """The diagnostics row of `step`, if due; the first one (with compilation) is timed: on
-    a GPU shared by 8 runs, it was where the minutes before step 0 went."""
+    """The diagnostics row of `step`, if due; the first one (with compilation) is timed, to
+    tell whether it holds the minutes before step 0 on a GPU shared by 8 runs."""
     t0 = time.time()
     if self.diagnostics.maybe_record(step, state, batch, self.dropout_rng, self.writer):
       if not self._diagnosed:
