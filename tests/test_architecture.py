@@ -254,7 +254,7 @@ FLOORS = (
     ("errors",),                      # error classes and exit statuses
     ("paths", "float_text", "optim_config", "sampling"),  # files, atomic writes; float32 text;
                                       # the optim section; decoding knobs
-    ("config", "packed_runs", "png"),  # validated config; studies' packed runs; figure files
+    ("config", "packed_runs", "figure_file"),  # validated config; packed runs; figures
     ("user_files", "datasets"),       # files a user hands in; the dataset registry
     ("model", "data"),                # Linen modules and their FLOPs; input pipelines
     ("provenance", "kinds"),          # where data came from; the model-kind registry

@@ -1,6 +1,6 @@
 """The report's per-layer diagnostics figures: the key quantities' layer profiles at the first
 and last diagnostics step, the same over training, and a prefix's last layer against a swept
-field; palette PNGs (`transformer.png.save_png`)."""
+field; palette PNGs (`transformer.figure_file.save_png`)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from transformer.png import save_png  # the studies draw with report_figures.save_png too
+from transformer.figure_file import save_png  # the studies draw with report_figures.save_png too
 from transformer.report.runs import LAYER_NAME, NOT_METRICS, Run, group_label, groups, swept_fields
 from transformer.report.stats import initial_loss, mean_ci
 

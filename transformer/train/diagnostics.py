@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from transformer import kinds, paths, png
+from transformer import figure_file, kinds, paths
 from transformer.model.block import SELF_ATTENTION, SUBLAYERS
 from transformer.model.stacks import POST_LAYERS, PRE_LAYERS, SCANNED
 from transformer.train import optim
@@ -250,7 +250,7 @@ def _plot(rows: list[dict], stats: dict, title: str, path: str) -> None:
     ax.legend(fontsize=7)
   fig.suptitle(title)
   fig.tight_layout()
-  png.save_png(plt, fig, path, dpi=100)
+  figure_file.save_png(plt, fig, path, dpi=100)
 
 
 def run_diagnose(config, workdir: str, log=print) -> dict:
