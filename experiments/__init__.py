@@ -1,1 +1,1 @@
-"""Sweeps and studies; each study writes a report (markdown, CSV, PNG)."""
+"""Sweeps and studies; each study writes a report (markdown, CSV, WebP figures)."""

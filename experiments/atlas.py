@@ -80,6 +80,6 @@ def loss_heatmap_figure(runs: Sequence[Run], sweep_dir: str, name: str,
   fig = heatmap(plt, means, marked, row_labels or [str(r) for r in rows],
                 [f"{lr:g}" for lr in lrs], "learning rate", "mean clipped final eval loss",
                 "nats/token")
-  report_figures.save_png(plt, fig, os.path.join(sweep_dir, name), dpi=90)
+  report_figures.save_figure(plt, fig, os.path.join(sweep_dir, name), dpi=90)
   return [("Mean clipped final eval loss over seeds at each setting and LR (hatched, x: some "
            "seed collapsed or diverged)", name)]

@@ -84,7 +84,7 @@ ATLAS = "Which atlas answers hold past early training (2,400 steps)?"
 FACTOR = 4
 DEPTH, WARM, QK = "model.num_layers", "optim.warmup_steps", "model.qk_norm"
 MARGIN_SCALE = 1.0  # the robustness section moves every answer's margin by this factor
-FIGURE = "loss_heatmap.png"
+FIGURE = "loss_heatmap.webp"
 
 _RMS = {"model.norm": "rmsnorm"}
 _DYT = {"model.norm": "dyt", "model.dyt_alpha_init": 0.5}
@@ -339,7 +339,7 @@ def analyze(runs):
 
 
 def figures(runs, sweep_dir):
-  """`loss_heatmap.png`: setting x LR, the mean clipped final loss, non-trained cells marked."""
+  """`loss_heatmap.webp`: setting x LR, the mean clipped final loss, non-trained cells marked."""
   names = list(SETTINGS)
   return atlas.loss_heatmap_figure([r for r in runs if setting_of(r)], sweep_dir, FIGURE,
                                    setting_of, names, names)

@@ -142,7 +142,7 @@ def summarize(runs):
   lines = analyze(runs)
   word, _ = a.verdict_of(lines)
   return {"verdict": word, "numbers": [l[2:] for l in lines if l.startswith("- ")],
-          "figure": "final_vs_optim_learning_rate.png", "placements": {}}
+          "figure": "final_vs_optim_learning_rate.webp", "placements": {}}
 
 
 THRESHOLDS = paired.margin_thresholds()

@@ -20,9 +20,9 @@ X nats/token of the best its placement reached with that seed at that depth or a
 one (with or without warm-up). So a placement is judged against itself, not against a
 placement that converges faster at a larger LR, and "deeper" may not cost more than X. The
 deepest depth up to which every seed trained at X is tabulated for several X and drawn in
-`deepest_vs_tolerance.png`; the call is made at `analysis.CALL_TOLERANCE` with the X over
+`deepest_vs_tolerance.webp`; the call is made at `analysis.CALL_TOLERANCE` with the X over
 which it holds, at each placement's best LR, and made again at the matched LR. The
-loss-against-depth figure (`loss_vs_depth.png`) is the raw evidence.
+loss-against-depth figure (`loss_vs_depth.webp`) is the raw evidence.
 """
 
 import numpy as np
@@ -54,8 +54,8 @@ STABLE = ["pre", "deepnorm", "admin"]  # what the papers say trains at every dep
 LOSS_MARGIN = 0.05  # nats/token: post-norm at the largest depth this much worse than pre
 DEPTH = "model.num_layers"
 WARM = "optim.warmup_steps"
-FIGURE = "loss_vs_depth.png"
-TOLERANCE_FIGURE = "deepest_vs_tolerance.png"
+FIGURE = "loss_vs_depth.webp"
+TOLERANCE_FIGURE = "deepest_vs_tolerance.webp"
 
 
 def get_sweep(size: str = "cpu"):
@@ -370,9 +370,9 @@ def _loss_figure(plt, marks: dict, m):
 
 
 def figures(runs, sweep_dir):
-  """`loss_vs_depth.png`: clipped final loss against depth, one panel per warm-up, one colour
+  """`loss_vs_depth.webp`: clipped final loss against depth, one panel per warm-up, one colour
   per placement (mean line, every seed a mark, diverged runs an x); and
-  `deepest_vs_tolerance.png`: the deepest depth trained at X against X."""
+  `deepest_vs_tolerance.webp`: the deepest depth trained at X against X."""
   import os
   from transformer.report import figures as report_figures
   if not runs:
@@ -380,7 +380,7 @@ def figures(runs, sweep_dir):
   runs = at_best(runs)
   m = measure(runs)
   plt = report_figures.load_pyplot()
-  report_figures.save_png(plt, _loss_figure(plt, report_figures.MARKS, m),
+  report_figures.save_figure(plt, _loss_figure(plt, report_figures.MARKS, m),
                           os.path.join(sweep_dir, FIGURE), dpi=90)
   curves = [(w, style, colour, "no warm-up" if w == 0 else f"warm-up {w}") for w, style, colour
             in ((m["none"], "--", "tab:red"), (m["warm"], "-", "tab:blue"))]
@@ -388,7 +388,7 @@ def figures(runs, sweep_dir):
       plt, m["placements"], curves,
       lambda p, w, t: deepest_trained(m["sets"][(p, w)], m["depths"], m["ref"], t),
       m["depths"], [str(d) for d in m["depths"]], "deepest depth trained", m["x"], (2.6, 2.8))
-  report_figures.save_png(plt, fig, os.path.join(sweep_dir, TOLERANCE_FIGURE), dpi=90)
+  report_figures.save_figure(plt, fig, os.path.join(sweep_dir, TOLERANCE_FIGURE), dpi=90)
   return [("Clipped final eval loss against depth (line: mean over seeds; marks: seeds; x: "
            "diverged)", FIGURE),
           (f"Deepest depth up to which every seed ended within X nats of its placement's best at "

@@ -63,7 +63,7 @@ GAINS = ("deepnorm", "admin")  # the placements the claim says gain from depth
 DEPTHS = {"cpu": [6, 12], "gpu": [12, 24]}
 LOSS_MARGIN = 0.02  # nats/token: a depth gain smaller than this is no gain
 DEPTH = "model.num_layers"
-FIGURE = "loss_heatmap.png"
+FIGURE = "loss_heatmap.webp"
 
 
 def get_sweep(size: str = "cpu"):
@@ -172,7 +172,7 @@ def lr_shift(m) -> str:
 
 
 def figures(runs, sweep_dir):
-  """`loss_heatmap.png`: (placement, depth) x LR, the mean clipped final loss."""
+  """`loss_heatmap.webp`: (placement, depth) x LR, the mean clipped final loss."""
   m = measure(runs)
   keys = [(p, d) for p in m["placements"] for d in m["depths"]]
   return atlas.loss_heatmap_figure(

@@ -219,7 +219,7 @@ def summarize(runs):
   judged, _ = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
   lines = _described(judged, a.bigram_level(runs), "", describe=False) if losses(judged) else []
   return {"verdict": word, "numbers": [l[2:] for l in lines if l.startswith("- ")],
-          "figure": "final_vs_model_num_layers.png", "placements": {}}
+          "figure": "final_vs_model_num_layers.webp", "placements": {}}
 
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`

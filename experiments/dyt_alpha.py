@@ -55,7 +55,7 @@ ALPHAS = [1.0, 2.0, 0.5]  # the new runs first; 0.5 is norm_type_placement's
 SWEPT = ["post", "peri"]  # DyT's alpha_0 swept here; pre-norm's DyT at 0.5 (norms')
 PLACEMENTS = ["post", "peri", "pre"]
 LOSS_MARGIN = 0.05  # nats/token: norm_type_placement's interaction margin
-FIGURE = "loss_heatmap.png"
+FIGURE = "loss_heatmap.webp"
 
 
 def _dyt(alpha: float) -> dict:
@@ -191,7 +191,7 @@ def analyze(runs):
 
 
 def figures(runs, sweep_dir):
-  """`loss_heatmap.png`: (placement, norm) x LR, the mean clipped final loss."""
+  """`loss_heatmap.webp`: (placement, norm) x LR, the mean clipped final loss."""
   keys = sorted(settings(), key=lambda s: (PLACEMENTS.index(s[0]), s[1] or 0.0))
   return atlas.loss_heatmap_figure(
       runs, sweep_dir, FIGURE, setting_of, keys,

@@ -158,7 +158,7 @@ def summarize(runs):
         if p in ("post", "pre"):
           numbers.append(f"{p}, {a.activation_name(f)}{label}: fitted last/first {text} "
                          f"({len(profs)} seeds)")
-  return {"verdict": word, "numbers": numbers, "figure": "diagnostics.png",
+  return {"verdict": word, "numbers": numbers, "figure": "diagnostics.webp",
           "placements": placements}
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`

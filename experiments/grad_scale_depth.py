@@ -165,7 +165,7 @@ def summarize(runs):
   lines = analyze(runs)
   word, _ = a.verdict_of(lines)
   return {"verdict": word, "numbers": [l[2:] for l in lines if l.startswith("- ")],
-          "figure": "feed_forward_wo_grad_norm_vs_model_num_layers.png", "placements": {}}
+          "figure": "feed_forward_wo_grad_norm_vs_model_num_layers.webp", "placements": {}}
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).

@@ -107,11 +107,11 @@ def analyze(runs):
                             f"described: the largest stable LR is {stable}.")]
 
 
-FIGURE = "loss_heatmap.png"
+FIGURE = "loss_heatmap.webp"
 
 
 def figures(runs, sweep_dir):
-  """`loss_heatmap.png`: placement x LR, the mean clipped final loss, non-trained cells marked."""
+  """`loss_heatmap.webp`: placement x LR, the mean clipped final loss, non-trained cells marked."""
   return atlas.loss_heatmap_figure(runs, sweep_dir, FIGURE, lambda r: r.overrides[a.PLACEMENT],
                                    PLACEMENTS)
 

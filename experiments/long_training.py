@@ -238,7 +238,7 @@ def summarize(runs):
     numbers.append(f"{p}: " + "; ".join(
         f"{a.ci(m['losses'][n][p].values())} after {n} steps (LR {a.fmt_lr(m['best'][n][p])})"
         for n in m["steps"]))
-  return {"verdict": word, "numbers": numbers, "figure": "curves.png"}
+  return {"verdict": word, "numbers": numbers, "figure": "curves.webp"}
 
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`

@@ -180,7 +180,7 @@ def summarize(runs):
                  + [f"{p}: {a.ci(m['trim'][p])} without the lowest LRs ({a.ci(m['full'][p])} "
                     f"whole grid, {a.ci(m['share'][p])} of it from the lowest LRs)"
                     for p in m["placements"]],
-      "figure": "final_vs_optim_learning_rate.png",
+      "figure": "final_vs_optim_learning_rate.webp",
       "placements": {p: {"best LR": a.fmt_lr(m["best"][p]),
                          "largest stable LR, warm-up": a.fmt_lr(m["stable"][p]),
                          "LR sensitivity (without lowest LRs)": a.ci(m["trim"][p])}

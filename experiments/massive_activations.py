@@ -202,7 +202,7 @@ def analyze(runs):
   return lines + [a.verdict(agrees, f"On the confirmatory seeds 3-5, {said}.")]
 
 
-MAX_FIGURE, RATIO_FIGURE = "max_abs_over_training.png", "ratio_over_training.png"
+MAX_FIGURE, RATIO_FIGURE = "max_abs_over_training.webp", "ratio_over_training.webp"
 
 
 def _series_figure(plt, runs, series, ylabel):
@@ -231,7 +231,7 @@ def _series_figure(plt, runs, series, ylabel):
 
 
 def figures(runs, sweep_dir):
-  """`max_abs_over_training.png` (what the call reads) and `ratio_over_training.png` (the
+  """`max_abs_over_training.webp` (what the call reads) and `ratio_over_training.webp` (the
   retired ratio), over training."""
   import os
   from transformer.report import figures as report_figures
@@ -243,7 +243,7 @@ def figures(runs, sweep_dir):
       (MAX_FIGURE, max_abs, "max |h| (largest layer)", "Largest max |h| (the call's)"),
       (RATIO_FIGURE, ratios, "max |h| / median |h| (largest layer)",
        "Largest max |h| / median |h| (the retired call's)")):
-    report_figures.save_png(plt, _series_figure(plt, runs, series, label),
+    report_figures.save_figure(plt, _series_figure(plt, runs, series, label),
                             os.path.join(sweep_dir, name), dpi=90)
     out.append((f"{what} over layers at each diagnostics step (thick: geometric mean over "
                 "seeds; faint: each seed)", name))

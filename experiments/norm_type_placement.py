@@ -38,7 +38,7 @@ PLACEMENTS = ["post", "peri", "pre"]
 NORMS = {"layernorm": {}, "rmsnorm": {"model.norm": "rmsnorm"},
          "dyt": {"model.norm": "dyt", "model.dyt_alpha_init": 0.5}}
 LOSS_MARGIN = 0.05  # nats/token: an interaction smaller than this is no interaction
-FIGURE = "loss_heatmap.png"
+FIGURE = "loss_heatmap.webp"
 NAMES = {"layernorm": "LayerNorm", "rmsnorm": "RMSNorm", "dyt": "DyT"}
 
 
@@ -156,7 +156,7 @@ def answer(words: dict, inter: dict) -> str:
 
 
 def figures(runs, sweep_dir):
-  """`loss_heatmap.png`: (placement, norm) x LR, the mean clipped final loss."""
+  """`loss_heatmap.webp`: (placement, norm) x LR, the mean clipped final loss."""
   keys = [(p, n) for p in PLACEMENTS for n in NORMS]
   return atlas.loss_heatmap_figure(runs, sweep_dir, FIGURE,
                                    lambda r: (r.overrides[a.PLACEMENT], norm_of(r)), keys,

@@ -215,7 +215,7 @@ def summarize(runs):
                    f"{a.ci(losses.values())} nats/token (pre-norm, {len(losses)} seeds)")
   return {"verdict": word,
           "numbers": [said] + numbers,
-          "figure": "final_vs_optim_learning_rate.png"}
+          "figure": "final_vs_optim_learning_rate.webp"}
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).

@@ -47,7 +47,7 @@ OPTIMIZERS = ["lion", "muon", "adamw"]  # the new runs first; adamw's are linked
 COMPARED = ["lion", "muon"]  # each against adamw
 PLACEMENTS = ["post", "pre"]
 LOSS_MARGIN = 0.05  # nats/token: |gap_o - gap_adamw| above it depends, below it is the same
-FIGURE = "loss_heatmap.png"
+FIGURE = "loss_heatmap.webp"
 
 ATLAS = "Does the post- vs pre-norm gap depend on the optimizer (AdamW, Lion, Muon)?"
 
@@ -139,7 +139,7 @@ def analyze(runs):
 
 
 def figures(runs, sweep_dir):
-  """`loss_heatmap.png`: (optimizer, placement) x LR, the mean clipped final loss."""
+  """`loss_heatmap.webp`: (optimizer, placement) x LR, the mean clipped final loss."""
   rows = [(o, p) for o in OPTIMIZERS for p in PLACEMENTS]
   return atlas.loss_heatmap_figure(
       runs, sweep_dir, FIGURE, lambda r: (r.overrides.get(OPTIMIZER), r.overrides[a.PLACEMENT]),

@@ -191,7 +191,7 @@ def summarize(runs, confirmatory=CONFIRMATORY_SEEDS):
   numbers = [m["sensitivity_call"].text()] + (
       [*(m["costs"][p][0].text() for p in warmup_stability.JUDGED),
        f"described: {m['warmup_call'].text()}"] if "warmup_call" in m else [])
-  return {"verdict": word, "numbers": numbers, "figure": "final_vs_optim_learning_rate.png",
+  return {"verdict": word, "numbers": numbers, "figure": "final_vs_optim_learning_rate.webp",
           "placements": {}}
 
 

@@ -51,7 +51,7 @@ LOSS_MARGIN = 0.05  # nats/token of depth cost removed (the replaced call, descr
 DEPTH_MARGIN = depth_post.MARGIN  # nats/token: a depth cost above it is a failure to train
 DEPTH = "model.num_layers"
 QK = "model.qk_norm"
-FIGURE = "loss_heatmap.png"
+FIGURE = "loss_heatmap.webp"
 # One LR below depth_lr's 12-layer post-norm window, where both settings' best fell on its edge.
 BELOW = {"cpu": [3e-5], "gpu": []}
 CONFIRMATORY_SEEDS = [3, 4, 5]  # the call's seeds since issue 68, fixed before their runs
@@ -184,7 +184,7 @@ def analyze(runs):
 
 
 def figures(runs, sweep_dir):
-  """`loss_heatmap.png`: setting (with and without qk-norm, at each depth) x LR, each row's
+  """`loss_heatmap.webp`: setting (with and without qk-norm, at each depth) x LR, each row's
   label naming the seeds its means are over (post-norm with qk-norm has the confirmatory
   seeds too)."""
   deep = max(r.overrides.get(DEPTH, LAYERS["cpu"]) for r in runs)

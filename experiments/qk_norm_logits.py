@@ -236,7 +236,7 @@ def summarize(runs):
   numbers = [l[2:] for l in lines if l.startswith("- ")]
   numbers += [l for l in lines if l.startswith("Attention entropy")]
   return {"verdict": word, "numbers": numbers,
-          "figure": "diagnostics_steps.png", "placements": {}}
+          "figure": "diagnostics_steps.webp", "placements": {}}
 
 # What the verdict's call depends on, recomputed at its neighbours in the report's `## Robustness`
 # (transformer/report/robustness.py; the shared ones are defined in experiments/analysis.py).

@@ -183,11 +183,11 @@ def analyze(runs):
   return lines
 
 
-FIGURE = "loss_heatmap.png"
+FIGURE = "loss_heatmap.webp"
 
 
 def figures(runs, sweep_dir):
-  """`loss_heatmap.png`: setting x LR, the mean clipped final loss, non-trained cells marked."""
+  """`loss_heatmap.webp`: setting x LR, the mean clipped final loss, non-trained cells marked."""
   key = lambda r: (r.overrides[a.PLACEMENT], bool(r.overrides.get("model.qk_norm", False)))
   return atlas.loss_heatmap_figure(runs, sweep_dir, FIGURE, key, SETTINGS,
                                    [_name(p, qk) for p, qk in SETTINGS])

@@ -182,7 +182,7 @@ def summarize(runs):
           "numbers": [f"pre: slope of ||x_l||^2/d {a.ci(m['pre_slopes'])} per layer",
                       f"post: slope of the estimated ||x^5_l||^2/d {a.ci(m['post_slopes'])} per "
                       f"layer, level {a.ci(m['post_level'])}"],
-          "figure": "diagnostics.png",
+          "figure": "diagnostics.webp",
           "placements": {"pre": {growth: a.ci(m["pre_slopes"])},
                          "post": {growth: a.ci(m["post_slopes"]) + " (sum before the norm)"}}}
 

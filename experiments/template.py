@@ -40,7 +40,7 @@ CLAIM = ("Xiong et al. 2020: pre-norm trains better than post-norm (here: ends l
          "matched LR, with warm-up).")
 PLACEMENTS = ["pre", "post"]
 LOSS_MARGIN = 0.02  # nats/token: post's loss above pre's by more than this agrees
-FIGURE = "loss_heatmap.png"
+FIGURE = "loss_heatmap.webp"
 
 # The tiny preset: configs/default.py:smoke's model, 100 steps, one seed.
 TINY = {"model.d_model": 64, "model.num_heads": 4, "model.num_layers": 2, "model.d_ff": 128,
@@ -81,7 +81,7 @@ def analyze(runs):
 
 
 def figures(runs, sweep_dir):
-  """`loss_heatmap.png`: placement x LR, the mean clipped final loss."""
+  """`loss_heatmap.webp`: placement x LR, the mean clipped final loss."""
   return atlas.loss_heatmap_figure(runs, sweep_dir, FIGURE, lambda r: r.overrides[a.PLACEMENT],
                                    PLACEMENTS)
 

@@ -39,7 +39,7 @@ outcomes may be known before a confirmatory run. Once any has run the verdict re
 Described, not called (this study's call until issue 46): a run *trained at X* when it did not
 diverge and its final eval loss is within X nats/token of the best final loss its seed reached
 at any LR in the same setting; the largest LR up to which every seed trained at X, over X,
-against the warm-up length (`largest_lr_vs_warmup.png`).
+against the warm-up length (`largest_lr_vs_warmup.webp`).
 """
 
 import statistics
@@ -74,7 +74,7 @@ def get_sweep(size: str = "cpu"):
                            {"optim.learning_rate": PROTOCOL_LRS[size]}, {"seed": seeds})]
 
 
-FIGURE = "largest_lr_vs_warmup.png"
+FIGURE = "largest_lr_vs_warmup.webp"
 FIGURE_TOLERANCES = (0.1, 0.3, 0.5)
 
 
@@ -236,7 +236,7 @@ def _reading(runs, describe: bool = True) -> tuple[list, object, str, list]:
 
 
 def figures(runs, sweep_dir):
-  """`largest_lr_vs_warmup.png`: per placement, the largest trained LR against the warm-up
+  """`largest_lr_vs_warmup.webp`: per placement, the largest trained LR against the warm-up
   length, one line per tolerance X, on the seeds the verdict reads."""
   import os
   from transformer.report import figures as report_figures
@@ -262,7 +262,7 @@ def figures(runs, sweep_dir):
   axes[0][0].set_ylabel("largest trained LR")
   axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
   fig.tight_layout()
-  report_figures.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
+  report_figures.save_figure(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
   return [("Largest LR every seed trained at within X nats of its best, against the warm-up "
            f"length ({a.seeds_heading(judged).lower()}, the verdict's)", FIGURE)]
 

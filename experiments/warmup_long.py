@@ -139,7 +139,7 @@ def summarize(runs):
   word, _ = a.verdict_of(analyze(runs))
   return {"verdict": word, "numbers": [_halves(m, describe=False)[1],
                                        f"described: {m['call'].text()}"],
-          "figure": "final_vs_optim_learning_rate.png", "placements": {},
+          "figure": "final_vs_optim_learning_rate.webp", "placements": {},
           "follow_ups": follow_ups(m)}
 
 

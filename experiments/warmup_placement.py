@@ -51,7 +51,7 @@ NO_WARMUP = ("pre", "peri")
 WARMUPS = {"cpu": [0, 60, 150, 300], "gpu": [0, 500, 1250, 2500]}
 LOSS_MARGIN = 0.05  # nats/token: warmup_stability's margin
 WARM = "optim.warmup_steps"
-FIGURE = "loss_heatmap.png"
+FIGURE = "loss_heatmap.webp"
 
 
 def get_sweep(size: str = "cpu"):
@@ -137,7 +137,7 @@ def _answer(costs) -> str:
 
 
 def figures(runs, sweep_dir):
-  """`loss_heatmap.png`: placement x warm-up, the mean clipped final loss at the setting's
+  """`loss_heatmap.webp`: placement x warm-up, the mean clipped final loss at the setting's
   best LR; a setting without an LR at which every seed ended is hatched."""
   import os
   from transformer.report import figures as report_figures
@@ -150,7 +150,7 @@ def figures(runs, sweep_dir):
   plt = report_figures.load_pyplot()
   fig = atlas.heatmap(plt, values, marked, m["placements"], [str(w) for w in m["warmups"]],
                       "warm-up steps", "clipped final eval loss at the best LR", "nats/token")
-  report_figures.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
+  report_figures.save_figure(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
   return [("Mean clipped final eval loss over seeds at each placement's best LR per warm-up "
            "(hatched: no LR at which every seed ended)", FIGURE)]
 

@@ -28,7 +28,7 @@ and reads both settings at the matched LR, and describes each seed under its tab
 
 Described beside it, not called: the largest LR up to which every seed *trained at X* (did not
 diverge and ended within X nats/token of the best final loss its seed reached at any LR in the
-same setting), over X (`largest_lr_vs_tolerance.png`), and the seed counts with a Fisher exact
+same setting), over X (`largest_lr_vs_tolerance.webp`), and the seed counts with a Fisher exact
 test where the two settings part. With 3 seeds the smallest possible two-sided Fisher p is 0.10,
 so a count test could never conclude: that was this study's call until issue 46.
 """
@@ -48,7 +48,7 @@ PLACEMENTS = ["post", "pre", "deepnorm", "admin"]
 JUDGED = {"post": True, "pre": False}  # needs warm-up, as Xiong et al. say
 NAMES = {"post": "post-norm", "pre": "pre-norm"}
 LOSS_MARGIN = 0.05  # nats/token: the call's margin M, a cost of dropping warm-up worth naming
-FIGURE = "largest_lr_vs_tolerance.png"
+FIGURE = "largest_lr_vs_tolerance.webp"
 
 
 # Seeds per placement: the protocol's, fixed before the runs; seeds 3 and 4 for the judged
@@ -322,7 +322,7 @@ def analyze(runs):
 
 
 def figures(runs, sweep_dir):
-  """`largest_lr_vs_tolerance.png`: per placement, the largest trained LR against X."""
+  """`largest_lr_vs_tolerance.webp`: per placement, the largest trained LR against X."""
   import os
   from transformer.report import figures as report_figures
   m = measure(runs)
@@ -335,7 +335,7 @@ def figures(runs, sweep_dir):
        (some, "-", "tab:red" if some == none else "tab:blue", f"warm-up {some}")),
       lambda p, w, t: a.largest_trained_lr(m["sets"][(p, w)], t),
       lrs, [f"{lr:g}" for lr in lrs], "largest trained LR", m["x"], (3.2, 3.2))
-  report_figures.save_png(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
+  report_figures.save_figure(plt, fig, os.path.join(sweep_dir, FIGURE), dpi=90)
   return [(f"Largest LR trained within X nats of the seed's best, against X (dotted: the "
            f"call's X = {m['x']:g})", FIGURE)]
 

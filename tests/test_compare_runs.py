@@ -91,7 +91,7 @@ def test_report_compares_hand_launched_runs(runs, tmp_path, capsys):
   mean, half = report_stats.mean_ci([2.0, 2.2])
   assert f"{mean:.4f} ± {half:.4f}" in table
   assert "## Verdict" not in text and "No verdict" not in text
-  assert (out / "curves.png").exists() and (out / "final_vs_optim_learning_rate.png").exists()
+  assert (out / "curves.webp").exists() and (out / "final_vs_optim_learning_rate.webp").exists()
   with open(out / "results.csv") as f:
     assert len(list(csv.DictReader(f))) == 3
   assert all(os.path.realpath(out / n) == os.path.realpath(w) for n, w in

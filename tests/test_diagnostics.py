@@ -14,7 +14,7 @@ import optax
 import pytest
 
 from tests import numpy_reference as ref
-from transformer import kinds
+from transformer import figure_file, kinds
 from transformer.train import diagnostics
 from transformer.config import (CheckpointConfig, DataConfig, ExperimentConfig, ModelConfig,
                                 OptimConfig, TrainConfig)
@@ -221,6 +221,8 @@ def test_training_loop_and_diagnose_mode_write_rows_for_every_layer(tiny_corpus,
     saved = json.load(f)
   assert saved["step"] == 6 and len(saved["layers"]) == config.model.num_layers
   from PIL import Image  # matplotlib's own dependency
-  with Image.open(os.path.join(workdir, "diagnose.png")) as image:
-    assert image.mode == "P" and image.size[0] > 500  # the palette PNG the reports write
+  with Image.open(os.path.join(workdir, "diagnose.webp")) as image:
+    assert image.format == "WEBP" and image.size[0] > 500  # the figure file reports write
+    colors = image.convert("RGB").getcolors(maxcolors=256)  # None past 256 colours
+    assert colors is not None and len(colors) <= figure_file.COLORS
   assert np.isfinite(stats["decoder/layer_0/grad_norm"])

@@ -177,9 +177,9 @@ def test_sweep_train_resume_eval_sample_and_report_on_gs(gcs_emulator, tiny_corp
   fs = gcsfs.GCSFileSystem(token="anon")
   name = json.loads(fs.cat("bucket/sw/sweep.json"))["points"][0]["name"]
   run = f"gs://bucket/sw/{name}"
-  assert {"report.md", "results.csv", "curves.png", "sweep.json", name} <= {
+  assert {"report.md", "results.csv", "curves.webp", "sweep.json", name} <= {
       p.rsplit("/", 1)[-1] for p in fs.ls("bucket/sw")}
-  assert fs.cat("bucket/sw/curves.png")[:4] == b"\x89PNG"
+  assert fs.cat("bucket/sw/curves.webp")[8:12] == b"WEBP"
   # Its 6 steps end near the unigram level, which the one collapse rule (final eval loss >= 0.98
   # x unigram) may call collapsed: either way the run ended and was judged from the bucket.
   assert re.search(r"1 points: 1 (finished|collapsed)\.", fs.cat("bucket/sw/report.md").decode())

@@ -80,7 +80,7 @@ def test_the_diagnostics_figures_tell_24_groups_apart_in_a_legend_inside_the_fig
   def keep(plt, fig, path, dpi):
     fig.canvas.draw()
     drawn["fig"], drawn["legend"] = fig, fig.legends[0]
-  monkeypatch.setattr(diagnostics_figures, "save_png", keep)
+  monkeypatch.setattr(diagnostics_figures, "save_figure", keep)
   runs = []
   for i in range(24):
     rows = [{"step": step, **{f"decoder/layer_{l}/{m}": 1.0 + i + l + step for l in range(3)
@@ -90,7 +90,7 @@ def test_the_diagnostics_figures_tell_24_groups_apart_in_a_legend_inside_the_fig
                                           "model.norm_placement": f"p{i % 6}" + "_long" * 12,
                                           "seed": 0},
                                 450, "/nowhere", {"diagnostics": rows}))
-  assert getattr(diagnostics_figures, plot)(runs, str(tmp_path / "d.png"))
+  assert getattr(diagnostics_figures, plot)(runs, str(tmp_path / "d.webp"))
   legend = drawn["legend"]
   lines = [l for l in drawn["fig"].axes[0].get_lines()]
   styles = {(l.get_color(), l.get_marker(), str(l.get_linestyle())) for l in lines
@@ -207,13 +207,13 @@ def test_report_marks_runs_and_averages_only_healthy_ones(sweep_dir):
   assert "| pre | 0.001 | 2.1000 | 0.01 | 0.0000 | 2 |" in text
   assert "| post | 0.001 | 2.6000 | 0.001 | 0.5750 | 2 |" in text
   # the placement against the final loss would redraw the LR figure's cells, transposed
-  assert not os.path.exists(os.path.join(sweep_dir, "final_vs_model_norm_placement.png"))
-  for png in ("curves.png", "final_vs_optim_learning_rate.png", "diagnostics.png",
-              "diagnostics_steps.png", "feed_forward_grad_norm_vs_optim_learning_rate.png"):
-    assert f"({png})" in text
-    with Image.open(os.path.join(sweep_dir, png)) as image:  # coloured lines, not bare axes
+  assert not os.path.exists(os.path.join(sweep_dir, "final_vs_model_norm_placement.webp"))
+  for figure in ("curves.webp", "final_vs_optim_learning_rate.webp", "diagnostics.webp",
+                 "diagnostics_steps.webp", "feed_forward_grad_norm_vs_optim_learning_rate.webp"):
+    assert f"({figure})" in text
+    with Image.open(os.path.join(sweep_dir, figure)) as image:  # coloured lines, not bare axes
       colours = [c for _, c in image.convert("RGB").getcolors(4096) if len(set(c)) > 1]
-      assert len(colours) >= 3, png
+      assert len(colours) >= 3, figure
   with open(os.path.join(sweep_dir, "results.csv")) as f:
     rows = list(csv.DictReader(f))
   assert len(rows) == 12 and set(rows[0]) >= {"point", "model.norm_placement", "seed", "status",

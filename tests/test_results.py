@@ -54,8 +54,8 @@ def test_the_committed_report_regenerates_byte_for_byte(study, tmp_path, monkeyp
   shutil.copytree(RESULTS, tmp_path / relative, symlinks=True)  # the studies it links to too
   copy = tmp_path / relative / study
   committed = os.path.join(RESULTS, study)
-  written = [f for f in os.listdir(copy) if f in REPORT_FILES or f.endswith(".png")]
-  assert "report.md" in written and any(f.endswith(".png") for f in written)
+  written = [f for f in os.listdir(copy) if f in REPORT_FILES or f.endswith(".webp")]
+  assert "report.md" in written and any(f.endswith(".webp") for f in written)
   for name in written:  # the report must write each of them again
     os.remove(copy / name)
   monkeypatch.chdir(tmp_path)

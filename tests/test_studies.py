@@ -548,16 +548,16 @@ def test_summary_collects_every_study(tmp_path, monkeypatch):
   results = tmp_path / "results"
   for name, verdict in (("one", "agrees"), ("two", "disagrees")):
     d = _one_run_study(tmp_path, results, name,
-                       f"{{'verdict': '{verdict}', 'numbers': ['x = 1 ± 0.1'], 'figure': 'f.png',"
+                       f"{{'verdict': '{verdict}', 'numbers': ['x = 1 ± 0.1'], 'figure': 'f.webp',"
                        f" 'placements': {{'pre': {{'q_{name}': '{name}-value'}}}}}}")
-    (d / "f.png").write_bytes(b"")
+    (d / "f.webp").write_bytes(b"")
   assert (sweep_points.holds_studies(str(results))
           and not sweep_points.holds_studies(str(results / "one")))
   path, verdicts = report_summary.write_summary(str(results))
   text = open(path).read()
   assert verdicts == ["one: agrees", "two: disagrees"]
   assert "## one" in text and "the data disagrees" in text and "- x = 1 ± 0.1" in text
-  assert "![one](one/f.png)" in text and f"--sweep_dir={results}/two`" in text
+  assert "![one](one/f.webp)" in text and f"--sweep_dir={results}/two`" in text
   assert "| q_one | one-value (one) |" in text and "| q_two | two-value (two) |" in text
   # Runs without provenance: the data table says so, and no mixed-corpus warning.
   assert "| one | 1 run(s) not recorded | - |" in text

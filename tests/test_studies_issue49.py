@@ -136,7 +136,7 @@ def test_the_atlas_heat_map_marks_cells_where_a_seed_did_not_train(tmp_path):
   assert [row.count(True) for row in marked] == [1, 0] and marked[0][4]
   said = hybrid_norm.figures(runs, str(tmp_path))
   assert [f for _, f in said] == [hybrid_norm.FIGURE]
-  assert (tmp_path / hybrid_norm.FIGURE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  assert (tmp_path / hybrid_norm.FIGURE).read_bytes()[8:12] == b"WEBP"
 
 
 def _norm_runs(cost):

@@ -452,7 +452,7 @@ def test_long_training_checks_the_short_run_ordering():
   # peri sits between them.
   assert "after 600 steps: peri < pre, peri < post, pre < post;" in "\n".join(lines)
   s = long_training.summarize(swap)
-  assert s["verdict"] == "partly agrees" and s["figure"] == "curves.png"
+  assert s["verdict"] == "partly agrees" and s["figure"] == "curves.webp"
   assert "pre: 2.11 ± 0.025 after 600 steps (LR 0.003); 1.71 ± 0.025 after 2400 steps (LR 0.003)" \
       in s["numbers"]
 

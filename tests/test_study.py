@@ -85,7 +85,7 @@ def test_a_hook_of_the_wrong_type_or_a_misspelled_one_is_one_line(tmp_path, text
 def test_helpers_and_values_near_a_hook_in_another_kind_are_not_misspellings(tmp_path):
   """`FIGURE` (a file name) is no `figures` function; `_analyse` is a helper; `measure` is
   far from every hook; a module imported under a hook-like name is no hook."""
-  path = _write(tmp_path, GOOD + "import os as analysis\nFIGURE = 'f.png'\n"
+  path = _write(tmp_path, GOOD + "import os as analysis\nFIGURE = 'f.webp'\n"
                 "def _analyse(runs):\n  return []\ndef measure(runs):\n  return {}\n")
   s = study.load(path)
   assert s.analyze is None and s.figures is None and s.claim == ""
@@ -124,7 +124,7 @@ def test_the_template_runs_end_to_end_as_the_readme_says(tmp_path):
   text = open(os.path.join(sweep_dir, "report.md"), encoding="utf-8").read()
   assert "**Claim under test:** Xiong et al. 2020" in text
   assert "**Inconclusive.** post-norm minus pre-norm:" in text and "## Robustness" in text
-  assert "loss_heatmap.png" in text and "2 points: 2 finished" in text
+  assert "loss_heatmap.webp" in text and "2 points: 2 finished" in text
 
 
 def test_the_calls_section_counts_pre_registered_and_post_hoc_calls(tmp_path):

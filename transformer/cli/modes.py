@@ -79,7 +79,7 @@ MODES = (  # the default first
     Mode("diagnose", "per-layer statistics on one batch, at init or from --workdir's latest "
          "checkpoint",
          runs="transformer.cli.launch:mode_diagnose", reads=("workdir",), device=True,
-         writes=(("workdir", "diagnose.json and diagnose.png"),)),
+         writes=(("workdir", "diagnose.json and diagnose.webp"),)),
     Mode("sweep", "run every point of --sweep=FILE as its own training run (locally or on "
          "SLURM)",
          runs="transformer.cli.launch:mode_sweep_or_report",

@@ -1,6 +1,6 @@
 """The report's per-layer diagnostics figures: the key quantities' layer profiles at the first
 and last diagnostics step, the same over training, and a prefix's last layer against a swept
-field; palette PNGs (`transformer.figure_file.save_png`)."""
+field; lossless WebP files (`transformer.figure_file.save_figure`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from transformer.report.figures import (is_number, key_diagnostic, layer_profiles, load_pyplot,
-                                        lr_field, save_png, split_runs)
+                                        lr_field, save_figure, split_runs)
 from transformer.report.runs import LAYER_NAME, NOT_METRICS, Run, group_label, groups, swept_fields
 from transformer.report.stats import mean_ci, mean_clipped_loss_per_lr
 
@@ -50,7 +50,7 @@ def plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Seq
   ax.grid(alpha=0.3, which="both")
   ax.legend(fontsize=6)
   fig.tight_layout()
-  save_png(plt, fig, path, dpi=110)
+  save_figure(plt, fig, path, dpi=110)
   return True
 
 
@@ -104,7 +104,7 @@ def _save_panels(plt, fig, axes, n: int, path: str, legend: Sequence) -> None:
     ax.axis("off")
   below = _legend_below(fig, legend, axes.shape[1])
   fig.tight_layout(rect=(0, below / fig.get_figheight(), 1, 1))
-  save_png(plt, fig, path, dpi=90)
+  save_figure(plt, fig, path, dpi=90)
 
 
 def _key_panels(by_metric: dict, xlabel: str, draw: Callable, legend: Callable,

@@ -1,7 +1,7 @@
 """The report's figures: learning curves and the final metric against each swept field;
-palette PNGs whose bytes depend only on the figure. The per-layer diagnostics figures are in
-`diagnostics_figures`; what they share with the studies stays here: `KEY_DIAGNOSTICS` (which
-report.md's caption names) and `layer_profiles`."""
+lossless WebP files whose bytes depend only on the figure. The per-layer diagnostics figures
+are in `diagnostics_figures`; what they share with the studies stays here: `KEY_DIAGNOSTICS`
+(which report.md's caption names) and `layer_profiles`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from transformer.figure_file import save_png  # the studies draw with report_figures.save_png too
+from transformer.figure_file import save_figure  # studies draw with report_figures.save_figure
 from transformer.report.runs import LAYER_NAME, NOT_METRICS, Run, group_label, groups, swept_fields
 from transformer.report.stats import initial_loss, mean_ci
 
@@ -284,7 +284,7 @@ def plot_curves(runs: Sequence[Run], metric: str, path: str) -> bool:
   fig = curves_figure(runs, metric)
   if fig is None:
     return False
-  save_png(load_pyplot(), fig, path, dpi=90)
+  save_figure(load_pyplot(), fig, path, dpi=90)
   return True
 
 
@@ -491,7 +491,7 @@ def plot_final_vs(runs: Sequence[Run], field: str, fields: Sequence[str], metric
   fig = final_vs_figure(runs, field, fields, metric)
   if fig is None:
     return False
-  save_png(load_pyplot(), fig, path, dpi=90)
+  save_figure(load_pyplot(), fig, path, dpi=90)
   return True
 
 

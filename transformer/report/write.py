@@ -8,18 +8,18 @@
   its run's folder is `DIR/<point>`, so no column repeats it);
 - `report.md`: per group of points that differ only in `seed`, the mean and 95% confidence
   interval (Student's t over seeds) of every final eval metric, over healthy runs only;
-- `curves.png`: train loss and the eval metric against step, mean over seeds with the
+- `curves.webp`: train loss and the eval metric against step, mean over seeds with the
   min..max spread shaded;
-- `final_vs_<field>.png` for every swept field with several values: the final metric against
+- `final_vs_<field>.webp` for every swept field with several values: the final metric against
   it, one line per value of the other swept fields (none for a field another one determines,
   `runs.tied_fields`: that figure would repeat the other field's at fewer x positions; none
   for a field of names, such as the placement, when the LR figure is drawn: `transposed`);
 - a `Verdict` section when the sweep file defines `analyze(runs)` (the studies in
   `experiments/`): the file's own test of its claim on these runs, as Markdown lines;
-- `diagnostics.png` when runs log rows with `"split": "diagnostics"`: per-layer profiles of
+- `diagnostics.webp` when runs log rows with `"split": "diagnostics"`: per-layer profiles of
   the key quantities among the metrics whose name carries a layer index (`.../layer_3/...`;
   `figures.KEY_DIAGNOSTICS`), at the first and last diagnostics step, and
-  `diagnostics_steps.png`, the same over training; when an LR is swept, each setting of the
+  `diagnostics_steps.webp`, the same over training; when an LR is swept, each setting of the
   other fields at its best LR (`diagnostics_figures.at_best_lr`).
 
 A run is marked, and left out of the means, when it *diverged* (a non-finite loss or gradient
@@ -163,14 +163,14 @@ def _sweep_figures(runs: Sequence[Run], fields: Sequence[str], metric: str,
   one) into `sweep_dir`; returns the (caption, file name) of each drawn."""
   figures = []
   for suffix, members in curve_figures(runs):
-    if plot_curves(members, metric, os.path.join(sweep_dir, f"curves{suffix}.png")):
+    if plot_curves(members, metric, os.path.join(sweep_dir, f"curves{suffix}.webp")):
       where = f" ({suffix[1:].replace('_', ' ', 1).replace('_', '=', 1)})" if suffix else ""
       figures.append((f"Learning curves{where} (mean over healthy seeds, min..max shaded)",
-                      f"curves{suffix}.png"))
+                      f"curves{suffix}.webp"))
   tied = tied_fields(runs, fields)
   skip = {*tied, *transposed(runs, fields, tied)}
   for field in fields:
-    path = f"final_vs_{field.replace('.', '_')}.png"
+    path = f"final_vs_{field.replace('.', '_')}.webp"
     if field not in skip and plot_final_vs(runs, field, fields, metric,
                                             os.path.join(sweep_dir, path)):
       figures.append((f"Final {metric} against {field}", path))
@@ -196,18 +196,18 @@ def _diagnostics_figures(runs: Sequence[Run], manifest: dict, fields: Sequence[s
   quantities over training); returns the (caption, file name) of each drawn."""
   figures = []
   best = ", each setting at its best LR" if len(at_best_lr(runs)) < len(runs) else ""
-  if plot_diagnostics(runs, os.path.join(sweep_dir, "diagnostics.png")):
+  if plot_diagnostics(runs, os.path.join(sweep_dir, "diagnostics.webp")):
     figures.append(("Per-layer diagnostics (first and last diagnostics step; the key quantities, "
-                    f"figures.KEY_DIAGNOSTICS{best})", "diagnostics.png"))
+                    f"figures.KEY_DIAGNOSTICS{best})", "diagnostics.webp"))
   for prefix in manifest.get("report_diagnostics", []):
     for field in fields:
-      path = f"{prefix.replace('/', '_')}_vs_{field.replace('.', '_')}.png"
+      path = f"{prefix.replace('/', '_')}_vs_{field.replace('.', '_')}.webp"
       if plot_last_layer_vs(runs, prefix, field, fields, os.path.join(sweep_dir, path)):
         figures.append((f"{prefix} diagnostics of the last layer at the first diagnostics step "
                         f"against {field} (95% CI over seeds)", path))
-  if plot_diagnostics_over_steps(runs, os.path.join(sweep_dir, "diagnostics_steps.png")):
+  if plot_diagnostics_over_steps(runs, os.path.join(sweep_dir, "diagnostics_steps.webp")):
     figures.append(("Key diagnostics over training (per-layer metrics: the largest layer's "
-                    f"value; mean over seeds{best})", "diagnostics_steps.png"))
+                    f"value; mean over seeds{best})", "diagnostics_steps.webp"))
   return figures
 
 

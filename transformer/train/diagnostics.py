@@ -250,12 +250,12 @@ def _plot(rows: list[dict], stats: dict, title: str, path: str) -> None:
     ax.legend(fontsize=7)
   fig.suptitle(title)
   fig.tight_layout()
-  figure_file.save_png(plt, fig, path, dpi=100)
+  figure_file.save_figure(plt, fig, path, dpi=100)
 
 
 def run_diagnose(config, workdir: str, log=print) -> dict:
   """The statistics on one training batch, at init or (if `workdir` holds checkpoints) from
-  its latest one; prints the per-layer table and writes `diagnose.json` and `diagnose.png`
+  its latest one; prints the per-layer table and writes `diagnose.json` and `diagnose.webp`
   into `workdir`. Reads the run's checkpoints without changing them. Returns the stats."""
   workdir = paths.absolute(workdir)
   paths.makedirs(workdir)
@@ -291,6 +291,6 @@ def run_diagnose(config, workdir: str, log=print) -> dict:
   log(format_table(rows))
   paths.write_text(paths.join(workdir, "diagnose.json"), json.dumps(
       {"title": title, "step": step, "layers": rows, "stats": stats}, indent=1, sort_keys=True))
-  _plot(rows, stats, title, paths.join(workdir, "diagnose.png"))
-  log(f"Wrote {workdir}/diagnose.json and {workdir}/diagnose.png")
+  _plot(rows, stats, title, paths.join(workdir, "diagnose.webp"))
+  log(f"Wrote {workdir}/diagnose.json and {workdir}/diagnose.webp")
   return stats
