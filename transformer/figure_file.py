@@ -25,4 +25,4 @@ def save_figure(plt, fig, path: str, dpi: int) -> None:
   image = Image.open(buf).convert("RGB")
   image = image.quantize(COLORS, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
   with paths.open_file(path, "wb") as f:
-    image.convert("RGB").save(f, format="webp", lossless=True, quality=100, method=6)
+    image.convert("RGB").save(f, format="webp", lossless=True, quality=100, method=4)
