@@ -236,5 +236,5 @@ REGISTRATION = {
         "below the bigram level and within 0.3 of the 6-layer best; still described); its "
         "margin is that rule's; its check on new data: the confirmatory seeds 3-5, fixed at "
         "1ee0bae (2026-12-03 17:47) with the call and its margin unchanged, before their runs, "
-        "which the verdict reads alone once they have run (36 of 54 trained, the 6- and "
-        "12-layer ones, waiting in experiments/in_progress/depth_post for the 24-layer ones)"}
+        "which the verdict reads alone; they ran 2026-12-04 (20:30-21:48 and 22:51-00:19, from a "
+        "clean worktree at 9e65cc5, where this file is as at 1ee0bae but for a wrapped string)"}

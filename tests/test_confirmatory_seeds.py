@@ -1,9 +1,9 @@
 """Issue 68 point 7: residual_growth's, grad_scale_depth's, grad_profile's, qk_norm_post's,
-qk_norm_logits', qk_norm_depth's and prose_corpus's (its warm-up halves) post hoc calls are
-checked on confirmatory seeds fixed
-before their runs. The committed confirmatory runs are the sweep file's new points; each one the
-study trained itself ran at the clean commit the study's REGISTRATION names (the one that fixed
-the seeds with the call unchanged), each other one links to the run of the same config in the
+qk_norm_logits', qk_norm_depth's, prose_corpus's (its warm-up halves) and depth_post's post hoc
+calls are checked on confirmatory seeds fixed before their runs. The committed confirmatory runs
+are the sweep file's new points; each one the study trained itself ran at the clean commit the
+study's REGISTRATION names (the one that fixed the seeds with the call unchanged, or the clean
+worktree it names as where they ran), each other one links to the run of the same config in the
 study named below, and the report reads them alone."""
 
 import os
@@ -11,8 +11,9 @@ import re
 
 import pytest
 
-from experiments import (grad_profile, grad_scale_depth, massive_activations, prose_corpus,
-                         qk_norm_depth, qk_norm_logits, qk_norm_post, residual_growth)
+from experiments import (depth_post, grad_profile, grad_scale_depth, massive_activations,
+                         prose_corpus, qk_norm_depth, qk_norm_logits, qk_norm_post,
+                         residual_growth)
 from transformer import REPO_ROOT, packed_runs, provenance
 
 RESULTS = os.path.join(REPO_ROOT, "experiments", "results")
@@ -21,13 +22,17 @@ RESULTS = os.path.join(REPO_ROOT, "experiments", "results")
 # qk_norm_post's for qk_norm_depth: its post-norm with qk-norm at 6 layers, seeds 3 and 4)
 STUDIES = {residual_growth: (6, 6, 6), grad_scale_depth: (60, 30, 30), grad_profile: (52, 20, 20),
            qk_norm_post: (45, 30, 10), qk_norm_logits: (30, 30, 20), qk_norm_depth: (60, 30, 20),
-           prose_corpus: (75, 60, 60)}
+           prose_corpus: (75, 60, 60), depth_post: (54, 54, 54)}
 LINKED = {qk_norm_depth: "qk_norm_post"}
 # What the report says reads the confirmatory seeds alone: prose_corpus's LR sensitivity call
 # keeps the seeds it was pre-registered on (0-2); only its warm-up halves were post hoc.
 READS = {prose_corpus: "The warm-up halves read"}
 KEEPS = {prose_corpus: "LR sensitivity"}  # a listed difference that reads the earlier seeds
 SEEDS = r"confirmatory seeds ([0-9][0-9, -]*?)"
+# Where the runs ran at a later commit than the one that fixed their seeds (depth_post: at
+# 9e65cc5, whose changes since 1ee0bae touch no computation of a run or of the call), the
+# REGISTRATION names it so.
+RAN_AT = r"from a clean worktree at ([0-9a-f]{7,40})\b"
 
 
 def _name(module) -> str:
@@ -53,11 +58,13 @@ def test_each_confirmatory_run_ran_at_the_commit_its_registration_names(module):
              if int(n.rsplit("seed=", 1)[1]) in module.CONFIRMATORY_SEEDS}
   own = [n for n, e in confirm.items() if "link" not in e]
   assert (len(confirm), len(own)) == STUDIES[module][1:]
+  ran_at = re.search(RAN_AT, text)
+  commit = ran_at.group(1) if ran_at else fixed.group(2)
   linked = f"../{LINKED.get(module, 'lr_sensitivity')}/"
   assert all(e["link"].startswith(linked) for e in confirm.values() if "link" in e)
   for name in own:
     (record, *_) = provenance.read_records(os.path.join(study, name))
-    assert record["git"]["commit"].startswith(fixed.group(2)) and not record["git"]["dirty"]
+    assert record["git"]["commit"].startswith(commit) and not record["git"]["dirty"]
   with open(os.path.join(study, "report.md"), encoding="utf-8") as f:
     report = f.read()
   reads = READS.get(module, "The verdict reads")

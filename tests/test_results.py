@@ -33,8 +33,9 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # linked to warmup_stability's); massive_activations: 30; qk_norm_post and hybrid_norm: 45
 # each (30 linked to lr_sensitivity's); prose_corpus: 135 on the prose corpus (60 confirmatory);
 # norm_type_placement: 135 (75 linked to lr_sensitivity's and norms'); depth_lr: 114 (69 linked
-# to lr_sensitivity's, hybrid_norm's and depth's); depth_post: 54 of post-norm at 6-24 layers;
-# warmup_placement: 360 (210 linked to lr_sensitivity's, warmup_stability's, warmup_length's);
+# to lr_sensitivity's, hybrid_norm's and depth's); depth_post: 108 of post-norm at 6-24 layers
+# (54 confirmatory); warmup_placement: 360 (210 linked to lr_sensitivity's, warmup_stability's,
+# warmup_length's);
 # qk_norm_depth: 90 (52 linked to qk_norm_post's, depth_lr's and lr_sensitivity's);
 # warmup_long: 42 of 2,400 steps (21 linked to long_training's); long_runs: 33 of 600-9,600
 # steps (9 linked to lr_sensitivity's, norms' and long_training's); dyt_alpha: its 150 points
