@@ -137,23 +137,18 @@ def analyze(runs):
   the call: each deeper stack's cost at its best setting, paired by seed, against MARGIN, read
   on the confirmatory seeds alone once they have run (the exploratory seeds described)."""
   bigram = a.bigram_level(runs)
-  judged, explored = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
+  judged, _ = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
   if bigram is None or not losses(judged):
     return [a.verdict(None, "No run recorded its bigram level (baselines.json) or none ended.")]
-  lines = [a.protocol(runs), "", f"Bigram level of the eval split: {bigram:.3f} nats/token.", "",
-           a.confirmatory_note(runs, CONFIRMATORY_SEEDS), "",
-           *_described(judged, bigram, a.seeds_heading(judged, ", the verdict's"
-                                                       if explored else ""))]
-  if explored:
-    lines += _described(explored, bigram,
-                        a.seeds_heading(explored, ", exploratory (described)"), describe=False)
-  lines.append(a.verdict(*_call(judged)))
-  if explored:
-    lines += ["", a.exploratory_line(*_call(explored, describe=False), explored)]
-  return lines
+
+  def reading(seed_runs, describe: bool):
+    return (_described(seed_runs, bigram, describe), *_call(seed_runs, describe), [])
+
+  return [a.protocol(runs), "", f"Bigram level of the eval split: {bigram:.3f} nats/token.", "",
+          *a.confirmatory_reading(runs, CONFIRMATORY_SEEDS, reading)]
 
 
-def _described(runs, bigram: float, title: str, describe: bool = True) -> list[str]:
+def _described(runs, bigram: float, describe: bool = True) -> list[str]:
   """One set of seeds' table, its depth at equal settings, each deeper stack's cost at its
   best setting against MARGIN and the earlier count rule, all description (`describe`:
   `paired.judge`'s, True for the set the verdict reads)."""
@@ -161,9 +156,8 @@ def _described(runs, bigram: float, title: str, describe: bool = True) -> list[s
   depths = sorted({k[0] for k in table})
   rows = [(d, a.fmt_lr(lr), w, a.ci(list(v.values())), len(v))
           for (d, lr, w), v in sorted(table.items())]
-  lines = [f"{title}: final loss per depth, LR and warm-up (nats/token, mean ± 95% CI over "
-           "seeds):", "", *a.table(["layers", "LR", "warm-up", "final loss (95% CI)", "seeds"],
-                                   rows), "",
+  lines = ["Final loss per depth, LR and warm-up (nats/token, mean ± 95% CI over seeds):", "",
+           *a.table(["layers", "LR", "warm-up", "final loss (95% CI)", "seeds"], rows), "",
            *equal_settings_lines(table, depths[0]),
            "The call: each deeper stack's cost at its own best setting (LR and warm-up) over "
            f"the {depths[0]}-layer stack at its own, paired by seed, against the margin "
@@ -217,7 +211,7 @@ def summarize(runs):
   at which setting, the figure of final loss against depth."""
   word, _ = a.verdict_of(analyze(runs))
   judged, _ = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)
-  lines = _described(judged, a.bigram_level(runs), "", describe=False) if losses(judged) else []
+  lines = _described(judged, a.bigram_level(runs), describe=False) if losses(judged) else []
   return {"verdict": word, "numbers": [l[2:] for l in lines if l.startswith("- ")],
           "figure": "final_vs_model_num_layers.webp", "placements": {}}
 

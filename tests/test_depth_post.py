@@ -133,8 +133,10 @@ def test_depth_post_reads_the_confirmatory_seeds_alone_once_they_have_run(tmp_pa
       "warm-up minus 6 layers at its own (nats/token, paired by seed, against ±0.3): 12 layers "
       "loses (+0.600 ± 0.000); 24 layers loses (+0.600 ± 0.000).")
   assert "The verdict reads the confirmatory seeds 3-5 alone" in " ".join(lines)
-  assert any(line.startswith("Seeds 3-5, the verdict's: final loss") for line in lines)
-  assert any(line.startswith("Seeds 0-2, exploratory (described): final loss") for line in lines)
+  first, second = (lines.index("Seeds 3-5, the verdict's:"),
+                   lines.index("Seeds 0-2, exploratory (described):"))
+  assert first < second and lines[first + 2].startswith("Final loss per depth")
+  assert lines[second + 2].startswith("Final loss per depth")
   summary = depth_post.summarize(_runs(tmp_path, loss, every))
   assert summary["verdict"] == "partly agrees"
   assert any("+0.000 ± 0.000" in n and n.startswith("12 layers' best") for n in summary["numbers"])
