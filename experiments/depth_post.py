@@ -231,4 +231,5 @@ REGISTRATION = {
         "margin is that rule's; its check on new data: the confirmatory seeds 3-5, fixed at "
         "1ee0bae (2026-12-03 17:47) with the call and its margin unchanged, before their runs, "
         "which the verdict reads alone; they ran 2026-12-04 (20:30-21:48 and 22:51-00:19, from a "
-        "clean worktree at 9e65cc5, where this file is as at 1ee0bae but for a wrapped string)"}
+        "clean worktree at 9e65cc5, where this file differs from 1ee0bae only in this text, "
+        "which named that commit)"}
