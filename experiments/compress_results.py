@@ -9,7 +9,8 @@ For the points of the sweep dir (its `sweep.json`):
   `run_identity` and the same metrics) becomes a link to it, as `--reuse_runs_from` links it in
   a fresh sweep;
 - every run folder (and link) becomes one line of `runs.jsonl.xz` (`transformer.packed_runs`):
-  its config, metrics (ungzipped), provenance and baselines record; `log.txt` (the point's
+  its config, metrics (ungzipped; the train rows' throughput as float32), provenance and
+  baselines record; `log.txt` (the point's
   console output), checkpoints and TensorBoard files are dropped (no report reads them). The
   folders are removed once the file is written. The same runs give the same bytes.
 - `sweep.json` becomes `sweep.json.xz` (`transformer.sweep.points.pack_manifest`; the points
@@ -17,7 +18,8 @@ For the points of the sweep dir (its `sweep.json`):
 
 Run it again after more points finish: their folders join the packed file.
 `python experiments/compress_results.py --unpack DIR` writes the folders back;
-`--repack DIR...` writes a packed file of an older form in the current one (the same runs).
+`--repack DIR...` writes a packed file of an older form in the current one (the same runs,
+throughput as float32).
 `python experiments/compress_results.py --inline_links=OTHER DIR...` copies into DIR's packed
 file the runs it links to in OTHER: run it before OTHER is re-run under new settings.
 """
@@ -47,18 +49,20 @@ def gzip_bytes(data: bytes) -> bytes:
   return gzip.compress(data, compresslevel=9, mtime=0)
 
 
-def metrics_bytes(workdir: str) -> bytes | None:
-  """The run's metrics lines: plain, from the `.gz`, or from its sweep's packed file; None
-  when it has none."""
+def metrics_text(workdir: str) -> str | None:
+  """The run's metrics lines as its packed file keeps them (throughput as float32,
+  `packed_runs.narrowed_throughput`): from the plain file, the `.gz`, or its sweep's packed
+  file; None when it has none."""
   plain, zipped = os.path.join(workdir, METRICS_FILE), os.path.join(workdir, METRICS_GZ)
   if os.path.exists(plain):
     with open(plain, "rb") as f:
-      return f.read()
-  if os.path.exists(zipped):
+      text = f.read().decode("utf-8")
+  elif os.path.exists(zipped):
     with gzip.open(zipped, "rb") as f:
-      return f.read()
-  text = packed_runs.text(workdir, METRICS_FILE)
-  return None if text is None else text.encode("utf-8")
+      text = f.read().decode("utf-8")
+  else:
+    text = packed_runs.text(workdir, METRICS_FILE)
+  return None if text is None else packed_runs.narrowed_throughput(text)
 
 
 def _identity(workdir: str) -> str | None:
@@ -92,9 +96,9 @@ def link_copies(sweep_dir: str, other: str) -> list[str]:
     workdir = os.path.join(sweep_dir, p["name"])
     if os.path.islink(workdir) or not os.path.isdir(workdir):
       continue
-    mine = metrics_bytes(workdir)
+    mine = metrics_text(workdir)
     for original in originals.get(_identity(workdir), ()):
-      if mine is not None and metrics_bytes(original) == mine:
+      if mine is not None and metrics_text(original) == mine:
         shutil.rmtree(workdir)
         os.symlink(os.path.relpath(original, sweep_dir), workdir)
         linked.append(p["name"])

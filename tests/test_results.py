@@ -366,6 +366,33 @@ def test_packed_metrics_keep_float32_values_short_and_read_back_the_same_bytes(t
   assert path.read_bytes() == packed
 
 
+def test_packed_throughput_is_the_nearest_float32_and_everything_else_the_runs_bytes(tmp_path):
+  """Issue 69: a train row's tokens/s, s/step and MFU (float64 ratios of a host clock) are
+  packed as the float32 nearest to them; its `time`, its other values and every other row
+  read back as the run wrote them. A run folder that copies a packed run still packs as a
+  link to it, and packing again gives the same bytes."""
+  train = {"step": 25, "split": "train", "time": 1796430007.6597285,
+           "loss": float(np.float32(4.1394987)), "learning_rate": 0.0010000002,
+           "tokens_per_sec": 4385.702361200483, "step_time": 0.23348597685496011,
+           "mfu": 0.1686081426197113}
+  evals = {"step": 25, "split": "eval", "loss": 2.17414184056212, "time": 1796430008.25}
+  a, b = tmp_path / "a", tmp_path / "b"
+  _sweep(a, ["p"])
+  _sweep(b, ["p"])
+  _run(a / "p", 1, [train, evals])
+  compress_results.compress_sweep(str(a))
+  packed = read_metrics(str(a / "p"))
+  narrow = {k: float(np.float32(train[k])) for k in ("tokens_per_sec", "step_time", "mfu")}
+  assert packed == {"train": [{**train, **narrow}], "eval": [evals]}
+  assert narrow["step_time"] != train["step_time"]  # the test narrows something
+  assert abs(narrow["tokens_per_sec"] / train["tokens_per_sec"] - 1) < 1e-7
+  _run(b / "p", 1, [train, evals])  # a copy of a's run, at full precision
+  assert compress_results.compress_sweep(str(b), str(a)) == (["p"], 0)
+  path = a / packed_runs.PACK
+  before = path.read_bytes()
+  assert packed_runs.repack(str(a)) == 1 and path.read_bytes() == before
+
+
 @pytest.mark.parametrize("damage", ["torn", "empty", "not_xz", "bad_line", "not_a_run",
                                     "float_text_names_no_file", "float_text_not_json"])
 def test_a_damaged_packed_file_is_one_line(tmp_path, damage):
