@@ -254,6 +254,7 @@ FLOORS = (
     ("errors",),                      # error classes and exit statuses
     ("paths", "float_text", "optim_config", "sampling"),  # files, atomic writes; float32 text;
                                       # the optim section; decoding knobs
+    ("metric_columns",),              # metrics column by column (packed runs)
     ("config", "packed_runs", "figure_file"),  # validated config; packed runs; figures
     ("user_files", "datasets"),       # files a user hands in; the dataset registry
     ("model", "data"),                # Linen modules and their FLOPs; input pipelines
@@ -319,8 +320,8 @@ def test_the_floor_check_catches_an_arrow_up_and_one_across():
            "transformer.kinds": {"transformer.provenance": 5, "transformer.config": 1},
            "transformer.train.loop": {"transformer.train.steps": 2}}
   assert back_arrows(graph) == [
-      "transformer.kinds (kinds, floor 5) -> transformer.provenance (provenance, floor 5) (line 5)",
-      "transformer.model.block (model, floor 4) -> transformer.train.loop (train, floor 9) "
+      "transformer.kinds (kinds, floor 6) -> transformer.provenance (provenance, floor 6) (line 5)",
+      "transformer.model.block (model, floor 5) -> transformer.train.loop (train, floor 10) "
       "(line 3)"]
 
 

@@ -355,8 +355,8 @@ def test_packed_metrics_keep_float32_values_short_and_read_back_the_same_bytes(t
   compress_results.compress_sweep(str(tmp_path / "s"))
   path = tmp_path / "s" / packed_runs.PACK
   line = json.loads(lzma.decompress(path.read_bytes()))
-  assert line["float_text"] == ["metrics.jsonl"]
-  assert '"loss": 3.781298,' in line["files"]["metrics.jsonl"]  # 7 digits name the float32
+  assert line["columns"] == ["metrics.jsonl"]  # transformer.metric_columns
+  assert "[[25], [\"train\"], [3.781298], " in line["files"]["metrics.jsonl"]  # 7 digits
   assert f'"loss": {float(np.float32(3.7812979))!r},' in original  # json.dumps wrote 17
   assert packed_runs.text(str(tmp_path / "s" / "p"), "metrics.jsonl") == original
   assert read_metrics(str(tmp_path / "s" / "p")) == {
@@ -394,7 +394,8 @@ def test_packed_throughput_is_the_nearest_float32_and_everything_else_the_runs_b
 
 
 @pytest.mark.parametrize("damage", ["torn", "empty", "not_xz", "bad_line", "not_a_run",
-                                    "float_text_names_no_file", "float_text_not_json"])
+                                    "float_text_names_no_file", "float_text_not_json",
+                                    "columns_row_of_no_kind", "columns_not_a_table"])
 def test_a_damaged_packed_file_is_one_line(tmp_path, damage):
   rows = [{"step": 1, "split": "eval", "loss": 2.5}]
   _sweep(tmp_path / "s", ["p"])
@@ -409,7 +410,13 @@ def test_a_damaged_packed_file_is_one_line(tmp_path, damage):
                  b'{"name": "p", "files": {}, "float_text": ["metrics.jsonl"]}\n'),
              "float_text_not_json": lzma.compress(
                  b'{"name": "p", "files": {"metrics.jsonl": "{1.5"}, '
-                 b'"float_text": ["metrics.jsonl"]}\n')}[damage]
+                 b'"float_text": ["metrics.jsonl"]}\n'),
+             "columns_row_of_no_kind": lzma.compress(
+                 b'{"name": "p", "files": {"metrics.jsonl": "{\\"kinds\\": [], '
+                 b'\\"rows\\": [0], \\"columns\\": []}"}, "columns": ["metrics.jsonl"]}\n'),
+             "columns_not_a_table": lzma.compress(
+                 b'{"name": "p", "files": {"metrics.jsonl": "[1.5]"}, '
+                 b'"columns": ["metrics.jsonl"]}\n')}[damage]
   path.write_bytes(damaged)
   with pytest.raises(UserFileError) as e:
     read_metrics(str(tmp_path / "s" / "p"))

@@ -66,14 +66,14 @@ def encode_number(value: float) -> str:
   return f"{value:.17g}"  # a float64 value whose repr reads as a float32 text
 
 
-def _dumps(obj) -> str:
+def dumps(obj) -> str:
   """`json.dumps(obj)` (its default separators) with each float written by `encode_number`."""
   if isinstance(obj, float):
     return encode_number(obj)
   if isinstance(obj, dict):
-    return "{" + ", ".join(f"{json.dumps(k)}: {_dumps(v)}" for k, v in obj.items()) + "}"
+    return "{" + ", ".join(f"{json.dumps(k)}: {dumps(v)}" for k, v in obj.items()) + "}"
   if isinstance(obj, list):
-    return "[" + ", ".join(_dumps(v) for v in obj) + "]"
+    return "[" + ", ".join(dumps(v) for v in obj) + "]"
   return json.dumps(obj)
 
 
@@ -88,7 +88,7 @@ def encode(text: str) -> Optional[str]:
   """`text` (JSON lines, as `json.dumps` wrote them) with its numbers shortened; None when the
   result would not `decode` to `text` exactly."""
   try:
-    encoded = "\n".join(_dumps(json.loads(line)) if line else line for line in text.split("\n"))
+    encoded = "\n".join(dumps(json.loads(line)) if line else line for line in text.split("\n"))
     return encoded if decode(encoded) == text else None
   except (ValueError, RecursionError):
     return None
