@@ -84,3 +84,13 @@ def test_text_that_would_not_come_back_is_refused(text):
 def test_an_empty_line_inside_comes_back_where_it_was():
   text = '{"loss": 1.5}\n\n{"loss": 2.5}'
   assert metric_columns.decode(metric_columns.encode(text)) == text
+
+
+@pytest.mark.parametrize("table", [
+    {"kinds": [["loss"]], "rows": [-2], "columns": [[[1.5]]]},     # a kind that is not there
+    {"kinds": [["loss"]], "rows": [0, 0], "columns": [[[1.5]]]},   # a row with no values
+    {"kinds": [["loss"]], "rows": [0], "columns": [[[1.5, 2.5]]]},  # values with no row
+])
+def test_a_damaged_table_is_refused_not_read_as_other_rows(table):
+  with pytest.raises((ValueError, IndexError)):
+    metric_columns.decode(json.dumps(table))

@@ -35,10 +35,14 @@ def decode(text: str) -> str:
     if kind == EMPTY:
       lines.append("")
       continue
+    if not 0 <= kind < len(kinds):
+      raise ValueError(f"a row of kind {kind}, of {len(kinds)} kinds")
     index = taken[kind]
     taken[kind] += 1
     lines.append(json.dumps({key: column[index]
                              for key, column in zip(kinds[kind], columns[kind])}))
+  if any(len(column) != n for n, kind in zip(taken, columns) for column in kind):
+    raise ValueError("columns longer or shorter than their rows")
   return "\n".join(lines)
 
 
