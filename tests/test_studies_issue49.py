@@ -206,21 +206,58 @@ def test_norm_type_placement_init_rms_is_the_per_layer_mean_over_runs():
   assert ntp.init_rms(runs) == "0.2, 0.075"
 
 
-def _warmup_runs(cost):
+def _warmup_runs(cost, seeds=range(3), placements=None):
   """Loss 2.0 + 0.1 per LR step away from 3e-3 + 0.01 s at every warm-up but 0, where each
   placement pays `cost(placement, seed)`."""
   from experiments import warmup_placement as wp
   from experiments.presets import STUDIED_PLACEMENTS
   return [_run({a.PLACEMENT: p, "optim.warmup_steps": w, a.LR: lr, "seed": s},
-               2.0 + 0.1 * abs(i - 2) + 0.01 * s + (cost(p, s) if w == 0 else 0.0))
-          for w in wp.WARMUPS["cpu"] for p in STUDIED_PLACEMENTS for i, lr in enumerate(LRS)
-          for s in range(3)]
+               2.0 + 0.1 * abs(i - 2) + 0.01 * (s % 3) + (cost(p, s) if w == 0 else 0.0))
+          for w in wp.WARMUPS["cpu"] for p in placements or STUDIED_PLACEMENTS
+          for i, lr in enumerate(LRS) for s in seeds]
+
+
+def test_warmup_placement_confirms_on_warmup_lengths_seeds_without_mix():
+  """Issue 68 point 7: the post hoc call's new data are seeds 6-8 of the five placements it
+  judges, after the 360 committed points (names and order kept); post's and pre's are
+  warmup_length's confirmatory points, the same configs, so one run serves both."""
+  from experiments import warmup_length as wl
+  from experiments import warmup_placement as wp
+  from transformer.sweep import points as sw
+  points = wp.get_sweep("cpu")
+  assert len(points) == 660 and len(set(sw.point_names(points))) == 660
+  committed = sw.read_manifest(os.path.join("experiments", "results", "warmup_placement"))
+  assert sw.point_names(points)[:360] == [p["name"] for p in committed["points"]]
+  new = points[360:]
+  assert {p["seed"] for p in new} == {6, 7, 8} == set(wl.CONFIRMATORY_SEEDS)
+  assert sorted({p[a.PLACEMENT] for p in new}) == ["admin", "deepnorm", "peri", "post", "pre"]
+  length = {tuple(sorted(p.items())) for p in wl.get_sweep("cpu")}
+  shared = [p for p in new if p[a.PLACEMENT] in ("post", "pre")]
+  assert len(shared) == 120 and all(tuple(sorted(p.items())) in length for p in shared)
+
+
+def test_warmup_placement_reads_the_confirmatory_seeds_alone_once_they_ran():
+  """Seeds 0-2: every placement on its side. Seeds 6-8 (no mix): pre pays 0.2 too. The
+  verdict is seeds 6-8's; seeds 0-2's agreement is described below it."""
+  from experiments import warmup_placement as wp
+  needs = lambda p, s: (0.2 + 0.01 * s) if p in wp.NEEDS_WARMUP else 0.01
+  first = _warmup_runs(needs)
+  assert "have not run yet" in wp.analyze(first)[2]
+  judged = [p for p in wp.NEEDS_WARMUP + wp.NO_WARMUP]
+  later = _warmup_runs(lambda p, s: 0.2 + 0.01 * s if p == "pre" else needs(p, s),
+                       seeds=(6, 7, 8), placements=judged)
+  lines = wp.analyze(first + later)
+  assert lines[2].startswith("The verdict reads the confirmatory seeds 6-8 alone")
+  verdict = _verdict(lines)
+  assert verdict.startswith("**Disagrees.**") and "Wholly on the other side of the " \
+      "hypothesis: pre; mix is measured on the exploratory seeds only." in verdict
+  assert any(l.startswith("On the exploratory seeds 0-2 (the runs the call was chosen on; "
+                          "described, not the call) the same test agrees") for l in lines)
+  assert wp.summarize(first + later)["verdict"] == a.verdict_word(False)
 
 
 def test_warmup_placement_judges_each_placement_on_its_side_of_the_margin(tmp_path):
   from experiments import warmup_placement as wp
-  points = wp.get_sweep("cpu")
-  assert len(points) == 360
   needs = lambda p, s: (0.2 + 0.01 * s) if p in wp.NEEDS_WARMUP else 0.01
   lines = wp.analyze(_warmup_runs(needs))
   assert _verdict(lines).startswith("**Agrees.**")
