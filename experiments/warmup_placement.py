@@ -196,8 +196,8 @@ _POST_HOC = ("post hoc: replaces each placement's cost against its own best warm
              "229ef57) with its cost against every fixed length, after these runs were seen; "
              "its check on new data: the confirmatory seeds 6-8 of the five placements judged "
              "(warmup_length's, whose post- and pre-norm runs on them are these points), fixed "
-             "with the rule, the hypothesis, the margin and the lengths unchanged, before their "
-             "runs, which the verdict reads alone once they have run (not run yet; mix, "
-             "described only, is not run on them)")
+             "at ae4e3a2 (2026-12-05 05:37) with the rule, the hypothesis, the margin and the "
+             "lengths unchanged, before their runs, which the verdict reads alone once they have "
+             "run (not run yet; mix, described only, is not run on them)")
 REGISTRATION = {f"{p}'s cost of no warm-up against every fixed length": _POST_HOC
                 for p in NEEDS_WARMUP + NO_WARMUP}
