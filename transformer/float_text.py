@@ -30,7 +30,8 @@ def _significant_digits(text: str) -> int:
   return len(mantissa.replace(".", "").lstrip("0"))
 
 
-def _as_float32(value: float) -> float:
+def as_float32(value: float) -> float:
+  """The float32 nearest to `value`, widened back; inf beyond float32's range."""
   try:
     return struct.unpack("<f", struct.pack("<f", value))[0]
   except OverflowError:  # beyond float32's range
@@ -41,7 +42,7 @@ def decode_number(text: str) -> float:
   """The float a JSON number written by `encode` stands for (`json.loads`' `parse_float`)."""
   value = float(text)
   if _significant_digits(text) <= MAX_FLOAT32_DIGITS and math.isfinite(value):
-    narrow = _as_float32(value)
+    narrow = as_float32(value)
     if narrow != value and math.isfinite(narrow):
       return narrow
   return value
@@ -56,7 +57,7 @@ def encode_number(value: float) -> str:
   if not math.isfinite(value):
     return json.dumps(value)  # NaN, Infinity: never passed to parse_float
   text = repr(value)
-  if _same(_as_float32(value), value) and _significant_digits(text) > MAX_FLOAT32_DIGITS:
+  if _same(as_float32(value), value) and _significant_digits(text) > MAX_FLOAT32_DIGITS:
     for digits in range(1, MAX_FLOAT32_DIGITS + 1):
       short = f"{value:.{digits}g}"
       if any(c in short for c in ".e") and _same(decode_number(short), value):

@@ -30,10 +30,10 @@ import functools
 import gzip
 import json
 import lzma
+import math
 import os
 import re
 import shutil
-import struct
 from typing import Optional
 
 from transformer import float_text, metric_columns, paths
@@ -96,11 +96,10 @@ def _decoded(entry: dict, where: str) -> dict:
   return entry
 
 
-def _as_float32(value: float) -> float:
-  try:
-    return struct.unpack("<f", struct.pack("<f", value))[0]
-  except OverflowError:  # beyond float32's range: kept as it is
-    return value
+def _narrowed(value: float) -> float:
+  """`value` as its nearest float32; kept as it is beyond float32's range."""
+  narrow = float_text.as_float32(value)
+  return narrow if math.isfinite(narrow) else value
 
 
 def narrowed_throughput(text: str) -> str:
@@ -115,7 +114,7 @@ def narrowed_throughput(text: str) -> str:
       row = None
     if (isinstance(row, dict) and json.dumps(row) == line
         and any(isinstance(row.get(k), float) for k in THROUGHPUT)):
-      line = json.dumps({k: _as_float32(v) if k in THROUGHPUT and isinstance(v, float) else v
+      line = json.dumps({k: _narrowed(v) if k in THROUGHPUT and isinstance(v, float) else v
                          for k, v in row.items()})
     lines.append(line)
   return "\n".join(lines)
@@ -130,8 +129,10 @@ def _line(entry: dict) -> str:
     if METRICS in files:
       files[METRICS] = narrowed_throughput(files[METRICS])
     for name, text in sorted(files.items()):
+      if not name.endswith(".jsonl"):
+        continue
       tried = FORMS if name == METRICS else {"float_text": float_text}
-      for form, module in (tried.items() if name.endswith(".jsonl") else ()):
+      for form, module in tried.items():
         short = module.encode(text)
         if short is not None and short != text:
           files[name] = short
