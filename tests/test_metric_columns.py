@@ -4,6 +4,7 @@ the run wrote. References: `json.dumps` (the original text) and NumPy's float32 
 import json
 import lzma
 import math
+import struct
 
 import numpy as np
 import pytest
@@ -44,23 +45,41 @@ def test_metrics_come_back_byte_for_byte_and_each_kind_is_one_set_of_columns(end
   assert splits == ["diagnostics", "train", "eval"]  # in the order they first appear
   expected = [splits.index(r["split"]) for r in rows] + ([metric_columns.EMPTY] if end else [])
   assert table["rows"] == expected
-  train = table["columns"][1]
-  assert train[table["kinds"][1].index("loss")] == [r["loss"] for r in rows
-                                                      if r["split"] == "train"]
+  train = dict(zip(table["kinds"][1], table["columns"][1]))
+  assert train["loss"] is None and train["learning_rate"] is None  # float32: in the matrix
+  assert train["step"] == [r["step"] for r in rows if r["split"] == "train"]  # ints: a list
+  assert train["time"] == [r["time"] for r in rows if r["split"] == "train"]  # float64: a list
+  matrix = _matrix(table["float32"][1], 2)
+  assert [row[0] for row in matrix] == [r["loss"] for r in rows if r["split"] == "train"]
+  assert [row[1] for row in matrix] == [r["learning_rate"] for r in rows
+                                        if r["split"] == "train"]
 
 
-def test_odd_values_come_back_bit_for_bit():
-  rows = [{"step": 1, "loss": math.nan, "grad_norm": math.inf, "low": -math.inf,
-           "per_layer": [float(np.float32(1.1)), 0.3], "meta": {"lr": 3e-3, "ok": True,
-                                                               "name": "é", "none": None}},
-          {"step": 2, "loss": 0.1, "grad_norm": 5e-324, "low": -0.0, "per_layer": [],
-           "meta": {}}]
+def _matrix(text: str, columns: int) -> list[list[float]]:
+  """The documented form read byte by byte: the k-th big-endian float32 byte of the value at
+  (row r, column c) of an [n, columns] matrix is byte k * n * columns + r * columns + c."""
+  data = bytes.fromhex(text)
+  n = len(data) // (4 * columns)
+  return [[struct.unpack(">f", bytes(data[k * n * columns + r * columns + c]
+                                     for k in range(4)))[0] for c in range(columns)]
+          for r in range(n)]
+
+
+def test_float32_columns_are_one_hex_matrix_per_kind_and_others_stay_lists():
+  rows = [{"loss": float(np.float32(v)), "time": 1796430007.6597285 + v, "mixed": m,
+           "norm": float(np.float32(v / 3))}
+          for v, m in ((0.5, 1.5), (-2.25, None), (math.inf, 2.0), (3e38, 3.0))]
   text = _text(rows)
-  back = metric_columns.decode(metric_columns.encode(text))
-  assert back == text
-  for row, read in zip(rows, (json.loads(line) for line in back.splitlines())):
-    for key in ("grad_norm", "low"):
-      assert np.float64(read[key]).tobytes() == np.float64(row[key]).tobytes()
+  table = json.loads(metric_columns.encode(text), parse_float=float_text.decode_number)
+  loss, time, mixed, norm = table["columns"][0]
+  assert loss is None and norm is None
+  assert isinstance(time, list) and mixed == [1.5, None, 2.0, 3.0]
+  # loss's bytes 3f000000, c0100000, 7f800000, 7f61b1e6; norm's 3e2aaaab, bf400000, 7f800000,
+  # 7e967699: row by row (loss, norm), first bytes first
+  assert table["float32"][0] == ("3f3ec0bf7f7f7f7e" "002a104080806196"
+                                 "00aa00000000b176" "00ab00000000e699")
+  assert _matrix(table["float32"][0], 2) == [[r["loss"], r["norm"]] for r in rows]
+  assert metric_columns.decode(metric_columns.encode(text)) == text
 
 
 def test_columns_pack_smaller_than_rows():
@@ -90,6 +109,11 @@ def test_an_empty_line_inside_comes_back_where_it_was():
     {"kinds": [["loss"]], "rows": [-2], "columns": [[[1.5]]]},     # a kind that is not there
     {"kinds": [["loss"]], "rows": [0, 0], "columns": [[[1.5]]]},   # a row with no values
     {"kinds": [["loss"]], "rows": [0], "columns": [[[1.5, 2.5]]]},  # values with no row
+    {"kinds": [["loss"]], "rows": [0], "columns": [[None]], "float32": ["3fc0"]},  # torn
+    {"kinds": [["loss"]], "rows": [0], "columns": [[None]], "float32": ["3fc0zz00"]},  # not hex
+    {"kinds": [["loss"]], "rows": [0, 0], "columns": [[None]], "float32": ["3fc00000"]},
+    {"kinds": [["loss"]], "rows": [0], "columns": [[[1.5]]], "float32": ["3fc00000"]},
+    {"kinds": [["loss"]], "rows": [0], "columns": [[None]], "float32": []},  # no matrix
 ])
 def test_a_damaged_table_is_refused_not_read_as_other_rows(table):
   with pytest.raises((ValueError, IndexError)):

@@ -8,6 +8,7 @@ import lzma
 import math
 import os
 import shutil
+import struct
 import subprocess
 
 import numpy as np
@@ -344,8 +345,9 @@ def test_a_link_to_a_link_reads_the_baselines_measured_where_the_run_ran(tmp_pat
 
 
 def test_packed_metrics_keep_float32_values_short_and_read_back_the_same_bytes(tmp_path):
-  """The packed file writes a logged float32 with at most 9 digits (`transformer.float_text`);
-  the run's metrics read back as the bytes the run wrote, and pack again to the same file."""
+  """The packed file writes a logged float32 as its 4 bytes (`transformer.metric_columns`), a
+  float64 whole; the run's metrics read back as the bytes the run wrote, and pack again to the
+  same file."""
   rows = [{"step": 25, "split": "train", "loss": float(np.float32(3.7812979)), "lr": 3e-4,
            "time": 1795784180.355778},
           {"step": 50, "split": "eval", "loss": 2.17414184056212, "grad_norm": math.inf}]
@@ -356,7 +358,10 @@ def test_packed_metrics_keep_float32_values_short_and_read_back_the_same_bytes(t
   path = tmp_path / "s" / packed_runs.PACK
   line = json.loads(lzma.decompress(path.read_bytes()))
   assert line["columns"] == ["metrics.jsonl"]  # transformer.metric_columns
-  assert "[[25], [\"train\"], [3.781298], " in line["files"]["metrics.jsonl"]  # 7 digits
+  table = json.loads(line["files"]["metrics.jsonl"])
+  assert table["columns"][0][:3] == [[25], ["train"], None]  # loss: in the float32 matrix
+  assert table["float32"][0] == struct.pack(">f", 3.7812979).hex()  # one value, one plane each
+  assert table["columns"][1][2] == [2.17414184056212]  # a float64 loss, as json.dumps wrote it
   assert f'"loss": {float(np.float32(3.7812979))!r},' in original  # json.dumps wrote 17
   assert packed_runs.text(str(tmp_path / "s" / "p"), "metrics.jsonl") == original
   assert read_metrics(str(tmp_path / "s" / "p")) == {

@@ -10,7 +10,8 @@ Each line of the (xz-compressed) file is one point of the sweep, by its name:
 checkpoints excepted), its `.jsonl` files with their float32 numbers in their shortest text
 (`transformer.float_text`, lossless: the committed studies pack 35% smaller), listed under
 `"float_text"`; its metrics moreover column by column (`transformer.metric_columns`, as
-lossless, listed under `"columns"`: 521 kB, 7%, off the committed packs). One thing is not kept
+lossless, listed under `"columns"`: 521 kB, 7%, off the committed packs; its float32 metrics
+as binary byte planes in hex: a further 1.21 MB, 19%). One thing is not kept
 bit for bit: the train rows' throughput (`THROUGHPUT`: tokens/s, s/step, MFU), float64 ratios
 of a host clock, are kept as the float32 nearest to them, as every other metric is (7
 significant digits, far finer than the timer's noise; no report reads them), which took 752
