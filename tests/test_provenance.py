@@ -4,9 +4,11 @@ unigram-entropy cache keyed by the data's identity."""
 
 import glob
 import json
+import lzma
 import shutil
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -106,6 +108,43 @@ def test_a_packed_run_names_no_folder_of_the_checkout_that_ran_it(tmp_path):
   assert json.loads(files[provenance.FILE]) == {**record, "command": portable}
   assert json.loads(files["config.json"]) == {"data": {"source_dir": f"{root}/data"},
                                               "provenance": {**record, "command": portable}}
+
+
+def test_a_run_packed_before_that_loses_the_folder_when_repacked(tmp_path):
+  """An entry packed with its checkout's path in its command (as the studies committed before
+  packing took it out were) names none once repacked; nothing else of it changes."""
+  from transformer import packed_runs
+  command = "/home/someone/checkout/launch.py --config=/home/someone/checkout/configs/x.py"
+  files = {provenance.FILE: json.dumps({"command": command, "commit": "abc"}) + "\n",
+           "config.json": json.dumps({"seed": 0, "provenance": {"command": command}}, indent=2),
+           "notes.txt": command}
+  sweep = tmp_path / "sweep"
+  sweep.mkdir()
+  line = json.dumps({"name": "a=1", "files": files})
+  (sweep / packed_runs.PACK).write_bytes(lzma.compress(line.encode() + b"\n"))
+  assert packed_runs.repack(str(sweep)) == 1
+  back = packed_runs.entries(str(sweep))["a=1"]["files"]
+  assert json.loads(back[provenance.FILE]) == {"command": "launch.py --config=configs/x.py",
+                                               "commit": "abc"}
+  assert json.loads(back["config.json"])["provenance"]["command"] == (
+      "launch.py --config=configs/x.py")
+  assert back["notes.txt"] == command  # not a recorded command: as it was
+
+
+def test_no_committed_packed_run_names_the_checkout_that_ran_it():
+  """The committed packs, read as text (a recorded command is `\\"command\\": \\"...` in
+  them), hold no command that starts with an absolute path."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  listed = subprocess.run(["git", "-C", root, "ls-files", "*runs.jsonl.xz"],
+                          capture_output=True, text=True, check=True).stdout.split()
+  commands, absolute = 0, []
+  for path in listed:
+    with open(os.path.join(root, path), "rb") as f:
+      text = lzma.decompress(f.read()).decode("utf-8")
+    commands += text.count('\\"command\\": \\"')
+    absolute += [(path, c) for c in re.findall(r'\\"command\\": \\"(/[^ ]*)', text)]
+  assert commands > 1000  # the pattern finds the recorded commands
+  assert not absolute, absolute[:3]
 
 
 def test_collect_imports_neither_jax_nor_tensorflow():

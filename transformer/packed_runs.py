@@ -122,11 +122,15 @@ def narrowed_throughput(text: str) -> str:
 
 
 def _line(entry: dict) -> str:
-  """The entry's line in the packed file: its metrics' throughput as float32
+  """The entry's line in the packed file: its recorded commands without their checkout's
+  folder (`_portable`), its metrics' throughput as float32
   (`narrowed_throughput`), its metrics in `columns` and its other `.jsonl` files in
   `float_text`, each where that gives back the same text (else the next form, else the text)."""
   if "files" in entry:
     files, forms = dict(entry["files"]), {}
+    for name in PORTABLE_FILES:  # a run packed before `_portable` was applied at packing
+      if name in files:
+        files[name] = _portable(files[name])
     if METRICS in files:
       files[METRICS] = narrowed_throughput(files[METRICS])
     for name, text in sorted(files.items()):
@@ -237,9 +241,9 @@ def _run_files(workdir: str) -> dict:
 def pack(sweep_dir: str, names: list[str]) -> tuple[int, int]:
   """Writes the points `names` of `sweep_dir` (run folders, or symlinks to another sweep's run,
   or entries already packed) into its packed file, then removes the folders and symlinks.
-  A folder's recorded commands lose their checkout's path (`portable_command`); an entry
-  already packed is kept as it is. Returns (runs, links) packed. The same runs give the same
-  bytes."""
+  A run's recorded commands lose their checkout's path (`portable_command`); an entry
+  already packed is otherwise kept as it is. Returns (runs, links) packed. The same runs give
+  the same bytes."""
   old = entries(sweep_dir)
   lines, runs, links = [], 0, 0
   for name in names:
@@ -294,8 +298,8 @@ def inline_links(sweep_dir: str, into: str) -> int:
 
 def repack(sweep_dir: str) -> int:
   """Writes the sweep's packed file again in the current form (its runs, their order and their
-  texts unchanged but for the throughput as float32, `narrowed_throughput`; float32 numbers
-  short, `transformer.float_text`); returns its entries."""
+  texts unchanged but for the throughput as float32, `narrowed_throughput`, and the recorded
+  commands without their checkout's folder, `portable_command`); returns its entries."""
   packed = entries(sweep_dir)
   if packed:
     _write(sweep_dir, [_line(entry) for entry in packed.values()])
