@@ -82,6 +82,29 @@ def test_float32_columns_are_one_hex_matrix_per_kind_and_others_stay_lists():
   assert metric_columns.decode(metric_columns.encode(text)) == text
 
 
+@pytest.mark.parametrize("float32_only", [False, True])
+def test_odd_values_come_back_bit_for_bit(float32_only):
+  """NaN, infinities, -0.0, a subnormal float64, nested values; with `float32_only` every
+  float is a float32, so the odd values go through the float32 matrix."""
+  tiny = float(np.float32(1e-45)) if float32_only else 5e-324
+  other = float(np.float32(0.1)) if float32_only else 0.1
+  rows = [{"step": 1, "loss": math.nan, "grad_norm": math.inf, "low": -math.inf,
+           "per_layer": [float(np.float32(1.1)), 0.3], "meta": {"lr": 3e-3, "ok": True,
+                                                               "name": "é", "none": None}},
+          {"step": 2, "loss": other, "grad_norm": tiny, "low": -0.0, "per_layer": [],
+           "meta": {}}]
+  text = _text(rows)
+  encoded = metric_columns.encode(text)
+  back = metric_columns.decode(encoded)
+  assert back == text
+  matrix = json.loads(encoded)["float32"][0]
+  # hex of 2 rows of 4 bytes per float32 column: loss, grad_norm and low, or low alone
+  assert len(matrix) == 2 * 4 * 2 * (3 if float32_only else 1)
+  for row, read in zip(rows, (json.loads(line) for line in back.splitlines())):
+    for key in ("grad_norm", "low"):
+      assert np.float64(read[key]).tobytes() == np.float64(row[key]).tobytes()
+
+
 def test_columns_pack_smaller_than_rows():
   """What the form is for (issue 69): the same metrics, xz-compressed, take fewer bytes."""
   text = _text(_rows(10_000))
