@@ -129,7 +129,7 @@ def _check_steps(config: ExperimentConfig, steps: int, workdir: str) -> None:
 def _time_dispatched(par: Parallel, compiled, state, batch: dict, steps: int):
   """Seconds per step of `steps` steps dispatched back to back and blocked on once at the
   end; returns it with the state after them."""
-  dropout_rng = jax.random.PRNGKey(1)
+  dropout_rng = par.place_replicated(jax.random.PRNGKey(1))  # not copied at each step
   t0 = time.perf_counter()
   for _ in range(steps):
     state, metrics = par.run_compiled(compiled, state, batch, dropout_rng)
@@ -142,7 +142,7 @@ def _time_steps(par: Parallel, compiled, state, batch: dict, steps: int, warmup:
   """Seconds per step dispatched back to back (`_time_dispatched`, after the synced ones), the
   seconds of each step synced on its own (the profiled ones left out), and the metrics of the
   last synced step."""
-  dropout_rng = jax.random.PRNGKey(1)
+  dropout_rng = par.place_replicated(jax.random.PRNGKey(1))  # not copied at each step
   for _ in range(warmup):
     state, metrics = par.run_compiled(compiled, state, batch, dropout_rng)
   jax.block_until_ready(state)

@@ -119,9 +119,10 @@ class SampleWriter:
     config, prompts = self._task.config, self._prompts
     greedy = Sampling(max_new=(LM_SAMPLE_TOKENS if _generative(self._task) == "lm"
                                else config.model.max_decode_len or config.data.tgt_len))
-    outputs = generate_texts(config, self._task.model, self._par.params(state),
-                             self._data.tokenizer, prompts, greedy,
-                             generative=_generative(self._task))
+    with jax.transfer_guard("allow"):  # decoding copies its prompts and keys from the host
+      outputs = generate_texts(config, self._task.model, self._par.params(state),
+                               self._data.tokenizer, prompts, greedy,
+                               generative=_generative(self._task))
     if jax.process_index() != 0:
       return
     paths.append_text(paths.join(writer.workdir, "samples.txt"), "".join(

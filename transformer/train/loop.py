@@ -310,7 +310,8 @@ class TrainSteps:
     init profile, `_restore_or_init`); the later ones are read as usual."""
     self.config, self.task, self.data, self.par = config, task, data, par
     self._first_batch = first_batch
-    self.checkpointer, self.writer, self.dropout_rng = checkpointer, writer, dropout_rng
+    self.checkpointer, self.writer = checkpointer, writer
+    self.dropout_rng = par.place_replicated(dropout_rng)  # not copied again at every step
     self.num_steps = config.train.num_steps
     self.outputs_step = eval_loop.outputs_step(task, par)
     self.guard = HealthGuard(config.train.nonfinite, log=log)  # checks where the loop syncs
@@ -334,6 +335,7 @@ class TrainSteps:
       while step < self.num_steps:
         batch = next(batches)
         if self.diagnostics is not None:  # statistics of the state before this step
+          batch = self.par.place_batch(batch)  # copied once, for the diagnostics and the step
           self._diagnose(step, state, batch)
         state, step = self._step(state, batch, step, prof)
         last = step == self.num_steps
@@ -498,7 +500,9 @@ class _ThroughputLog:
     tokens = float(sum(m["tokens"] for m, t in zip(fetched, self._timed) if t))
     step_time = elapsed / max(self._steps, 1)
     applied = [m for m in fetched if m["finite"]] or fetched  # skipped steps: not in means
-    row = dict(train_means(applied), learning_rate=float(self._schedule(step - 1)))
+    with jax.transfer_guard_host_to_device("allow"):  # the step number, on purpose
+      learning_rate = float(self._schedule(step - 1))
+    row = dict(train_means(applied), learning_rate=learning_rate)
     if self._steps:
       row.update(tokens_per_sec=tokens / max(elapsed, 1e-9), step_time=step_time)
     if self._peak and self._steps:

@@ -244,6 +244,11 @@ class Parallel:
     """What may be done to a batch before its step (`transformer.train.prefetch`)."""
     raise NotImplementedError
 
+  def place_replicated(self, tree: Any) -> Any:
+    """`tree` (e.g. the dropout key) where every step takes it, so that no step copies it
+    again (the loop's steps run under `jax.transfer_guard("disallow")` in the tests)."""
+    raise NotImplementedError
+
   def host_outputs(self, fn: Callable[[Any, dict], Any]) -> Callable[[TrainState, dict], Any]:
     """`fn(params, batch)` compiled for this layout: `(state, this process's batch) -> host
     arrays` for all of the batch's rows."""
@@ -378,6 +383,9 @@ class JitParallel(Parallel):
     """Starts copying the rows to the devices (`shard_batch`)."""
     return self.shard_batch(batch)
 
+  def place_replicated(self, tree: Any) -> Any:
+    return jax.device_put(tree, self.replicated)
+
   def host_outputs(self, fn: Callable[[Any, dict], Any]) -> Callable[[TrainState, dict], Any]:
     fn = jax.jit(fn, in_shardings=(self.state_shardings.params, self.batch_sharding),
                  out_shardings=self.replicated)
@@ -433,6 +441,10 @@ class PmapParallel(Parallel):
   def place_batch(self, batch: dict) -> dict:
     """Nothing: pmap copies the rows when the step runs."""
     return batch
+
+  def place_replicated(self, tree: Any) -> Any:
+    """Nothing: pmap copies an `in_axes=None` argument to its devices when the step runs."""
+    return tree
 
   def host_outputs(self, fn: Callable[[Any, dict], Any]) -> Callable[[TrainState, dict], Any]:
     fn = jax.jit(fn)  # one device decodes this process's rows
