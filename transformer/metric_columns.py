@@ -16,7 +16,7 @@ null: its values are then in the kind's float32 matrix, `"float32": [text, ...]`
 when it has none), the [rows, such columns] matrix (the columns in key order) of big-endian
 float32 values written as hex byte plane by byte plane: every value's first byte (sign and
 high exponent, which change slowly), in row-major order, then every second byte, and so on.
-It took 19% off the committed packs (10-24% a study; issue 69): xz packs depth_post's metrics
+It took 19% off the committed packs (6-25% a study; issue 69): xz packs depth_post's metrics
 22% smaller so than as shortest decimal text, where planes per column gave 15% and XOR or
 differences along the rows no more. `decode`
 gives back the original text byte for byte; `encode` returns None for a text it could not
