@@ -18,10 +18,9 @@ float32 values written as hex byte plane by byte plane: every value's first byte
 high exponent, which change slowly), in row-major order, then every second byte, and so on.
 It took 19% off the committed packs (6-25% a study; issue 69): xz packs depth_post's metrics
 22% smaller so than as shortest decimal text, where planes per column gave 15% and XOR or
-differences along the rows no more. `decode`
-gives back the original text byte for byte; `encode` returns None for a text it could not
-give back so (a line that is not a JSON object `json.dumps` wrote), which the caller then
-keeps in another form.
+differences along the rows no more. `decode` gives back the original text byte for byte;
+`encode` returns None for a text it could not give back so (a line that is not a JSON object
+`json.dumps` wrote), which the caller then keeps in another form.
 """
 
 from __future__ import annotations

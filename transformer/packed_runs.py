@@ -128,7 +128,7 @@ def _line(entry: dict) -> str:
   `float_text`, each where that gives back the same text (else the next form, else the text)."""
   if "files" in entry:
     files, forms = dict(entry["files"]), {}
-    for name in PORTABLE_FILES:  # a run packed before `_portable` was applied at packing
+    for name in PORTABLE_FILES:  # a run's folder, or an entry packed before this was done
       if name in files:
         files[name] = _portable(files[name])
     if METRICS in files:
@@ -233,8 +233,6 @@ def _run_files(workdir: str) -> dict:
     if name.endswith(".gz"):
       data, name = gzip.decompress(data), name[:-3]
     files[name] = data.decode("utf-8")
-    if name in PORTABLE_FILES:
-      files[name] = _portable(files[name])
   return files
 
 
