@@ -18,6 +18,7 @@ from experiments.presets import DEFAULT_ACTIVATION, PAPER_ACTIVATION  # noqa: F4
 from transformer.config import LEGACY_DEFAULTS
 from transformer.report.figures import layer_profiles
 from transformer.report.runs import Run
+from transformer.report.seed_sets import seed_list, split_seeds
 from transformer.report.stats import (clipped_final_loss, initial_loss, mean_ci,  # noqa: F401
                                       mean_clipped_loss_per_lr)
 from transformer.report import stats as report_stats
@@ -536,14 +537,6 @@ def default_activation_call(agrees) -> str:
 
 # --- A call chosen after its data, read on seeds run after it was fixed (issue 68 point 7) -----
 
-def seed_list(seeds: Sequence[int]) -> str:
-  """"3-5" for consecutive seeds, "3, 5" otherwise."""
-  seeds = sorted(seeds)
-  if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
-    return f"{seeds[0]}-{seeds[-1]}"
-  return ", ".join(str(s) for s in seeds)
-
-
 def seeds_heading(runs: Sequence[Run], role: str = "") -> str:
   """"Seeds 3-5" for the runs' seeds, then `role` (", the verdict's")."""
   return f"Seeds {seed_list(sorted({r.seed for r in runs}))}{role}"
@@ -553,11 +546,8 @@ def confirmatory_split(runs: Sequence[Run], seeds: Sequence[int]) -> tuple[list,
   """(the runs the call reads, the exploratory runs described beside it): the runs of the
   confirmatory `seeds` and the others once any confirmatory run is here; every run and none
   while none is (the call then reads the data it was chosen on, and `confirmatory_note` says
-  so)."""
-  confirm = [r for r in runs if r.seed in seeds]
-  if not confirm:
-    return list(runs), []
-  return confirm, [r for r in runs if r.seed not in seeds]
+  so). The report's generic tables split the runs the same way (`seed_sets`)."""
+  return split_seeds(runs, seeds)
 
 
 def confirmatory_note(runs: Sequence[Run], seeds: Sequence[int]) -> str:

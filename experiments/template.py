@@ -24,6 +24,9 @@ helper `_like_this`):
 - `REGISTRATION`: per call, "pre-registered at <commit>" (the commit that fixed it before its
   first run) or "post hoc: <what it replaced; where it was confirmed>" (the `## Calls` section).
 - `REPORT_DIAGNOSTICS`: per-layer diagnostics to plot against the swept fields (unused here).
+- `CONFIRMATORY_SEEDS`: the seeds a call chosen on the others is checked on, fixed before their
+  runs; the verdict reads them alone (`analysis.confirmatory_reading`) and the generic tables
+  show them in rows apart (unused here: this call was fixed before any run).
 
 The call, fixed before the runs (`experiments/paired.py`): post-norm's clipped final eval loss
 minus pre-norm's, at the protocol's matched LR, paired by seed. It *agrees* when the 95%

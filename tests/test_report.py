@@ -427,3 +427,35 @@ def test_a_report_runs_its_study_file_once(sweep_dir, tmp_path):
   text = open(report.write_report(sweep_dir)).read()
   assert "**Claim under test:** read once" in text and "| margin | 0.2 | agrees |" in text
   assert ran.read_text() == "x"
+
+
+def test_confirmatory_seeds_get_rows_apart_in_the_generic_tables(sweep_dir, tmp_path):
+  """A study whose verdict reads seed 2 alone (CONFIRMATORY_SEEDS): the final-eval and LR
+  tables give each setting a row for seed 2 and one for the exploratory seeds 0 and 1, and
+  pool nothing across them; the figures say they pool every seed."""
+  study = tmp_path / "confirm.py"
+  study.write_text("CONFIRMATORY_SEEDS = [2]\ndef get_sweep():\n  return []\n")
+  _use_study_file(sweep_dir, study)
+  text = open(report.write_report(sweep_dir)).read()
+  # pre at 0.001: seed 2 ends at 2.2 alone; seeds 0, 1 at 2.0 and 2.1 -> 2.05 ± t(0.975, 1) *
+  # std(ddof=1) / sqrt(2) = 12.706204736 * 0.0707107 / 1.4142136.
+  half = 12.706204736174694 * (0.1 / math.sqrt(2)) / math.sqrt(2)
+  assert "| seeds | model.norm_placement | optim.learning_rate | healthy / runs |" in text
+  assert "| 2 (the verdict's) | pre | 0.001 | 1 / 1 | 2.2000 |" in text
+  assert f"| 0, 1 (exploratory) | pre | 0.001 | 2 / 2 | 2.0500 ± {half:.4f} |" in text
+  assert "| pre | 0.001 | 3 / 3 |" not in text  # no pooled row
+  # LR table, post: seeds 0, 1 at 0.001 -> 2.55; at 0.01 -> mean(4.0 diverged, 3.5 collapsed)
+  # = 3.75; sensitivity mean(0, 1.2) = 0.6. Seed 2 at 0.01 is incomplete: one LR, 2.7.
+  assert "| 0, 1 (exploratory) | post | 0.001 | 2.5500 | 0.001 | 0.6000 | 2 |" in text
+  assert "| 2 (the verdict's) | post | 0.001 | 2.7000 | 0.001 | 0.0000 | 1 |" in text
+  assert ("The figures pool every seed: the exploratory (0, 1) and the confirmatory (2) the "
+          "verdict reads alone.") in text
+
+
+def test_confirmatory_seeds_not_run_yet_leave_the_tables_as_one_set(sweep_dir, tmp_path):
+  study = tmp_path / "later.py"
+  study.write_text("CONFIRMATORY_SEEDS = [3, 4, 5]\ndef get_sweep():\n  return []\n")
+  _use_study_file(sweep_dir, study)
+  text = open(report.write_report(sweep_dir)).read()
+  assert "| pre | 0.001 | 3 / 3 |" in text and "| seeds |" not in text
+  assert "The figures pool" not in text

@@ -70,9 +70,15 @@ def test_the_template_declares_every_hook_but_the_diagnostics_and_its_points_val
     ("def Figures(runs, sweep_dir):\n  return []\n", "Figures looks like a misspelling of the "
      "hook figures"),
     ("FOLLOWS = 'depth_lr'\n", "FOLLOWS is a str; it must be a tuple of str"),
+    ("CONFIRMATORY_SEEDS = '3-5'\n", "CONFIRMATORY_SEEDS is a str; it must be a list of seeds"),
+    ("CONFIRMATORY_SEEDS = [3, True]\n", "CONFIRMATORY_SEEDS is a list; it must be a list of "
+     "seeds (ints, 0 or more)"),
+    ("CONFIRMATORY_SEED = [3, 4]\n", "CONFIRMATORY_SEED looks like a misspelling of the hook "
+     "CONFIRMATORY_SEEDS"),
 ], ids=["claim", "diagnostics", "analyze", "figures_arity", "thresholds", "not_read",
         "registration_word", "registration_commit", "threshold_name", "analyse", "summarise",
-        "THRESHOLD", "claim_case", "Figures", "follows"])
+        "THRESHOLD", "claim_case", "Figures", "follows", "seeds_str", "seeds_bool",
+        "seeds_singular"])
 def test_a_hook_of_the_wrong_type_or_a_misspelled_one_is_one_line(tmp_path, text, phrase):
   path = _write(tmp_path, GOOD + text)
   with pytest.raises(UserFileError) as e:

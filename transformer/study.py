@@ -1,7 +1,7 @@
 """The study contract: what a study file (a `--sweep` file, `experiments/<study>.py`) may define,
 and the one loader that reads it.
 
-A study file is plain Python. `--mode=sweep` and `--mode=report` read ten names from it:
+A study file is plain Python. `--mode=sweep` and `--mode=report` read eleven names from it:
 
   get_sweep([preset])        -> the points, each a dict 'section.field' -> value (required)
   CLAIM                      str: the claim the study tests, one or two sentences
@@ -20,6 +20,10 @@ A study file is plain Python. `--mode=sweep` and `--mode=report` read ten names 
   FOLLOWS                    tuple of str: the studies (results folder names) whose answers it
                                 follows further; until it is committed, the summary's atlas
                                 marks their answers "not followed yet" (`report.follow_ups`)
+  CONFIRMATORY_SEEDS         list of int: the seeds the verdict reads alone, fixed before their
+                                runs after the call was chosen on the others; once one of their
+                                runs is in, the report's generic tables (final eval, LR sweep)
+                                show them in rows apart from the exploratory seeds
 
 `runs` is a list of `transformer.report.runs.Run`. `load(FILE[:PRESET])` runs the file once
 (cached by path while the file is unchanged) and returns a `Study`; a hook of the wrong type,
@@ -72,6 +76,7 @@ class Study:
   thresholds_not_read: Mapping[str, str] = dataclasses.field(default_factory=dict)
   registration: Mapping[str, str] = dataclasses.field(default_factory=dict)
   follows: tuple[str, ...] = ()
+  confirmatory_seeds: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +92,11 @@ class Hook:
 
 def _strings(value) -> bool:
   return isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value)
+
+
+def _seeds(value) -> bool:
+  return isinstance(value, (tuple, list)) and all(
+      isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
 
 
 def _thresholds(value) -> bool:
@@ -122,6 +132,8 @@ HOOKS = (
     Hook("REGISTRATION", "registration", "a dict {call: 'pre-registered at <commit> ...' or "
          "'post hoc: ...'} of str", check=_registration),
     Hook("FOLLOWS", "follows", "a tuple of str", check=_strings),
+    Hook("CONFIRMATORY_SEEDS", "confirmatory_seeds", "a list of seeds (ints, 0 or more)",
+         check=_seeds),
 )
 NAMES = tuple(h.name for h in HOOKS)
 
@@ -145,7 +157,8 @@ def check(module: Any, path: str = "") -> Study:
       raise user_files.file_error(path, f"THRESHOLDS has {t.label!r}, which moves {t.name}, "
                                   "a name the file does not define", FIX, what=WHAT)
   return dataclasses.replace(study, report_diagnostics=tuple(study.report_diagnostics),
-                             thresholds=tuple(study.thresholds), follows=tuple(study.follows))
+                             thresholds=tuple(study.thresholds), follows=tuple(study.follows),
+                             confirmatory_seeds=tuple(study.confirmatory_seeds))
 
 
 def _checked(hook: Hook, value: Any, path: str) -> Any:

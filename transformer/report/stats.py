@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from transformer.report.runs import Run
+from transformer.report.seed_sets import seed_sets
 
 
 CONFIDENCE = 0.95  # of every interval the reports give; a robustness section moves it
@@ -101,42 +102,45 @@ def largest_stable_lr(runs: Sequence[Run], lr_field: str) -> Optional[float]:
   return largest
 
 
-def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[str]) -> list[str]:
+def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[str],
+                         confirmatory: Sequence[int] = ()) -> list[str]:
   """Markdown lines: per value of the other swept fields, the best learning rate, the largest
   one at which every seed trained healthily, and the LR sensitivity of Wortsman et al. (2023):
   the mean over the grid of (final eval loss, clipped at the initial loss; a diverged run
   counts as the initial loss) minus the best grid point's, each grid point a mean over seeds.
-  Incomplete or missing runs are left out."""
+  Incomplete or missing runs are left out. With `confirmatory` seeds in, each setting's row
+  per seed set (`seed_sets`), the verdict's first."""
   others = [f for f in fields if f != lr_field]
+  sets = seed_sets(runs, confirmatory)
+  split = len(sets) > 1
+  apart = (" Each setting's confirmatory seeds, which the verdict reads alone, are in a row "
+           "apart from the exploratory seeds its call was chosen on (`seeds`).") if split else ""
   lines = ["## Learning-rate sweep", "",
            "LR sensitivity (Wortsman et al. 2023): mean over the LR grid of min(final eval loss, "
            "initial loss ln V) minus the best LR's; diverged runs count as the initial loss. "
            "Largest stable LR: the largest such that at it and at every grid LR from the best "
-           "one up to it every seed finished (neither diverged nor collapsed).", "",
-           "| " + " | ".join(others + ["best LR", "best eval loss", "largest stable LR",
-                                       "LR sensitivity", "grid points"]) + " |",
-           "|" + "---|" * (len(others) + 5)]
-  by_other: dict[tuple, list[Run]] = {}
-  for r in runs:
-    by_other.setdefault(tuple(r.overrides.get(f) for f in others), []).append(r)
+           f"one up to it every seed finished (neither diverged nor collapsed).{apart}", "",
+           "| " + " | ".join((["seeds"] if split else []) + others + [
+               "best LR", "best eval loss", "largest stable LR", "LR sensitivity",
+               "grid points"]) + " |",
+           "|" + "---|" * (len(others) + 5 + split)]
+  by_set = [(label, _by_other(members, others)) for label, members in sets]
   edges, gridded = [], 0
-  for key, members in by_other.items():
-    means = mean_clipped_loss_per_lr(members, lr_field)
-    if not means:
-      continue
-    stable = largest_stable_lr(members, lr_field)
-    best_lr = min(means, key=means.get)
-    sensitivity = float(np.mean([m - means[best_lr] for m in means.values()]))
-    cells = [str(v) for v in key] + [f"{best_lr:g}", f"{means[best_lr]:.4f}",
-                                     f"{stable:g}" if stable else "none",
-                                     f"{sensitivity:.4f}", str(len(means))]
-    lines.append("| " + " | ".join(cells) + " |")
-    if len(means) >= 3:  # an optimum among two LRs is at an edge by construction
-      gridded += 1
-      if best_lr in (min(means), max(means)):
-        side = "smallest" if best_lr == min(means) else "largest"
-        edges.append(f"{' / '.join(str(v) for v in key) or 'all runs'} ({best_lr:g}, its "
-                     f"{side})")
+  for key in _by_other(runs, others):
+    for label, settings in by_set:
+      row = _lr_row(settings.get(key, []), lr_field)
+      if row is None:
+        continue
+      cells, best_lr, grid = row
+      lines.append("| " + " | ".join(([label] if split else []) + [str(v) for v in key] + cells)
+                   + " |")
+      if len(grid) >= 3:  # an optimum among two LRs is at an edge by construction
+        gridded += 1
+        if best_lr in (min(grid), max(grid)):
+          side = "smallest" if best_lr == min(grid) else "largest"
+          where = " / ".join(str(v) for v in key) or "all runs"
+          edges.append(f"{where}{f', seeds {label}' if split else ''} ({best_lr:g}, its "
+                       f"{side})")
   if edges:
     lines += ["", "Best LR at the edge of the LR values that setting ran, so not located (a "
               "wider grid could find a better one): " + "; ".join(edges) + "."]
@@ -144,3 +148,25 @@ def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[st
     lines += ["", f"Every best LR lies inside the LR values its setting ran ({gridded} "
               f"setting{'s' if gridded > 1 else ''} of 3 LRs or more)."]
   return lines
+
+
+def _by_other(runs: Sequence[Run], others: Sequence[str]) -> dict[tuple, list[Run]]:
+  """The runs by their values of the swept fields but the LR, in first-seen order."""
+  out: dict[tuple, list[Run]] = {}
+  for r in runs:
+    out.setdefault(tuple(r.overrides.get(f) for f in others), []).append(r)
+  return out
+
+
+def _lr_row(members: Sequence[Run], lr_field: str):
+  """(the row's cells after the setting, its best LR, its grid {LR: mean clipped loss}) of one
+  setting's runs; None when none of them has a final loss."""
+  means = mean_clipped_loss_per_lr(members, lr_field)
+  if not means:
+    return None
+  stable = largest_stable_lr(members, lr_field)
+  best_lr = min(means, key=means.get)
+  sensitivity = float(np.mean([m - means[best_lr] for m in means.values()]))
+  cells = [f"{best_lr:g}", f"{means[best_lr]:.4f}", f"{stable:g}" if stable else "none",
+           f"{sensitivity:.4f}", str(len(means))]
+  return cells, best_lr, means

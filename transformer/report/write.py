@@ -7,7 +7,8 @@
 - `results.csv`: one row per point (its name, fields, status, final eval metrics, wall time;
   its run's folder is `DIR/<point>`, so no column repeats it);
 - `report.md`: per group of points that differ only in `seed`, the mean and 95% confidence
-  interval (Student's t over seeds) of every final eval metric, over healthy runs only;
+  interval (Student's t over seeds) of every final eval metric, over healthy runs only (for a
+  study with `CONFIRMATORY_SEEDS`, once they have run, per seed set: `seed_sets`);
 - `curves.webp`: train loss and the eval metric against step, mean over seeds with the
   min..max spread shaded;
 - `final_vs_<field>.webp` for every swept field with several values: the final metric against
@@ -45,6 +46,7 @@ from transformer.report import registration, robustness
 from transformer.report.runs import (PENDING, Run, classify_run, eval_metric_names, groups,
                                      load_runs, study_claim, swept_fields, tied_fields,
                                      wall_seconds)
+from transformer.report.seed_sets import confirmatory_seeds, pooled_note, seed_sets
 from transformer.report.stats import (format_interval, lr_sensitivity_table, mean_ci)
 from transformer.report.figures import (curve_figures, is_number, lr_field, plot_curves,
                                         plot_final_vs)
@@ -84,17 +86,18 @@ def write_report(sweep_dir: str, metric: str = "", title: str = "") -> str:
   lines += study_verdict(manifest, runs,
                          lambda rs: [classify_run(r, sweep_dir) for r in rs])
   lines += budget.section(runs)
-  lines += _final_eval_table(runs, names, metric, fields)
+  confirmatory = confirmatory_seeds(manifest)
+  lines += _final_eval_table(runs, names, metric, fields, confirmatory)
   lines += _marked_runs_table(runs)
   lr = lr_field(fields)
   if lr:
-    lines += ["", *lr_sensitivity_table(runs, lr, fields)]
+    lines += ["", *lr_sensitivity_table(runs, lr, fields, confirmatory)]
 
   figures = _sweep_figures(runs, fields, metric, sweep_dir)
   figures += study_figures(manifest, runs, sweep_dir)
   figures += _diagnostics_figures(runs, manifest, fields, sweep_dir)
   lines += ["", *prov.lines] if prov.lines else []
-  lines += ["", "## Figures", ""]
+  lines += ["", "## Figures", "", *pooled_note(runs, confirmatory)]
   for caption, path in figures:
     lines += [f"{caption}:", "", f"![{caption}]({path})", ""]
   lines += ["Raw figures: `results.csv`; every run's metrics: `<point>/metrics.jsonl` (in a "
@@ -124,22 +127,32 @@ def _header_lines(runs: Sequence[Run], manifest: dict, sweep_dir: str, title: st
 
 
 def _final_eval_table(runs: Sequence[Run], names: Sequence[str], metric: str,
-                      fields: Sequence[str]) -> list[str]:
+                      fields: Sequence[str], confirmatory: Sequence[int] = ()) -> list[str]:
   """`## Final eval`: per group of seeds, its swept values, healthy / all runs and the mean
-  and 95% CI of every final eval metric over its healthy runs (`metric` starred)."""
-  group_cols = [k for k in fields]
-  header = group_cols + ["healthy / runs"] + [m + (" *" if m == metric else "") for m in names]
+  and 95% CI of every final eval metric over its healthy runs (`metric` starred); with
+  `confirmatory` seeds in, each group's row per seed set (`seed_sets`), the verdict's first."""
+  sets = seed_sets(runs, confirmatory)
+  split = len(sets) > 1
+  header = (["seeds"] if split else []) + list(fields) + ["healthy / runs"]
+  header += [m + (" *" if m == metric else "") for m in names]
+  apart = (" Each setting's confirmatory seeds, which the verdict reads alone, are in a row "
+           "apart from the exploratory seeds its call was chosen on (`seeds`).") if split else ""
   lines = ["## Final eval", "",
            "Mean ± half-width of the 95% confidence interval over seeds (Student's t), over "
-           "healthy runs only; `*` marks the metric of the plots.", "",
+           f"healthy runs only; `*` marks the metric of the plots.{apart}", "",
            "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-  for group, members in groups(runs).items():
-    values = dict(group)
-    ok = [r for r in members if r.healthy]
-    cells = [str(values.get(k, "")) for k in group_cols]
-    cells.append(f"{len(ok)} / {len(members)}")
-    cells += [format_interval(*mean_ci([r.final[m] for r in ok if m in r.final])) for m in names]
-    lines.append("| " + " | ".join(cells) + " |")
+  by_set = [(label, groups(members)) for label, members in sets]
+  for group in groups(runs):
+    for label, grouped in by_set:
+      if group not in grouped:
+        continue
+      ok = [r for r in grouped[group] if r.healthy]
+      values = dict(group)
+      cells = ([label] if split else []) + [str(values.get(k, "")) for k in fields]
+      cells.append(f"{len(ok)} / {len(grouped[group])}")
+      cells += [format_interval(*mean_ci([r.final[m] for r in ok if m in r.final]))
+                for m in names]
+      lines.append("| " + " | ".join(cells) + " |")
   return lines
 
 
