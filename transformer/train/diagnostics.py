@@ -176,16 +176,19 @@ class Recorder:
     self.every = config.train.diagnostics_every
     self.par = par
     tx = optim.build_optimizer(config.optim, config.train.num_steps)
-    self._stats = jax.jit(lambda p, o, b, r, step: diagnostic_stats(
-        task, tx, p, o, b, jax.random.fold_in(r, step)))
+
+    def stats(state, batch, rng, step):
+      single, batch = par.one_view(state, batch)
+      return diagnostic_stats(task, tx, single.params, single.opt_state, batch,
+                              jax.random.fold_in(rng, step))
+    self._stats = jax.jit(stats)
 
   def maybe_record(self, step: int, state, batch: dict, rng: jax.Array, writer) -> bool:
     """Writes `step`'s diagnostics row if `step` is due; whether it was."""
     if step % self.every:
       return False
-    single = self.par.to_checkpoint(state)
     step_placed = self.par.place_replicated(np.uint32(step))  # the row's one copy, explicit
-    stats = self._stats(single.params, single.opt_state, batch, rng, step_placed)
+    stats = self._stats(state, batch, rng, step_placed)
     writer.write(step, "diagnostics", jax.device_get(stats))
     return True
 

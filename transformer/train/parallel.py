@@ -261,6 +261,11 @@ class Parallel:
     """A result of a compiled step, one copy (pmap returns one per device)."""
     raise NotImplementedError
 
+  def one_view(self, state: TrainState, batch: dict) -> tuple[TrainState, dict]:
+    """Inside a traced function: the step's `state` and placed `batch` as one state and the
+    whole batch `[batch, ...]` (the diagnostics read them so, where they lie)."""
+    raise NotImplementedError
+
   # --- the same for both --------------------------------------------------------------------
 
   def checkpoint_target(self) -> Any:
@@ -398,6 +403,9 @@ class JitParallel(Parallel):
   def _one_copy(self, tree: Any) -> Any:
     return tree
 
+  def one_view(self, state: TrainState, batch: dict) -> tuple[TrainState, dict]:
+    return state, batch
+
 
 class PmapParallel(Parallel):
   """`jax.pmap` over this process's devices: the state replicated on each, `batch / devices`
@@ -420,6 +428,12 @@ class PmapParallel(Parallel):
                            in_axes=(0, 0, None), donate_argnums=0, devices=self.devices)
     self._eval = jax.pmap(lambda p, b: jax.lax.psum(eval_sums(p, b), PMAP_AXIS),
                           axis_name=PMAP_AXIS, devices=self.devices)
+    # Placements on this process's devices, in pmap's layout (a leading axis of one entry per
+    # device; or every device holding the whole value, for an `in_axes=None` argument), so that
+    # a step copies nothing it was not given placed.
+    mesh = Mesh(np.asarray(self.devices), (PMAP_AXIS,))
+    self._split = NamedSharding(mesh, P(PMAP_AXIS))
+    self._whole = NamedSharding(mesh, P())
 
   def init_state(self, rng: jax.Array, profile_batch: Optional[dict] = None) -> TrainState:
     args = (rng,) if profile_batch is None else (rng, profile_batch)
@@ -429,22 +443,27 @@ class PmapParallel(Parallel):
     return self._one_copy(state)
 
   def from_checkpoint(self, state: TrainState) -> TrainState:
+    """One copy of each leaf per local device, `[devices, ...]`, copied there now (from the
+    host: a leaf on a device is fetched first, explicitly)."""
     n = len(self.devices)
-    # One copy per local device (pmap transfers them on the first step).
-    return jax.tree.map(lambda x: np.broadcast_to(np.asarray(x), (n,) + np.shape(x)), state)
+    return jax.tree.map(lambda x: jax.device_put(
+        np.broadcast_to(np.asarray(jax.device_get(x)), (n,) + np.shape(x)), self._split), state)
 
   def shard_batch(self, batch: dict) -> dict:
-    """The rows are only split per device; pmap copies them when the step runs."""
+    """The rows split per device, `[devices, rows / devices, ...]`, and copied there
+    (asynchronously); a batch this method already placed passes through as it is."""
     n = len(self.devices)
-    return {k: np.asarray(v).reshape((n, -1) + np.shape(v)[1:]) for k, v in batch.items()}
+    return {k: v if isinstance(v, jax.Array) else jax.device_put(
+        np.asarray(v).reshape((n, -1) + np.shape(v)[1:]), self._split)
+        for k, v in batch.items()}
 
   def place_batch(self, batch: dict) -> dict:
-    """Nothing: pmap copies the rows when the step runs."""
-    return batch
+    """Starts copying the rows to the devices (`shard_batch`)."""
+    return self.shard_batch(batch)
 
   def place_replicated(self, tree: Any) -> Any:
-    """Nothing: pmap copies an `in_axes=None` argument to its devices when the step runs."""
-    return tree
+    """`tree` on every device (an `in_axes=None` argument of the step)."""
+    return jax.device_put(tree, self._whole)
 
   def host_outputs(self, fn: Callable[[Any, dict], Any]) -> Callable[[TrainState, dict], Any]:
     fn = jax.jit(fn)  # one device decodes this process's rows
@@ -453,8 +472,21 @@ class PmapParallel(Parallel):
   def describe(self) -> str:
     return f"pmap over {self.num_devices} device(s)"
 
+  def one_view(self, state: TrainState, batch: dict) -> tuple[TrainState, dict]:
+    """The first entry of the state (`[devices, ...]`), the rows of every device as one
+    batch."""
+    return (jax.tree.map(lambda x: x[0], state),
+            {k: v.reshape((-1,) + v.shape[2:]) for k, v in batch.items()})
+
   def _one_copy(self, tree: Any) -> Any:
-    return jax.tree.map(lambda x: x[0], tree)
+    """The first device's entry of each leaf (every device holds the same state and the same
+    psum-ed metrics), as it lies there: no index is copied to the devices to take it."""
+    def first(x):
+      if not isinstance(x, jax.Array):
+        return x[0]
+      entry = x.addressable_data(0)  # [1, ...]
+      return entry.reshape(entry.shape[1:])
+    return jax.tree.map(first, tree)
 
 
 def build_parallel(config: ExperimentConfig, task, tx: optax.GradientTransformation,
