@@ -12,6 +12,7 @@ with 1 process x 4 devices.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -87,6 +88,7 @@ def main():
   p.add_argument("--workdir", required=True)
   p.add_argument("--stop_after", type=int, default=None)
   p.add_argument("--num_steps", type=int, default=8)
+  p.add_argument("--strategy", default="jit", choices=["jit", "pmap"])
   p.add_argument("--heartbeat_timeout", type=int, default=45)
   p.add_argument("--fail_at_step", type=int, default=0,
                  help="raise an error when fetching this step's batch (0 = never)")
@@ -108,6 +110,8 @@ def main():
     print(f"matmul FLOP/s: {peaks.measure_matmul_flops(size=512, repeats=3):.6e}", flush=True)
     return
   config = make_config(args.num_steps)
+  config = dataclasses.replace(config, parallel=dataclasses.replace(config.parallel,
+                                                                    strategy=args.strategy))
   data, task = make_data_and_task(config)
   if args.fail_at_step:
     fetch, calls = data.next_train_batch, [0]

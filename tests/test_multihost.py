@@ -175,3 +175,18 @@ def test_a_failing_process_stops_the_other(tmp_path):
   assert "Process 0 of 2 failed" in outs[0]
   assert procs[1].returncode != 0, outs[1][-3000:]
   assert waited < STOP_BOUND, f"process 1 took {waited:.0f}s to stop"
+
+
+def test_pmap_over_several_processes_is_refused_before_it_trains(tmp_path):
+  """pmap's state is each process's own (orbax cannot save it: it stopped at the first
+  checkpoint); a run of several processes is told to use jit before anything compiles."""
+  workdir = str(tmp_path / "pmap")
+  with _workers(workdir, 2, 2, "--strategy=pmap") as (procs, logs):
+    for p in procs:
+      p.wait(timeout=300)
+    outs = [_output(f) for f in logs]
+  for p, out in zip(procs, outs):
+    assert p.returncode != 0, out[-3000:]
+    assert ("--config.parallel.strategy=pmap runs in one process, and this run has 2: use "
+            "--config.parallel.strategy=jit") in out, out[-3000:]
+    assert "step 1" not in out and not os.path.exists(os.path.join(workdir, "checkpoints"))

@@ -417,6 +417,10 @@ class PmapParallel(Parallel):
                devices: Optional[Sequence[jax.Device]] = None,
                init_boxed_params: Optional[Callable[[jax.Array], Any]] = None, **kwargs):
     del init_boxed_params  # every device holds the whole state
+    if jax.process_count() > 1:  # its state is each process's own: no checkpoint could save it
+      raise ConfigError(f"--config.parallel.strategy=pmap runs in one process, and this run has "
+                        f"{jax.process_count()}: use --config.parallel.strategy=jit (its mesh "
+                        "spans every process's devices).")
     super().__init__(cfg, **kwargs)
     self.devices = list(jax.local_devices() if devices is None else devices)
     n = len(self.devices)
