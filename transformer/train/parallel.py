@@ -449,9 +449,12 @@ class PmapParallel(Parallel):
   def from_checkpoint(self, state: TrainState) -> TrainState:
     """One copy of each leaf per local device, `[devices, ...]`, copied there now (from the
     host: a leaf on a device is fetched first, explicitly)."""
-    n = len(self.devices)
-    return jax.tree.map(lambda x: jax.device_put(
-        np.broadcast_to(np.asarray(jax.device_get(x)), (n,) + np.shape(x)), self._split), state)
+    def copies(x):
+      entry = np.asarray(jax.device_get(x))[None]  # [1, ...]: each device's part, one host copy
+      return jax.make_array_from_single_device_arrays(
+          (len(self.devices),) + entry.shape[1:], self._split,
+          [jax.device_put(entry, d) for d in self.devices])
+    return jax.tree.map(copies, state)
 
   def shard_batch(self, batch: dict) -> dict:
     """The rows split per device, `[devices, rows / devices, ...]`, and copied there
