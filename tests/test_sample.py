@@ -13,7 +13,7 @@ from transformer.data.tokenizers import ByteTokenizer
 from transformer.evaluation.sample import sample_from_workdir
 from transformer import kinds
 from transformer.data.facts import DataFacts
-from transformer.tasks.base import load_params
+from transformer.weights.init_from import load_params
 from transformer.train.loop import train_and_evaluate
 from transformer.sampling import Sampling
 
@@ -26,7 +26,7 @@ def test_sample_continues_the_prompt_with_the_checkpoint(tiny_corpus, tmp_path):
   greedy = sample_from_workdir(workdir, "def ", Sampling(max_new=6))
   # Greedy re-derived from the full forward pass of the restored model, token by token.
   task = kinds.build_task(cfg, DataFacts.of_tokenizer(ByteTokenizer()))  # no data needed
-  params, _ = load_params(workdir)
+  params, _, _ = load_params(workdir)
   tok = ByteTokenizer()
   ids = [tok.eos_id] + tok.encode("def ")  # concat packing: documents follow an EOS
   for _ in range(6):

@@ -10,7 +10,7 @@ from configs import cls_small, mlm_small
 from transformer import kinds
 from transformer.config import ConfigError, from_config_dict
 from transformer.data.facts import DataFacts
-from transformer.tasks.base import load_params
+from transformer.weights.init_from import load_params
 from transformer.tasks.language import bert_mask
 from transformer.tasks.seq2seq import Seq2SeqTask
 from transformer.train.loop import train_and_evaluate
@@ -83,7 +83,7 @@ def test_classifier_starts_from_the_masked_lm_encoder(package_corpus, tmp_path):
   mlm_dir = tmp_path / "mlm"
   result = train_and_evaluate(_smoke(mlm_small, package_corpus), str(mlm_dir))
   assert 0.0 <= result["masked_accuracy"] <= 1.0
-  pretrained, _ = load_params(str(mlm_dir))
+  pretrained, _, _ = load_params(str(mlm_dir))
 
   cfg = _smoke(cls_small, package_corpus, init_from=str(mlm_dir))
   _, facts = kinds.build_data(cfg)

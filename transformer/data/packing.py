@@ -12,23 +12,14 @@ def concat_and_chunk(docs: tf.data.Dataset, chunk_len: int) -> tf.data.Dataset:
   return docs.rebatch(chunk_len, drop_remainder=True)
 
 
-def lm_example(chunk: tf.Tensor) -> dict[str, tf.Tensor]:
-  """`[L + 1]` tokens -> next-token inputs / targets `[L]` with all-ones weights."""
-  return {
-      "inputs": chunk[:-1],
-      "targets": chunk[1:],
-      "weights": tf.ones_like(chunk[1:], tf.float32),
-  }
-
-
 def pack_dataset(ds: tf.data.Dataset, max_lengths: dict[str, int], window: int = 256
                  ) -> tf.data.Dataset:
   """Packs variable-length examples into fixed-length rows, first fit within a window.
 
   Args:
     ds: examples `{feature: [n] int32}` for the features in `max_lengths` (other features are
-      dropped); token 0 is padding and must not occur inside an example. Every example must
-      is cut to `max_lengths[feature]` tokens first.
+      dropped); token 0 is padding and must not occur inside an example. Each example's
+      feature is cut to `max_lengths[feature]` tokens first.
     max_lengths: the row length of each feature, e.g. `{"inputs": 64, "targets": 64}`.
     window: examples considered together; each goes to the first row of its window where all
       its features still fit.

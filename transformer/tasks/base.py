@@ -227,11 +227,3 @@ class TokenVocabulary:
   @classmethod
   def facts_from_config(cls, config):
     return DataFacts(vocab_size=config.model.vocab_size)
-
-
-
-def load_params(workdir: str) -> tuple[Any, dict]:
-  """The parameters of the latest checkpoint under `<workdir>/checkpoints` (numpy) and the
-  run's config (dict). Raises ConfigError if there is none."""
-  params, config, _ = init_from.load_params(workdir)
-  return params, config
