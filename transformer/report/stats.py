@@ -145,8 +145,9 @@ def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[st
     lines += ["", "Best LR at the edge of the LR values that setting ran, so not located (a "
               "wider grid could find a better one): " + "; ".join(edges) + "."]
   elif gridded:
-    lines += ["", f"Every best LR lies inside the LR values its setting ran ({gridded} "
-              f"setting{'s' if gridded > 1 else ''} of 3 LRs or more)."]
+    what = "row" if split else "setting"  # split: a setting's seed set each
+    lines += ["", f"Every best LR lies inside the LR values its {what} ran ({gridded} "
+              f"{what}{'s' if gridded > 1 else ''} of 3 LRs or more)."]
   return lines
 
 
