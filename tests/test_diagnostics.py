@@ -226,3 +226,26 @@ def test_training_loop_and_diagnose_mode_write_rows_for_every_layer(tiny_corpus,
     colors = image.convert("RGB").getcolors(maxcolors=256)  # None past 256 colours
     assert colors is not None and len(colors) <= figure_file.COLORS
   assert np.isfinite(stats["decoder/layer_0/grad_norm"])
+
+
+def test_pmap_records_the_diagnostics_jit_records(tiny_corpus, tmp_path):
+  """The first diagnostics row (the state at init, on the first batch, with the same key) is
+  the same under pmap, which reads its placed state and split batch (`Parallel.one_view`), as
+  under jit, up to the order of float32 sums across 8 devices."""
+  from tests.test_train import _tiny_config
+  from transformer.train import loop
+  rows = {}
+  for strategy in ("jit", "pmap"):
+    cfg = _tiny_config(tiny_corpus, num_steps=1, eval_every=1, log_every=1,
+                       diagnostics_every=1)
+    cfg = dataclasses.replace(cfg, parallel=dataclasses.replace(cfg.parallel,
+                                                                strategy=strategy))
+    loop.train_and_evaluate(cfg, str(tmp_path / strategy))
+    with open(tmp_path / strategy / "metrics.jsonl") as f:
+      rows[strategy] = next(row for row in map(json.loads, f)
+                            if row["split"] == "diagnostics" and row["step"] == 0)
+  jit, pmap = rows["jit"], rows["pmap"]
+  keys = [k for k, v in jit.items() if isinstance(v, float) and k != "time"]
+  assert len(keys) > 20 and set(keys) <= set(pmap)
+  np.testing.assert_allclose([pmap[k] for k in keys], [jit[k] for k in keys], rtol=2e-4,
+                             atol=1e-7)
