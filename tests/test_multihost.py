@@ -179,7 +179,8 @@ def test_a_failing_process_stops_the_other(tmp_path):
 
 def test_pmap_over_several_processes_is_refused_before_it_trains(tmp_path):
   """pmap's state is each process's own (orbax cannot save it: it stopped at the first
-  checkpoint); a run of several processes is told to use jit before anything compiles."""
+  checkpoint); a run of several processes is told to use jit when it sets up its devices,
+  before its step compiles."""
   workdir = str(tmp_path / "pmap")
   with _workers(workdir, 2, 2, "--strategy=pmap") as (procs, logs):
     for p in procs:
