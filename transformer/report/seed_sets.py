@@ -14,6 +14,10 @@ from typing import Sequence
 from transformer import study as study_lib
 from transformer.report.runs import Run
 
+# Said under a table whose rows are split by `seed_sets` (the final-eval and LR tables).
+SETS_APART = (" Each setting's confirmatory seeds, which the verdict reads alone, are in a row "
+              "apart from the exploratory seeds its call was chosen on (`seeds`).")
+
 
 def seed_list(seeds: Sequence[int]) -> str:
   """"3-5" for three or more consecutive seeds, "3, 5" otherwise."""

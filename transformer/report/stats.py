@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from transformer.report.runs import Run
-from transformer.report.seed_sets import seed_sets
+from transformer.report.seed_sets import SETS_APART, seed_sets
 
 
 CONFIDENCE = 0.95  # of every interval the reports give; a robustness section moves it
@@ -113,8 +113,7 @@ def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[st
   others = [f for f in fields if f != lr_field]
   sets = seed_sets(runs, confirmatory)
   split = len(sets) > 1
-  apart = (" Each setting's confirmatory seeds, which the verdict reads alone, are in a row "
-           "apart from the exploratory seeds its call was chosen on (`seeds`).") if split else ""
+  apart = SETS_APART if split else ""
   lines = ["## Learning-rate sweep", "",
            "LR sensitivity (Wortsman et al. 2023): mean over the LR grid of min(final eval loss, "
            "initial loss ln V) minus the best LR's; diverged runs count as the initial loss. "

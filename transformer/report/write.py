@@ -46,7 +46,7 @@ from transformer.report import registration, robustness
 from transformer.report.runs import (PENDING, Run, classify_run, eval_metric_names, groups,
                                      load_runs, study_claim, swept_fields, tied_fields,
                                      wall_seconds)
-from transformer.report.seed_sets import confirmatory_seeds, pooled_note, seed_sets
+from transformer.report.seed_sets import SETS_APART, confirmatory_seeds, pooled_note, seed_sets
 from transformer.report.stats import (format_interval, lr_sensitivity_table, mean_ci)
 from transformer.report.figures import (curve_figures, is_number, lr_field, plot_curves,
                                         plot_final_vs)
@@ -135,8 +135,7 @@ def _final_eval_table(runs: Sequence[Run], names: Sequence[str], metric: str,
   split = len(sets) > 1
   header = (["seeds"] if split else []) + list(fields) + ["healthy / runs"]
   header += [m + (" *" if m == metric else "") for m in names]
-  apart = (" Each setting's confirmatory seeds, which the verdict reads alone, are in a row "
-           "apart from the exploratory seeds its call was chosen on (`seeds`).") if split else ""
+  apart = SETS_APART if split else ""
   lines = ["## Final eval", "",
            "Mean ± half-width of the 95% confidence interval over seeds (Student's t), over "
            f"healthy runs only; `*` marks the metric of the plots.{apart}", "",

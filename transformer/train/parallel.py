@@ -489,8 +489,6 @@ class PmapParallel(Parallel):
     """The first device's entry of each leaf (every device holds the same state and the same
     psum-ed metrics), as it lies there: no index is copied to the devices to take it."""
     def first(x):
-      if not isinstance(x, jax.Array):
-        return x[0]
       entry = x.addressable_data(0)  # [1, ...]
       return entry.reshape(entry.shape[1:])
     return jax.tree.map(first, tree)
