@@ -30,6 +30,9 @@ MODEL_KINDS = ("decoder_lm", "encoder_decoder", "masked_lm", "classifier", "vit_
 NORM_PLACEMENTS = ("pre", "post", "peri", "deepnorm", "mix", "admin", "hybrid", "hybrid_v0")
 NORMS = ("layernorm", "rmsnorm", "dyt", "none")
 POSITIONS = ("sinusoidal", "learned", "rope", "none")
+# `ModelConfig` fields a kind's task fills in from its data (tokenizer, labels, images): not the
+# user's choice, so a resumed run may see them differ from the command line's defaults.
+FROM_DATA = ("model.vocab_size", "model.num_classes", "model.image_size", "model.image_channels")
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 ATTENTION_IMPLS = ("reference", "xla", "cudnn")
 DTYPES = ("float32", "bfloat16")

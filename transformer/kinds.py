@@ -127,11 +127,6 @@ if tuple(KINDS) != MODEL_KINDS:
                     f"MODEL_KINDS lists {MODEL_KINDS}: make them the same, in the same order.")
 
 
-# Model fields a task fills in from its data (tokenizer, labels, images): not the user's
-# choice, so a resumed run may see them differ from the command line's defaults.
-FROM_DATA = ("model.vocab_size", "model.num_classes", "model.image_size", "model.image_channels")
-
-
 def names() -> tuple[str, ...]:
   return tuple(KINDS)
 

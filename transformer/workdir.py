@@ -18,9 +18,9 @@ import json
 import os
 from typing import Optional, Sequence
 
-from transformer import kinds, packed_runs, paths, provenance, user_files
-from transformer.config import (LEGACY_DEFAULTS, ConfigError, ExperimentConfig, flat_config,
-                                from_config_dict)
+from transformer import packed_runs, paths, provenance, user_files
+from transformer.config import (FROM_DATA, LEGACY_DEFAULTS, ConfigError, ExperimentConfig,
+                                flat_config, from_config_dict)
 from transformer.data.run_tokenizer import kept_tokenizer, tokenizer_file, with_kept_tokenizer
 
 CONFIG_FILE = "config.json"
@@ -111,7 +111,7 @@ def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
         f"pass another --workdir, or --config.optim.name={saved['optim.name']}.")
   diffs = sorted(k for k in set(saved) | set(current)
                  if saved.get(k) != current.get(k) and k not in RESUMABLE_CHANGES
-                 and k not in kinds.FROM_DATA and k.split(".")[0] != PROVENANCE)
+                 and k not in FROM_DATA and k.split(".")[0] != PROVENANCE)
   if diffs:
     lines = "\n".join(f"  {k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in diffs)
     raise ConfigError(
@@ -122,7 +122,7 @@ def check_workdir_config(workdir: str, config: ExperimentConfig) -> None:
 
 def check_data_facts(workdir: str, config: ExperimentConfig) -> None:
   """Refuses a run whose data now gives another vocabulary, number of classes or image shape
-  (`kinds.FROM_DATA`; `config` as the data filled it in) than its config.json records: its
+  (`FROM_DATA`; `config` as the data filled it in) than its config.json records: its
   checkpoints would not fit the model, and restoring them fails on array shapes. A workdir
   without a checkpoint holds no run yet."""
   path = paths.join(workdir, CONFIG_FILE)
@@ -132,7 +132,7 @@ def check_data_facts(workdir: str, config: ExperimentConfig) -> None:
                                                   user_files.SAVED_CONFIG_FIX), leaf=None)
   # JSON's lists against the config's tuples
   current = json.loads(json.dumps(flat_config(config.to_dict(), leaf=None)))
-  diffs = [k for k in kinds.FROM_DATA if saved.get(k) not in (None, current.get(k))]
+  diffs = [k for k in FROM_DATA if saved.get(k) not in (None, current.get(k))]
   if not diffs:
     return
   where = (f"{config.data.source_dir}/meta.json" if config.data.name == "token_file"

@@ -17,9 +17,9 @@ import json
 import os
 from typing import Sequence
 
-from transformer import kinds, paths, user_files
+from transformer import paths, user_files
 from transformer.errors import CommandLineError
-from transformer.config import flat_config
+from transformer.config import FROM_DATA, flat_config
 from transformer.sweep import points as sweep_lib
 from transformer.workdir import CONFIG_FILE, PROVENANCE
 
@@ -59,7 +59,7 @@ def config_differences(configs: Sequence[dict]) -> list[str]:
   keys = []
   for f in flats:
     keys += [k for k in f if k not in keys]
-  return [k for k in keys if k not in kinds.FROM_DATA
+  return [k for k in keys if k not in FROM_DATA
           and len({json.dumps(f.get(k), sort_keys=True, default=str) for f in flats}) > 1]
 
 

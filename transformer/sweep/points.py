@@ -32,10 +32,9 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from transformer import packed_runs, paths, provenance, user_files
 from transformer import study as study_lib
-from transformer.config import (LEGACY_DEFAULTS, ConfigError, ExperimentConfig, flat_config,
-                                from_config_dict)
+from transformer.config import (FROM_DATA, LEGACY_DEFAULTS, ConfigError, ExperimentConfig,
+                                flat_config, from_config_dict)
 from transformer.errors import CommandLineError
-from transformer.kinds import FROM_DATA
 from transformer.workdir import read_metrics
 
 Point = dict[str, Any]

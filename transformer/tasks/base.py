@@ -106,7 +106,7 @@ class TaskBase:
 
   @classmethod
   def model_fields(cls, config: ExperimentConfig, facts: DataFacts) -> dict:
-    """The `ModelConfig` fields the data decides (`transformer.kinds.FROM_DATA`)."""
+    """The `ModelConfig` fields the data decides (`transformer.config.FROM_DATA`)."""
     raise NotImplementedError
 
   @classmethod
