@@ -30,9 +30,6 @@ MODEL_KINDS = ("decoder_lm", "encoder_decoder", "masked_lm", "classifier", "vit_
 NORM_PLACEMENTS = ("pre", "post", "peri", "deepnorm", "mix", "admin", "hybrid", "hybrid_v0")
 NORMS = ("layernorm", "rmsnorm", "dyt", "none")
 POSITIONS = ("sinusoidal", "learned", "rope", "none")
-# `ModelConfig` fields a kind's task fills in from its data (tokenizer, labels, images): not the
-# user's choice, so a resumed run may see them differ from the command line's defaults.
-FROM_DATA = ("model.vocab_size", "model.num_classes", "model.image_size", "model.image_channels")
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 ATTENTION_IMPLS = ("reference", "xla", "cudnn")
 DTYPES = ("float32", "bfloat16")
@@ -44,6 +41,9 @@ LEGACY_DEFAULTS = {"optim.decay_mask": "ndim", "model.vocab_pad_multiple": 0,
                    "parallel.dcn_data": 1, "train.loss_chunk": 0, "train.wandb_project": "",
                    "train.wandb_entity": "", "train.wandb_group": "", "train.wandb_tags": "",
                    **OPTIM_FIELDS_ADDED}
+# `ModelConfig` fields a kind's task fills in from its data (tokenizer, labels, images): not the
+# user's choice, so a resumed run may see them differ from the command line's defaults.
+FROM_DATA = ("model.vocab_size", "model.num_classes", "model.image_size", "model.image_channels")
 REMAT_POLICIES = ("none", "full", "minimal")
 STRATEGIES = ("jit", "pmap")
 NONFINITE_MODES = ("stop", "skip")  # train.nonfinite: what a non-finite loss/gradient does
