@@ -400,7 +400,8 @@ def test_packed_throughput_is_the_nearest_float32_and_everything_else_the_runs_b
 
 @pytest.mark.parametrize("damage", ["torn", "empty", "not_xz", "bad_line", "not_a_run",
                                     "float_text_names_no_file", "float_text_not_json",
-                                    "columns_row_of_no_kind", "columns_not_a_table"])
+                                    "columns_row_of_no_kind", "columns_not_a_table",
+                                    "a_form_of_newer_code"])
 def test_a_damaged_packed_file_is_one_line(tmp_path, damage):
   rows = [{"step": 1, "split": "eval", "loss": 2.5}]
   _sweep(tmp_path / "s", ["p"])
@@ -421,12 +422,16 @@ def test_a_damaged_packed_file_is_one_line(tmp_path, damage):
                  b'\\"rows\\": [0], \\"columns\\": []}"}, "columns": ["metrics.jsonl"]}\n'),
              "columns_not_a_table": lzma.compress(
                  b'{"name": "p", "files": {"metrics.jsonl": "[1.5]"}, '
-                 b'"columns": ["metrics.jsonl"]}\n')}[damage]
+                 b'"columns": ["metrics.jsonl"]}\n'),
+             "a_form_of_newer_code": lzma.compress(
+                 b'{"name": "p", "files": {"metrics.jsonl": "AAEC"}, '
+                 b'"planes": ["metrics.jsonl"]}\n')}[damage]
   path.write_bytes(damaged)
   with pytest.raises(UserFileError) as e:
     read_metrics(str(tmp_path / "s" / "p"))
   message = str(e.value)
-  assert "\n" not in message and str(path) in message and "restore" in message
+  fix = "newer checkout" if damage == "a_form_of_newer_code" else "restore"
+  assert "\n" not in message and str(path) in message and fix in message
   assert path.read_bytes() == damaged  # reading never rewrites it
 
 

@@ -48,6 +48,7 @@ THROUGHPUT = ("tokens_per_sec", "step_time", "mfu")  # train rows' host-timed ra
 # The lossless forms of a `.jsonl` file, as the entry names the files written in each; `_line`
 # tries them in this order (`columns` for the metrics only: 5-13% smaller than `float_text`).
 FORMS = {"columns": metric_columns, "float_text": float_text}
+ENTRY_KEYS = {"name", "files", "link", *FORMS}  # what an entry may hold; any other is refused
 XZ_PRESET = 9 | lzma.PRESET_EXTREME  # 40% smaller than gzip -9 on these files (manifests too)
 
 
@@ -81,6 +82,12 @@ def _read(path: str, stamp: tuple) -> dict:
             and (isinstance(entry.get("files"), dict) or isinstance(entry.get("link"), str))):
       raise PackError(f"{path}, line {number}: not a packed run ({{\"name\", \"files\" or "
                       "\"link\"}); restore the file from git (git checkout -- <file>).")
+    unknown = sorted(set(entry) - ENTRY_KEYS)
+    if unknown:  # a form this code does not know: reading on would see a run with no metrics
+      raise PackError(f"{path}, line {number}: names {', '.join(unknown)}, which this checkout "
+                      "cannot decode (the file was packed by newer code); read it with a newer "
+                      "checkout, or write its folders back with that checkout's "
+                      "experiments/compress_results.py --unpack.")
     entries[entry["name"]] = _decoded(entry, f"{path}, line {number}")
   return entries
 
