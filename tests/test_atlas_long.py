@@ -14,6 +14,7 @@ from experiments import atlas_long, long_runs, long_training
 from tests.test_studies_issue46 import T_975_2, _run, _verdict
 from transformer import REPO_ROOT, study
 from transformer.errors import ConfigError
+from transformer.report import follow_ups
 from transformer.sweep import points as sweep_points
 
 # Offsets (nats/token, over 2.0) under which every answer resolved at 600 steps holds.
@@ -191,3 +192,13 @@ def test_summarize_sets_each_followed_answer_beside_its_600_step_quote():
   assert after["dyt_alpha"] == [("DyT in post-norm at alpha_0 1", "+0.272 ± 0.091",
                                  "+0.270 ± 0.000", "holds")]
 
+
+
+def test_every_word_has_its_early_training_only_cell_in_the_summary():
+  """Each word `atlas_long.word` can give is one the summary's atlas table reads (its
+  "early-training only?" cell), never the fallback for a word it does not know."""
+  sides = (None, "above", "below", "inside")
+  words = {atlas_long.word(before, after) for before in sides for after in sides}
+  assert {w: follow_ups.early_only(w, 2400) for w in words if w.startswith("resolved")} == {
+      w: follow_ups.NO_EARLY_ANSWER for w in words if w.startswith("resolved")}
+  assert [w for w in words if follow_ups.early_only(w, 2400).startswith("see")] == []

@@ -18,6 +18,7 @@ from transformer.report import summary as report_summary
 from transformer.report import runs as report_runs
 from transformer.sweep import points as sweep_points
 from transformer.report import figures as report_figures
+from transformer.report import follow_ups
 from transformer.sweep.points import MANIFEST
 
 LN_V = math.log(259)
@@ -657,12 +658,28 @@ def test_the_summary_atlas_sets_each_answer_beside_its_follow_up(tmp_path):
   assert _atlas_table(results)[1:4] == [
       f"| Q1? | [q1](q1/report.md) | 5 | A | +0.100 ± 0.030 | +0.090 ± 0.020: **holds** {link} "
       "| no |",
-      f"|  |  |  | B | -0.200 ± 0.010 | +0.300 ± 0.040: **flips** {link} | no |",
+      f"|  |  |  | B | -0.200 ± 0.010 | +0.300 ± 0.040: **flips** {link} | yes: it does not "
+      "hold at 2,400 steps |",
       "| Q2? | [q2](q2/report.md) | 5 | its verdict | the data agrees (above) | not followed | "
       "yes |"]
   assert _atlas_table(results)[4] == (
       "| (not an atlas question) | [q3](q3/report.md) | 5 | C | +0.450 ± 0.058 | not followed "
       "yet: early-training only ([follower](follower/report.md): not run yet) | yes |")
+
+
+@pytest.mark.parametrize("word, cell", [
+    ("holds", "no"),
+    ("shrinks under the margin", "yes: it does not hold at 2,400 steps"),
+    ("flips", "yes: it does not hold at 2,400 steps"),
+    ("grows past the margin", "yes: it does not hold at 2,400 steps"),
+    ("not resolved", "not settled: not resolved at 2,400 steps"),
+    ("resolved (below the margin)", "no answer at the study's steps to test"),
+    ("a word no follower writes", "see the follow-up's report")])
+def test_an_answer_that_does_not_hold_past_early_training_is_early_training_only(word, cell):
+  """Issue 69: "which answers are early-training only" is asked of the answer, not of whether
+  a run measured it: one that shrinks, flips or grows past its margin at 2,400 steps held only
+  early; one not resolved there is not settled; atlas_long's words are the table's keys."""
+  assert follow_ups.early_only(word, 2400) == cell
 
 
 def test_a_follower_without_early_answers_and_a_malformed_one(tmp_path):

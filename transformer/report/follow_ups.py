@@ -21,6 +21,14 @@ from transformer.errors import ConfigError
 
 LATER_STEPS = 2400  # the atlas's "past early training": 4x the protocol's 600 steps (issue 69)
 NOT_YET = "not followed yet: early-training only"
+# A followed answer's "early-training only?" cell, by the follower's word: an answer that does
+# not hold later is one of early training; "not resolved" later settles neither way; a word
+# starting "resolved" judges an answer the study left unresolved (there was none to test).
+ONLY_EARLY = "yes: it does not hold at {steps:,} steps"
+EARLY_ONLY_BY_WORD = {"holds": "no", "shrinks under the margin": ONLY_EARLY, "flips": ONLY_EARLY,
+                      "grows past the margin": ONLY_EARLY,
+                      "not resolved": "not settled: not resolved at {steps:,} steps"}
+NO_EARLY_ANSWER = "no answer at the study's steps to test"
 _DECLARES = re.compile(r"^FOLLOWS\s*[:=]", re.M)
 
 
@@ -104,7 +112,8 @@ def table(studies: Sequence[tuple[str, dict]], budgets: dict[str, int],
           follow: dict[str, tuple[Follower, list]]) -> list[str]:
   """The atlas's table: per atlas study (`(name, summary)` with an "atlas" question), then per
   followed study without one, its answers at its steps (`budgets`) beside `follow`'s, and
-  whether each is early-training only (no run past 600 steps measured it)."""
+  whether each is early-training only (no run past 600 steps measured it, or it does not hold
+  at 2,400 steps: `early_only`)."""
   summaries = dict(studies)
   names = [n for n, s in studies if s.get("atlas")]
   names += [n for n in follow if n not in names]
@@ -144,4 +153,13 @@ def _later(follower: Follower, later: Optional[str], word: str) -> list[str]:
   if later is None:
     return [f"{NOT_YET} ({link}: {word})", "yes"]
   at = "" if follower.steps == LATER_STEPS else f" at {follower.steps:,} steps"
-  return [f"{later}{at}: **{word}** ({link})", "no"]
+  return [f"{later}{at}: **{word}** ({link})", early_only(word, follower.steps)]
+
+
+def early_only(word: str, steps: int) -> str:
+  """The "early-training only?" cell of an answer followed to `steps` whose word there is
+  `word`; a word the table does not know sends the reader to the follower's report."""
+  if word.startswith("resolved"):
+    return NO_EARLY_ANSWER
+  cell = EARLY_ONLY_BY_WORD.get(word, "see the follow-up's report")
+  return cell.format(steps=steps)

@@ -145,10 +145,11 @@ def _past_early(studies: Sequence[tuple[str, dict, dict]], budgets: dict[str, in
                                [name for name, _, _ in studies])
   return ["Past early training (issue 69): a 600-step study trains 0.5 tokens per parameter, "
           "so each of its answers is early-training only until a study follows it to 2,400 "
-          "steps. Per question, its answers at the study's steps (the statistic, nats/token, "
-          "mean ± 95% CI over seeds, as its report quotes it) beside the same statistic at "
-          "2,400 steps with the follow-up's word (holds, shrinks under the margin, flips, ...; "
-          "its report says how each was judged).", "",
+          "steps, and stays so if it does not hold there (it shrinks under the margin, flips, "
+          "or grows past it). Per question, its answers at the study's steps (the statistic, "
+          "nats/token, mean ± 95% CI over seeds, as its report quotes it) beside the same "
+          "statistic at 2,400 steps with the follow-up's word (holds, shrinks under the margin, "
+          "flips, ...; its report says how each was judged).", "",
           *follow_ups.table([(name, s) for name, _, s in studies], budgets,
                             follow_ups.followed(committed + waiting)), ""]
 
