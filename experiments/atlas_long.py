@@ -61,7 +61,8 @@ same configs) and pre-norm DyT at 3e-3 (long_runs' 2,400-step DyT runs). warmup_
 2,400-step runs with warm-up are these same long_training runs; its others have no warm-up.
 Wall time, two at a time on 2 cores, at about 4 minutes a 6-layer 600-step run (so 16 minutes
 at 2,400 steps, 32 at 12 layers, 64 at 24): the first nine answers about 7.2 hours (54 new
-runs), post-norm 12 against 6 layers 2.5 more, DeepNorm and Admin 4 each: about 18 hours.
+runs), post-norm 12 against 6 layers 2.5 more, DeepNorm and Admin 4 each: about 18 hours
+estimated; measured, about 10.5 hours two at a time (21 hours of run time; the report's Cost).
 """
 
 from __future__ import annotations

@@ -41,12 +41,13 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # warmup_long: 42 of 2,400 steps (21 linked to long_training's); long_runs: 33 of 600-9,600
 # steps (9 linked to lr_sensitivity's, norms' and long_training's); dyt_alpha: its 150 points
 # (90 linked to lr_sensitivity's, norms' and norm_type_placement's); prose_varied: 75 on the
-# varied-prose corpus (Debian's and Python's manuals).
+# varied-prose corpus (Debian's and Python's manuals); atlas_long: 114 of 2,400 steps (24
+# linked to long_training's and long_runs').
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits", "norms", "depth",
            "warmup_length", "accelerator_replication", "clipping", "massive_activations",
            "qk_norm_post", "hybrid_norm", "prose_corpus", "norm_type_placement", "depth_lr",
            "depth_post", "warmup_placement", "qk_norm_depth", "warmup_long", "long_runs",
-           "dyt_alpha", "prose_varied")
+           "dyt_alpha", "prose_varied", "atlas_long")
 REPORT_FILES = ("report.md", "results.csv")
 TRACKED_LIMIT_BYTES = 15_000_000  # issue 29: the whole tracked tree, what a clone carries
 
