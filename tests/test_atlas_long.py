@@ -193,7 +193,6 @@ def test_summarize_sets_each_followed_answer_beside_its_600_step_quote():
                                  "+0.270 ± 0.000", "holds")]
 
 
-
 def test_every_word_has_its_early_training_only_cell_in_the_summary():
   """Each word `atlas_long.word` can give is one the summary's atlas table reads (its
   "early-training only?" cell), never the fallback for a word it does not know."""
