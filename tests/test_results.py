@@ -42,12 +42,17 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # steps (9 linked to lr_sensitivity's, norms' and long_training's); dyt_alpha: its 150 points
 # (90 linked to lr_sensitivity's, norms' and norm_type_placement's); prose_varied: 75 on the
 # varied-prose corpus (Debian's and Python's manuals); atlas_long: 114 of 2,400 steps (24
-# linked to long_training's and long_runs').
+# linked to long_training's and long_runs'); lr_sensitivity: 110, the protocol's runs most
+# others link to; warmup_stability: 160 (80 linked); optimizer_gap: 96 (30 linked);
+# grad_profile: 72 and grad_scale_depth: 90. Every study of the results folder is here but
+# the three that --mode=report does not write: accelerator and accelerator_calls
+# (tests/test_accelerator_report.py) and diagnose_init_12l (kept as written).
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits", "norms", "depth",
            "warmup_length", "accelerator_replication", "clipping", "massive_activations",
            "qk_norm_post", "hybrid_norm", "prose_corpus", "norm_type_placement", "depth_lr",
            "depth_post", "warmup_placement", "qk_norm_depth", "warmup_long", "long_runs",
-           "dyt_alpha", "prose_varied", "atlas_long")
+           "dyt_alpha", "prose_varied", "atlas_long", "lr_sensitivity", "warmup_stability",
+           "optimizer_gap", "grad_profile", "grad_scale_depth")
 REPORT_FILES = ("report.md", "results.csv")
 TRACKED_LIMIT_BYTES = 15_000_000  # issue 29: the whole tracked tree, what a clone carries
 
