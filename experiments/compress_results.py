@@ -17,6 +17,9 @@ For the points of the sweep dir (its `sweep.json`):
   repeat the study's shared overrides, so it packs to 3% of its size).
 
 Run it again after more points finish: their folders join the packed file.
+`python experiments/compress_results.py --in_progress=experiments/in_progress/<study> DIR`
+packs DIR's own finished runs for `experiments/in_progress/` while its sweep goes on, leaving
+DIR as it is (runs still training keep their folders and checkpoints).
 `python experiments/compress_results.py --unpack DIR` writes the folders back;
 `--repack DIR...` writes a packed file of an older form in the current one (the same runs,
 throughput as float32).
@@ -32,12 +35,13 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from transformer import packed_runs, paths
-from transformer.sweep.points import (MANIFEST, PACKED_MANIFEST, pack_manifest, read_manifest,
-                                      run_identity)
+from transformer.sweep.points import (MANIFEST, PACKED_MANIFEST, is_finished, pack_manifest,
+                                      read_manifest, run_identity)
 from transformer.report.runs import STUDY_BASELINES, read_cache, recorded_baselines
 from transformer.workdir import CONFIG_FILE, METRICS_FILE, METRICS_GZ
 
@@ -143,6 +147,39 @@ def compress_sweep(sweep_dir: str, link_to: str = "") -> tuple[list[str], int]:
   return linked, runs
 
 
+def pack_in_progress(sweep_dir: str, out_dir: str) -> int:
+  """Packs the runs of `sweep_dir`'s own that have ended (its run folders that `is_finished`,
+  and the runs already in its packed file) into `out_dir/runs.jsonl.xz`, the file
+  `experiments/in_progress/<study>/` commits while the sweep goes on. The sweep dir is left as
+  it is: a run still training keeps its folder and checkpoints, and runs unfinished or linked
+  from other sweeps are left out. Returns the runs packed."""
+  os.makedirs(out_dir, exist_ok=True)
+  staging = tempfile.mkdtemp(prefix=".packing-", dir=out_dir)  # os.replace stays on one disk
+  try:
+    if os.path.exists(os.path.join(sweep_dir, packed_runs.PACK)):
+      shutil.copy(os.path.join(sweep_dir, packed_runs.PACK), staging)
+    packed = packed_runs.entries(sweep_dir)
+    names = []
+    for p in read_manifest(sweep_dir)["points"]:
+      workdir = os.path.join(sweep_dir, p["name"])
+      if os.path.islink(workdir) or not (os.path.isdir(workdir) or "files" in
+                                         packed.get(p["name"], {})):
+        continue  # another sweep's run, or a point never run
+      if os.path.isdir(workdir):
+        if not is_finished(workdir, p["num_steps"]):
+          continue
+        os.makedirs(os.path.join(staging, p["name"]))
+        for name in os.listdir(workdir):  # the run's record is its top-level files
+          if os.path.isfile(os.path.join(workdir, name)):
+            shutil.copy(os.path.join(workdir, name), os.path.join(staging, p["name"]))
+      names.append(p["name"])
+    runs, _ = packed_runs.pack(staging, names)
+    os.replace(os.path.join(staging, packed_runs.PACK), os.path.join(out_dir, packed_runs.PACK))
+  finally:
+    shutil.rmtree(staging)
+  return runs
+
+
 def inline_links(sweep_dir: str, other: str) -> int:
   """`packed_runs.inline_links`, and the baselines measured afterwards for the copied runs
   (their home study's `study_baselines.json` records, for runs from before `baselines.json`)
@@ -179,6 +216,9 @@ def main(argv=None) -> None:
   parser.add_argument("--link_to", default="", help="the sweep dirs (comma-separated) whose "
                       "runs this one reused")
   parser.add_argument("--unpack", action="store_true", help="write the run folders back")
+  parser.add_argument("--in_progress", default="", metavar="OUT_DIR",
+                      help="pack the sweep's own finished runs into OUT_DIR/runs.jsonl.xz "
+                      "(experiments/in_progress/<study>), leaving the sweep dir as it is")
   parser.add_argument("--repack", action="store_true", help="write the packed file again in "
                       "the current form (float32 metrics in their shortest text)")
   parser.add_argument("--inline_links", default="", metavar="OTHER",
@@ -189,6 +229,10 @@ def main(argv=None) -> None:
     if args.inline_links:
       print(f"{sweep_dir}: {inline_links(sweep_dir, args.inline_links)} linked "
             f"runs of {args.inline_links} copied in")
+      continue
+    if args.in_progress:
+      print(f"{sweep_dir}: {pack_in_progress(sweep_dir, args.in_progress)} finished runs "
+            f"packed into {os.path.join(args.in_progress, packed_runs.PACK)}")
       continue
     if args.unpack:
       print(f"{sweep_dir}: {packed_runs.unpack(sweep_dir)} run folders written")

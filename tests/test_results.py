@@ -474,3 +474,30 @@ def test_compress_points_links_into_committed_studies_where_the_packed_file_goes
                                                                          "lr=1")
   shutil.copytree(sweep, results / "new_study")  # where it is committed
   assert read_metrics(str(results / "new_study" / "x=1")) == {"eval": rows}
+
+
+def test_in_progress_packs_the_finished_own_runs_and_leaves_the_sweep_as_it_is(tmp_path):
+  """`--in_progress`: a sweep still running commits its ended runs (folders that finished and
+  runs packed in its file before), never a run still training (its folder and checkpoints
+  stay) nor a link to another sweep's run."""
+  done, later = [{"step": 1, "split": "eval", "loss": 2.5}], [{"step": 0, "split": "eval",
+                                                                "loss": 3.0}]
+  sweep = tmp_path / "s"
+  _sweep(sweep, ["old", "done", "training", "linked", "next"])
+  _run(sweep / "old", 1, done)
+  packed_runs.pack(str(sweep), ["old"])  # an earlier session's runs, packed in the sweep dir
+  _run(sweep / "done", 2, done)
+  _run(sweep / "training", 3, later)  # its final eval (step 1) not written yet
+  _sweep(tmp_path / "other", ["o"])
+  _run(tmp_path / "other" / "o", 4, done)
+  os.symlink(os.path.join("..", "other", "o"), sweep / "linked")
+  before = sorted(os.listdir(sweep))
+  out = tmp_path / "in_progress" / "study"
+  assert compress_results.pack_in_progress(str(sweep), str(out)) == 2
+  assert sorted(os.listdir(sweep)) == before and os.path.isdir(sweep / "training" / "checkpoints")
+  assert sorted(os.listdir(out)) == [packed_runs.PACK]  # no staging folder left behind
+  packed = packed_runs.entries(str(out))
+  assert sorted(packed) == ["done", "old"] and all("files" in e for e in packed.values())
+  assert json.loads(packed["done"]["files"]["config.json"]) == {"optim": {"learning_rate": 2}}
+  _run(sweep / "next", 5, done)  # it runs and finishes: a second pack adds it beside the others
+  assert compress_results.pack_in_progress(str(sweep), str(out)) == 3
