@@ -38,8 +38,9 @@ the grid's edge, the report says so beside the call (not located).
 
 Extended (issue 69 point 2), after the 24 runs, the call unchanged: 3e-3 came out the best of
 post, pre and peri, the grid's largest, so the headline rested on optima not located. 5e-3 for
-post and pre at 9,600 steps, 3 seeds (`EXTENDED`; 6 new runs, about 7 hours two at a time),
-listed after every earlier point. The report says, per placement, whether its best LR now lies
+post and pre at 9,600 steps, 3 seeds (`EXTENDED`; 6 new runs, about 7 hours of run time, 3.5
+two at a time: a pair of 9,600-step runs takes about 70 minutes), listed after every earlier
+point. The report says, per placement, whether its best LR now lies
 inside the LRs run (located), still on the edge, or that the 5e-3 runs are not run yet
 (`located`; described beside the call, not a call).
 
