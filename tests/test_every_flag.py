@@ -40,6 +40,7 @@ TEXT_CASES = {
     "runs": ("report", "{tmp}/no_such_run", ["--report_dir={tmp}/report"]),
     "report_dir": ("report", "{tmp}/a_file", ["--runs={tmp}/run"]),
     "reuse_runs_from": ("sweep", "{tmp}/no_such_sweep", [SWEEP, "--sweep_dir={tmp}/sweep"]),
+    "points": ("sweep", "seed=(", [SWEEP, "--sweep_dir={tmp}/sweep"]),
     "slurm_mem": ("sweep", "lots", SLURM),
     "slurm_time": ("sweep", "soon", SLURM),
     "slurm_partition": ("sweep", "two words", SLURM),

@@ -518,6 +518,29 @@ def test_sweep_cli_rejects_a_bad_point_before_starting_anything(tmp_path):
   assert not os.path.exists(tmp_path / "out")
 
 
+def test_sweep_cli_points_runs_a_subset_and_keeps_every_point_in_the_manifest(tmp_path):
+  """--points=REGEX: only the matching points run (here: printed by --dry_run); the manifest
+  keeps all three, so the report still sees the whole sweep. A pattern that matches no point
+  stops with one line before anything is written."""
+  f = tmp_path / "three.py"
+  f.write_text("def get_sweep():\n  return [{'seed': s} for s in (0, 1, 2)]\n")
+  common = [sys.executable, "launch.py", "--mode=sweep", f"--sweep={f}",
+            "--config=configs/default.py:smoke", "--dry_run"]
+  env = dict(os.environ, PYTHONPATH=ROOT)
+  r = subprocess.run(common + [f"--sweep_dir={tmp_path / 'out'}", "--points=seed=[12]$"],
+                     cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+  assert r.returncode == 0, r.stdout + r.stderr
+  assert "--points=seed=[12]$: 2 of 3 points run here" in r.stdout
+  assert [line.split(":")[0] for line in r.stdout.splitlines() if "--mode=train" in line] == [
+      "seed=1", "seed=2"]
+  with open(tmp_path / "out" / "sweep.json") as manifest:
+    assert [p["name"] for p in json.load(manifest)["points"]] == ["seed=0", "seed=1", "seed=2"]
+  r = subprocess.run(common + [f"--sweep_dir={tmp_path / 'none'}", "--points=seed=9"],
+                     cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+  assert r.returncode == 2 and "--points=seed=9 matches none of the sweep's 3 points" in r.stderr
+  assert len(r.stderr.strip().splitlines()) == 1 and not os.path.exists(tmp_path / "none")
+
+
 @pytest.mark.slow
 def test_sweep_cli_end_to_end_slurm_then_local_rerun_and_report(tiny_corpus, tmp_path):
   """Real `launch.py` training: two points through a fake sbatch, then the local runner finds

@@ -270,6 +270,12 @@ def check_sweep(values: Mapping[str, Any]) -> None:
                            "sweep's directory (created if missing; one workdir per point).")
   for other in values.get("reuse_runs_from") or ():
     _check_sweep_dir(other, "--reuse_runs_from")
+  if values.get("points"):
+    try:
+      re.compile(values["points"])
+    except re.error as e:
+      raise CommandLineError(f"--points={values['points']}: not a regular expression ({e}); "
+                             "give one that point names match, e.g. 'seed=[34]$'.") from None
   check_slurm(values)
 
 

@@ -83,7 +83,8 @@ MODES = (  # the default first
     Mode("sweep", "run every point of --sweep=FILE as its own training run (locally or on "
          "SLURM)",
          runs="transformer.cli.launch:mode_sweep_or_report",
-         reads=("sweep", "parallel", "launcher", "dry_run", "reuse_runs_from", *_SLURM_FLAGS,
+         reads=("sweep", "parallel", "launcher", "dry_run", "reuse_runs_from", "points",
+                *_SLURM_FLAGS,
                 "sweep_dir", "report_metric"),
          writes=(("sweep_dir", "one workdir per point, sweep.json and the report"),)),
     Mode("report", "the report (markdown, CSV, plots) of the runs in --sweep_dir, or of "

@@ -12,6 +12,7 @@ Nothing here imports JAX: the runner must leave the accelerators to its children
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import Sequence
 
@@ -42,6 +43,9 @@ _REPORT_DIR = flags.DEFINE_string("report_dir", None, "report --runs: the direct
 _REUSE = flags.DEFINE_list("reuse_runs_from", [], "sweep: other sweep dirs whose finished runs "
                            "with the same config (checkpoint settings aside) are linked into "
                            "this sweep instead of run again.")
+_POINTS = flags.DEFINE_string("points", "", "sweep: run only the points whose name matches "
+                              "this regular expression (re.search, e.g. 'seed=[34]$'); the "
+                              "manifest and the report keep every point.")
 _SLURM_GPUS = flags.DEFINE_integer("slurm_gpus_per_task", 1, "slurm: GPUs per point (0: none).")
 _SLURM_CPUS = flags.DEFINE_integer("slurm_cpus_per_task", 0, "slurm: CPUs per point (0: default).")
 _SLURM_MEM = flags.DEFINE_string("slurm_mem", "", "slurm: memory per point, e.g. 32G.")
@@ -108,6 +112,7 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
   config_arg = os.path.abspath(path) + colon + variant
   overrides = sweep_lib.user_overrides(argv)
   names = sweep_lib.point_names(points)
+  chosen = _chosen(names)  # before anything is written: a pattern matching nothing stops here
   commands = [sweep_lib.point_command(_LAUNCH_PY, config_arg, overrides, p,
                                       os.path.join(sweep_dir, n), sys.executable)
               for p, n in zip(points, names)]
@@ -116,6 +121,11 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
   print(f"[sweep] {len(points)} points from {_SWEEP.value} in {sweep_dir}")
   if _REUSE.value:
     _link_reused(sweep_dir, names, configs)
+  if len(chosen) < len(points):
+    print(f"[sweep] --points={_POINTS.value}: {len(chosen)} of {len(points)} points run here; "
+          "the others are left as they are.")
+    points, configs, names, commands = ([xs[i] for i in chosen]
+                                        for xs in (points, configs, names, commands))
 
   if _LAUNCHER.value == "slurm":
     return _slurm(sweep_dir, points, configs, names, commands)
@@ -124,6 +134,19 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
       print(f"{n}: {' '.join(c)}")
     return 0
   return _run_local(sweep_dir, names, commands, configs)
+
+
+def _chosen(names: Sequence[str]) -> list[int]:
+  """The indices of the points --points selects (every point without it)."""
+  if not _POINTS.value:
+    return list(range(len(names)))
+  pattern = re.compile(_POINTS.value)  # checked by flag_checks.check_sweep
+  chosen = [i for i, n in enumerate(names) if pattern.search(n)]
+  if not chosen:
+    raise CommandLineError(f"--points={_POINTS.value} matches none of the sweep's "
+                           f"{len(names)} points (e.g. {', '.join(names[:2])}); give a "
+                           "regular expression that some point names match.")
+  return chosen
 
 
 def _link_reused(sweep_dir: str, names: Sequence[str], configs) -> None:
