@@ -523,7 +523,8 @@ def test_sweep_cli_points_runs_a_subset_and_keeps_every_point_in_the_manifest(tm
   keeps all three, so the report still sees the whole sweep. A pattern that matches no point
   stops with one line before anything is written."""
   f = tmp_path / "three.py"
-  f.write_text("def get_sweep():\n  return [{'seed': s} for s in (0, 1, 2)]\n")
+  f.write_text("def get_sweep():\n  return [{'model.norm_placement': 'post' if s == 2 else "
+               "'pre', 'seed': s} for s in (0, 1, 2)]\n")
   common = [sys.executable, "launch.py", "--mode=sweep", f"--sweep={f}",
             "--config=configs/default.py:smoke", "--dry_run"]
   env = dict(os.environ, PYTHONPATH=ROOT)
@@ -532,13 +533,31 @@ def test_sweep_cli_points_runs_a_subset_and_keeps_every_point_in_the_manifest(tm
   assert r.returncode == 0, r.stdout + r.stderr
   assert "--points=seed=[12]$: 2 of 3 points run here" in r.stdout
   assert [line.split(":")[0] for line in r.stdout.splitlines() if "--mode=train" in line] == [
-      "seed=1", "seed=2"]
+      "norm_placement=pre,seed=1", "norm_placement=post,seed=2"]
   with open(tmp_path / "out" / "sweep.json") as manifest:
-    assert [p["name"] for p in json.load(manifest)["points"]] == ["seed=0", "seed=1", "seed=2"]
+    assert len(json.load(manifest)["points"]) == 3
+  r = subprocess.run(common + [f"--sweep_dir={tmp_path / 'out'}",  # a field's full key
+                               r"--points=^model\.norm_placement=post"],
+                     cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+  assert r.returncode == 0 and ": 1 of 3 points run here" in r.stdout, r.stdout + r.stderr
   r = subprocess.run(common + [f"--sweep_dir={tmp_path / 'none'}", "--points=seed=9"],
                      cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
   assert r.returncode == 2 and "--points=seed=9 matches none of the sweep's 3 points" in r.stderr
   assert len(r.stderr.strip().splitlines()) == 1 and not os.path.exists(tmp_path / "none")
+
+
+def test_point_text_keeps_every_field_of_a_name_cut_by_its_length():
+  """A name past MAX_NAME is cut and hashed (its seed lost); `point_text`, which --points also
+  matches, writes every field in full."""
+  long = {"train.num_steps": 9600, "optim.warmup_steps": 960, "train.diagnostics_every": 2400,
+          "model.norm_placement": "pre", "model.norm": "dyt", "model.dyt_alpha_init": 0.5,
+          "optim.learning_rate": 0.003, "seed": 3}
+  name = sw.point_name(long)  # named alone: every field in its name, which is too long
+  assert len(name) <= sw.MAX_NAME and "seed" not in name
+  assert sw.point_text(long) == (
+      "train.num_steps=9600,optim.warmup_steps=960,train.diagnostics_every=2400,"
+      "model.norm_placement=pre,model.norm=dyt,model.dyt_alpha_init=0.5,"
+      "optim.learning_rate=0.003,seed=3")
 
 
 @pytest.mark.slow

@@ -43,7 +43,8 @@ _REPORT_DIR = flags.DEFINE_string("report_dir", None, "report --runs: the direct
 _REUSE = flags.DEFINE_list("reuse_runs_from", [], "sweep: other sweep dirs whose finished runs "
                            "with the same config (checkpoint settings aside) are linked into "
                            "this sweep instead of run again.")
-_POINTS = flags.DEFINE_string("points", "", "sweep: run only the points whose name matches "
+_POINTS = flags.DEFINE_string("points", "", "sweep: run only the points whose name, or whose "
+                              "fields written out in full (model.norm=dyt,...,seed=3), match "
                               "this regular expression (re.search, e.g. 'seed=[34]$'); the "
                               "manifest and the report keep every point.")
 _SLURM_GPUS = flags.DEFINE_integer("slurm_gpus_per_task", 1, "slurm: GPUs per point (0: none).")
@@ -112,7 +113,7 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
   config_arg = os.path.abspath(path) + colon + variant
   overrides = sweep_lib.user_overrides(argv)
   names = sweep_lib.point_names(points)
-  chosen = _chosen(names)  # before anything is written: a pattern matching nothing stops here
+  chosen = _chosen(names, points)  # before anything is written: matching nothing stops here
   commands = [sweep_lib.point_command(_LAUNCH_PY, config_arg, overrides, p,
                                       os.path.join(sweep_dir, n), sys.executable)
               for p, n in zip(points, names)]
@@ -136,12 +137,14 @@ def _sweep(config_dict, config_arg: str, argv: Sequence[str]) -> int:
   return _run_local(sweep_dir, names, commands, configs)
 
 
-def _chosen(names: Sequence[str]) -> list[int]:
-  """The indices of the points --points selects (every point without it)."""
+def _chosen(names: Sequence[str], points: Sequence[dict]) -> list[int]:
+  """The indices of the points --points selects, by name or by every field (`point_text`: a
+  long name is cut and hashed); every point without it."""
   if not _POINTS.value:
     return list(range(len(names)))
   pattern = re.compile(_POINTS.value)  # checked by flag_checks.check_sweep
-  chosen = [i for i, n in enumerate(names) if pattern.search(n)]
+  chosen = [i for i, (n, p) in enumerate(zip(names, points))
+            if pattern.search(n) or pattern.search(sweep_lib.point_text(p))]
   if not chosen:
     raise CommandLineError(f"--points={_POINTS.value} matches none of the sweep's "
                            f"{len(names)} points (e.g. {', '.join(names[:2])}); give a "

@@ -219,6 +219,13 @@ def point_names(points: Sequence[Point]) -> list[str]:
   return [_name(p, *key_sets) for p in points]
 
 
+def point_text(point: Point) -> str:
+  """Every field of `point` as `key=value` with its full key, comma-joined and never cut
+  (`model.norm=dyt,optim.learning_rate=0.003,seed=3`): what `--points` matches beside the
+  name, which drops the fields all points share and is cut and hashed past `MAX_NAME`."""
+  return ",".join(f"{k}={format_value(v)}" for k, v in point.items())
+
+
 def _key_sets(all_points: list[Point]) -> tuple[set, Optional[set]]:
   """Every field the points set, and those whose value differs among them (None for one
   point)."""
