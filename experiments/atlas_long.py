@@ -336,7 +336,20 @@ def analyze(runs):
           *a.table(["answer", "600-step study", "statistic", "margin", "600 steps",
                     f"{FACTOR * 600} steps", "LR read", "word"], rows), "",
           a.verdict(agrees, f"Past early training: {said}. Described (not resolved at 600 "
-                    f"steps): {described or 'none'}.")]
+                    f"steps): {described or 'none'}."), "", _pair_edges(m)]
+
+
+def _pair_edges(m: dict) -> str:
+  """Which of its two LRs each paired setting is best at (a pair brackets no optimum, so a
+  setting best at its upper LR may do better above it; described, not a call)."""
+  best = {s: lr for v in m.values() for s, (lr, _) in v["read"].items() if lr is not None}
+  sides = {"upper": [], "lower": []}
+  for s, lr in best.items():
+    sides["upper" if lr == max(SETTINGS[s][1]) else "lower"].append(f"{s} {a.fmt_lr(lr)}")
+  return ("Where each setting's best of its two LRs lies (described: two LRs locate no "
+          f"optimum, so a setting best at the upper one may do better above it): the upper LR, "
+          f"{len(sides['upper'])} of {len(best)} settings ({', '.join(sides['upper']) or '-'}); "
+          f"the lower, {len(sides['lower'])} ({', '.join(sides['lower']) or '-'}).")
 
 
 def figures(runs, sweep_dir):

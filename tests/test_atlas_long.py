@@ -201,3 +201,16 @@ def test_every_word_has_its_early_training_only_cell_in_the_summary():
   assert {w: follow_ups.early_only(w, 2400) for w in words if w.startswith("resolved")} == {
       w: follow_ups.NO_EARLY_ANSWER for w in words if w.startswith("resolved")}
   assert [w for w in words if follow_ups.early_only(w, 2400).startswith("see")] == []
+
+
+def test_the_report_says_which_lr_of_its_pair_each_setting_is_best_at():
+  """Two LRs bracket no optimum: the report lists the settings best at the upper LR of their
+  pair (they may do better above it) and those best at the lower (described, no call)."""
+  line = atlas_long.analyze(_runs(best={"hybrid": 1}))[-1]
+  pairs = {n: lrs for n, (_, lrs, _) in atlas_long.SETTINGS.items() if n != "post qk-norm"}
+  best = {n: lrs[1] if n == "hybrid" else lrs[0] for n, lrs in pairs.items()}
+  upper = [n for n in pairs if best[n] == max(pairs[n])]
+  assert f"the upper LR, {len(upper)} of {len(pairs)} settings (" in line
+  assert "hybrid 0.003" in line.split("the lower")[0]  # its best moved to its pair's upper LR
+  assert f"the lower, {len(pairs) - len(upper)} (" in line and "pre 0.003" in line.split(
+      "the lower")[1]
