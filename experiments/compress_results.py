@@ -40,6 +40,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from transformer import packed_runs, paths
+from transformer.errors import UserFileError
 from transformer.sweep.points import (MANIFEST, PACKED_MANIFEST, is_finished, pack_manifest,
                                       read_manifest, run_identity)
 from transformer.report.runs import STUDY_BASELINES, read_cache, recorded_baselines
@@ -152,7 +153,8 @@ def pack_in_progress(sweep_dir: str, out_dir: str) -> int:
   and the runs already in its packed file) into `out_dir/runs.jsonl.xz`, the file
   `experiments/in_progress/<study>/` commits while the sweep goes on. The sweep dir is left as
   it is: a run still training keeps its folder and checkpoints, and runs unfinished or linked
-  from other sweeps are left out. Returns the runs packed."""
+  from other sweeps are left out. Nothing is written when `out_dir`'s file holds a run the
+  sweep dir has not (`_check_keeps_committed`). Returns the runs packed."""
   os.makedirs(out_dir, exist_ok=True)
   staging = tempfile.mkdtemp(prefix=".packing-", dir=out_dir)  # os.replace stays on one disk
   try:
@@ -173,11 +175,23 @@ def pack_in_progress(sweep_dir: str, out_dir: str) -> int:
           if os.path.isfile(os.path.join(workdir, name)):
             shutil.copy(os.path.join(workdir, name), os.path.join(staging, p["name"]))
       names.append(p["name"])
+    _check_keeps_committed(out_dir, names, sweep_dir)
     runs, _ = packed_runs.pack(staging, names)
     os.replace(os.path.join(staging, packed_runs.PACK), os.path.join(out_dir, packed_runs.PACK))
   finally:
     shutil.rmtree(staging)
   return runs
+
+
+def _check_keeps_committed(out_dir: str, names: list[str], sweep_dir: str) -> None:
+  """Refuses to write `out_dir`'s packed file without a run it holds now (a sweep dir that
+  was not given the committed file first would drop those runs)."""
+  dropped = [n for n in packed_runs.entries(out_dir) if n not in names]
+  if dropped:
+    raise UserFileError(
+        f"{os.path.join(out_dir, packed_runs.PACK)} holds {len(dropped)} finished run(s) that "
+        f"{sweep_dir} has not (e.g. {dropped[0]}); nothing was written. Copy that file into "
+        "the sweep dir (the sweep then skips those points) and pack again.")
 
 
 def inline_links(sweep_dir: str, other: str) -> int:
@@ -246,4 +260,7 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-  main()
+  try:
+    main()
+  except UserFileError as e:  # a packed file or a sweep dir in the way: one line, exit 1
+    sys.exit(f"compress_results.py: {e}")

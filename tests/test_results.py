@@ -501,3 +501,12 @@ def test_in_progress_packs_the_finished_own_runs_and_leaves_the_sweep_as_it_is(t
   assert json.loads(packed["done"]["files"]["config.json"]) == {"optim": {"learning_rate": 2}}
   _run(sweep / "next", 5, done)  # it runs and finishes: a second pack adds it beside the others
   assert compress_results.pack_in_progress(str(sweep), str(out)) == 3
+  fresh = tmp_path / "fresh"  # a new machine's sweep dir, not given the committed file
+  _sweep(fresh, ["old", "done", "training", "linked", "next"])
+  _run(fresh / "done", 2, done)
+  committed = (out / packed_runs.PACK).read_bytes()
+  with pytest.raises(UserFileError) as e:
+    compress_results.pack_in_progress(str(fresh), str(out))
+  assert "holds 2 finished run(s)" in str(e.value) and "\n" not in str(e.value)
+  assert (out / packed_runs.PACK).read_bytes() == committed  # nothing lost
+  assert sorted(os.listdir(out)) == [packed_runs.PACK]
