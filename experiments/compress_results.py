@@ -16,7 +16,9 @@ For the points of the sweep dir (its `sweep.json`):
 - `sweep.json` becomes `sweep.json.xz` (`transformer.sweep.points.pack_manifest`; the points
   repeat the study's shared overrides, so it packs to 3% of its size).
 
-Run it again after more points finish: their folders join the packed file.
+Run it again after more points finish: their folders join the packed file. A sweep dir
+holding a run that has not ended (no final eval, no `diverged` row) is refused, nothing
+packed: its partial metrics are not the run, and its checkpoints would go with its folder.
 `python experiments/compress_results.py --in_progress=experiments/in_progress/<study> DIR`
 packs DIR's own finished runs for `experiments/in_progress/` while its sweep goes on, leaving
 DIR as it is (runs still training keep their folders and checkpoints).
@@ -137,7 +139,9 @@ def compress_sweep(sweep_dir: str, link_to: str = "") -> tuple[list[str], int]:
   """Links the copies of runs of `link_to` (comma-separated sweep dirs, as
   `--reuse_runs_from`), points the links into committed studies where the packed file will
   live (`relink_to_results`), then packs every point into `runs.jsonl.xz`. Returns the linked
-  point names and the number of runs packed (links aside). Packs the manifest too."""
+  point names and the number of runs packed (links aside). Packs the manifest too. Refuses,
+  before anything is written, a sweep with a run that has not ended (`_check_runs_ended`)."""
+  _check_runs_ended(sweep_dir)
   linked = [name for other in filter(None, link_to.split(","))
             for name in link_copies(sweep_dir, other)]
   relink_to_results(sweep_dir)
@@ -146,6 +150,20 @@ def compress_sweep(sweep_dir: str, link_to: str = "") -> tuple[list[str], int]:
   if os.path.exists(os.path.join(sweep_dir, MANIFEST)):
     pack_manifest(sweep_dir)
   return linked, runs
+
+
+def _check_runs_ended(sweep_dir: str) -> None:
+  """Refuses a sweep dir holding a run folder that has not ended: packing would keep its
+  partial metrics as the run and remove its folder with the checkpoints it resumes from."""
+  left = [p["name"] for p in read_manifest(sweep_dir)["points"]
+          if os.path.isdir(os.path.join(sweep_dir, p["name"]))
+          and not os.path.islink(os.path.join(sweep_dir, p["name"]))
+          and not is_finished(os.path.join(sweep_dir, p["name"]), p["num_steps"])]
+  if left:
+    raise UserFileError(
+        f"{sweep_dir} holds {len(left)} run(s) that have not ended (e.g. {left[0]}); nothing "
+        "was packed. Let the sweep finish them (run its command again), or pack the ended "
+        "ones with --in_progress=experiments/in_progress/<study>.")
 
 
 def pack_in_progress(sweep_dir: str, out_dir: str) -> int:

@@ -476,6 +476,24 @@ def test_compress_points_links_into_committed_studies_where_the_packed_file_goes
   assert read_metrics(str(results / "new_study" / "x=1")) == {"eval": rows}
 
 
+def test_compress_refuses_a_sweep_with_a_run_not_ended_and_keeps_its_checkpoints(tmp_path):
+  """A run still training (or stopped at a checkpoint) is not packed as if it had ended: the
+  whole sweep dir is left as it was, its checkpoints with it, and the error is one line."""
+  sweep = tmp_path / "s"
+  _sweep(sweep, ["done", "training"])
+  _run(sweep / "done", 1, [{"step": 1, "split": "eval", "loss": 2.5}])
+  _run(sweep / "training", 2, [{"step": 0, "split": "eval", "loss": 3.0}])
+  before = sorted(os.listdir(sweep))
+  with pytest.raises(UserFileError) as e:
+    compress_results.compress_sweep(str(sweep))
+  assert "1 run(s) that have not ended (e.g. training)" in str(e.value)
+  assert "\n" not in str(e.value)
+  assert sorted(os.listdir(sweep)) == before and os.path.isdir(sweep / "training" / "checkpoints")
+  (sweep / "training" / "metrics.jsonl").write_text(json.dumps({"step": 1, "split": "train",
+                                                                 "diverged": True}) + "\n")
+  assert compress_results.compress_sweep(str(sweep)) == ([], 2)  # a diverged run has ended
+
+
 def test_in_progress_packs_the_finished_own_runs_and_leaves_the_sweep_as_it_is(tmp_path):
   """`--in_progress`: a sweep still running commits its ended runs (folders that finished and
   runs packed in its file before), never a run still training (its folder and checkpoints
