@@ -294,8 +294,11 @@ _POST_HOC = ("post hoc: replaces issue 46's call, post-norm's cost of no warm-up
              "pre-norm's, each against its own best warm-up length (kept as a described "
              "number), after these runs were seen; its check on new data: the confirmatory "
              "seeds 6-8, fixed at 31b0479 (2026-12-03 17:55) with the calls and their margin "
-             "unchanged, before their runs, which the verdict reads alone once they have run "
-             "(not run yet)")
+             "unchanged, before their runs, which the verdict reads alone; they ran "
+             "2026-12-05 22:50 to 2026-12-06 02:35 (22:50-23:12, 23:29-00:07, 00:24-00:39 "
+             "and 00:57-02:35, two at a time) from a clean worktree at 029ccf0, whose runs are "
+             "31b0479's (post-norm, no warm-up, LR 3e-4, seed 6 trained at both gives the same "
+             "metric rows, the clock's fields aside)")
 REGISTRATION = {"post-norm's cost of no warm-up above the margin against every length":
                 _POST_HOC,
                 "pre-norm's cost of no warm-up below the margin against every length":

@@ -1,10 +1,10 @@
 """Issue 68 point 7: residual_growth's, grad_scale_depth's, grad_profile's, qk_norm_post's,
-qk_norm_logits', qk_norm_depth's, prose_corpus's (its warm-up halves) and depth_post's post hoc
-calls are checked on confirmatory seeds fixed before their runs. The committed confirmatory runs
-are the sweep file's new points; each one the study trained itself ran at the clean commit the
-study's REGISTRATION names (the one that fixed the seeds with the call unchanged, or the clean
-worktree it names as where they ran), each other one links to the run of the same config in the
-study named below, and the report reads them alone."""
+qk_norm_logits', qk_norm_depth's, prose_corpus's (its warm-up halves), depth_post's and
+warmup_length's post hoc calls are checked on confirmatory seeds fixed before their runs. The
+committed confirmatory runs are the sweep file's new points; each one the study trained itself
+ran at the clean commit the study's REGISTRATION names (the one that fixed the seeds with the
+call unchanged, or the clean worktree it names as where they ran), each other one links to the
+run of the same config in the study named below, and the report reads them alone."""
 
 import os
 import re
@@ -13,7 +13,7 @@ import pytest
 
 from experiments import (depth_post, grad_profile, grad_scale_depth, massive_activations,
                          prose_corpus, qk_norm_depth, qk_norm_logits, qk_norm_post,
-                         residual_growth)
+                         residual_growth, warmup_length)
 from transformer import REPO_ROOT, packed_runs, provenance
 
 RESULTS = os.path.join(REPO_ROOT, "experiments", "results")
@@ -22,7 +22,7 @@ RESULTS = os.path.join(REPO_ROOT, "experiments", "results")
 # qk_norm_post's for qk_norm_depth: its post-norm with qk-norm at 6 layers, seeds 3 and 4)
 STUDIES = {residual_growth: (6, 6, 6), grad_scale_depth: (60, 30, 30), grad_profile: (52, 20, 20),
            qk_norm_post: (45, 30, 10), qk_norm_logits: (30, 30, 20), qk_norm_depth: (60, 30, 20),
-           prose_corpus: (75, 60, 60), depth_post: (54, 54, 54)}
+           prose_corpus: (75, 60, 60), depth_post: (54, 54, 54), warmup_length: (150, 150, 150)}
 LINKED = {qk_norm_depth: "qk_norm_post"}
 # What the report says reads the confirmatory seeds alone: prose_corpus's LR sensitivity call
 # keeps the seeds it was pre-registered on (0-2); only its warm-up halves were post hoc.
@@ -30,7 +30,8 @@ READS = {prose_corpus: "The warm-up halves read"}
 KEEPS = {prose_corpus: "LR sensitivity"}  # a listed difference that reads the earlier seeds
 SEEDS = r"confirmatory seeds ([0-9][0-9, -]*?)"
 # Where the runs ran at a later commit than the one that fixed their seeds (depth_post: at
-# 9e65cc5, whose changes since 1ee0bae touch no computation of a run or of the call), the
+# 9e65cc5, whose changes since 1ee0bae touch no computation of a run or of the call;
+# warmup_length: at 029ccf0, whose run of one point matches 31b0479's row for row), the
 # REGISTRATION names it so.
 RAN_AT = r"from a clean worktree at ([0-9a-f]{7,40})\b"
 

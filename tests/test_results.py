@@ -29,24 +29,23 @@ RESULTS = os.path.join(REPO, "experiments", "results")
 IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # residual_growth: 6 one-step runs; long_training: 75 runs of 600 and 2400 steps (45 linked to
 # lr_sensitivity's); qk_norm_logits: 30 runs and norms: 105 (15 of each linked to lr_sensitivity's);
-# depth: 90 runs (30 linked to lr_sensitivity's and warmup_stability's); warmup_length: 150
-# (60 linked); accelerator_replication: the 9 runs of the third GPU lease; clipping: 160 (80
-# linked to warmup_stability's); massive_activations: 30; qk_norm_post and hybrid_norm: 45
+# depth: 90 runs (30 linked to lr_sensitivity's and warmup_stability's); warmup_length: 300 (60
+# linked; 150 confirmatory); accelerator_replication: the 9 runs of the third GPU lease; clipping:
+# 160 (80 linked to warmup_stability's); massive_activations: 30; qk_norm_post and hybrid_norm: 45
 # each (30 linked to lr_sensitivity's); prose_corpus: 135 on the prose corpus (60 confirmatory);
-# norm_type_placement: 135 (75 linked to lr_sensitivity's and norms'); depth_lr: 114 (69 linked
-# to lr_sensitivity's, hybrid_norm's and depth's); depth_post: 108 of post-norm at 6-24 layers
-# (54 confirmatory); warmup_placement: 360 (210 linked to lr_sensitivity's, warmup_stability's,
-# warmup_length's);
-# qk_norm_depth: 90 (52 linked to qk_norm_post's, depth_lr's and lr_sensitivity's);
-# warmup_long: 42 of 2,400 steps (21 linked to long_training's); long_runs: 33 of 600-9,600
-# steps (9 linked to lr_sensitivity's, norms' and long_training's); dyt_alpha: its 150 points
-# (90 linked to lr_sensitivity's, norms' and norm_type_placement's); prose_varied: 75 on the
-# varied-prose corpus (Debian's and Python's manuals); atlas_long: 114 of 2,400 steps (24
-# linked to long_training's and long_runs'); lr_sensitivity: 110, the protocol's runs most
-# others link to; warmup_stability: 160 (80 linked); optimizer_gap: 96 (30 linked);
-# grad_profile: 72 and grad_scale_depth: 90. Every study of the results folder is here but
-# the three that --mode=report does not write: accelerator and accelerator_calls
-# (tests/test_accelerator_report.py) and diagnose_init_12l (kept as written).
+# norm_type_placement: 135 (75 linked to lr_sensitivity's and norms'); depth_lr: 114 (69 linked to
+# lr_sensitivity's, hybrid_norm's and depth's); depth_post: 108 of post-norm at 6-24 layers (54
+# confirmatory); warmup_placement: 360 (210 linked to lr_sensitivity's, warmup_stability's,
+# warmup_length's); qk_norm_depth: 90 (52 linked to qk_norm_post's, depth_lr's and
+# lr_sensitivity's); warmup_long: 42 of 2,400 steps (21 linked to long_training's); long_runs: 33 of
+# 600-9,600 steps (9 linked to lr_sensitivity's, norms' and long_training's); dyt_alpha: its 150
+# points (90 linked to lr_sensitivity's, norms' and norm_type_placement's); prose_varied: 75 on the
+# varied-prose corpus (Debian's and Python's manuals); atlas_long: 114 of 2,400 steps (24 linked to
+# long_training's and long_runs'); lr_sensitivity: 110, the protocol's runs most others link to;
+# warmup_stability: 160 (80 linked); optimizer_gap: 96 (30 linked); grad_profile: 72 and
+# grad_scale_depth: 90. Every study of the results folder is here but the three that --mode=report
+# does not write: accelerator and accelerator_calls (tests/test_accelerator_report.py) and
+# diagnose_init_12l (kept as written).
 STUDIES = ("residual_growth", "long_training", "qk_norm_logits", "norms", "depth",
            "warmup_length", "accelerator_replication", "clipping", "massive_activations",
            "qk_norm_post", "hybrid_norm", "prose_corpus", "norm_type_placement", "depth_lr",
