@@ -37,7 +37,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -152,13 +151,22 @@ def compress_sweep(sweep_dir: str, link_to: str = "") -> tuple[list[str], int]:
   return linked, runs
 
 
+def _own_run_folders(sweep_dir: str) -> list[tuple[dict, str]]:
+  """(point, its folder) for each point of `sweep_dir` run into a folder of its own (not a
+  link to another sweep's run, not a packed entry), finished or not."""
+  found = []
+  for p in read_manifest(sweep_dir)["points"]:
+    workdir = os.path.join(sweep_dir, p["name"])
+    if os.path.isdir(workdir) and not os.path.islink(workdir):
+      found.append((p, workdir))
+  return found
+
+
 def _check_runs_ended(sweep_dir: str) -> None:
   """Refuses a sweep dir holding a run folder that has not ended: packing would keep its
   partial metrics as the run and remove its folder with the checkpoints it resumes from."""
-  left = [p["name"] for p in read_manifest(sweep_dir)["points"]
-          if os.path.isdir(os.path.join(sweep_dir, p["name"]))
-          and not os.path.islink(os.path.join(sweep_dir, p["name"]))
-          and not is_finished(os.path.join(sweep_dir, p["name"]), p["num_steps"])]
+  left = [p["name"] for p, workdir in _own_run_folders(sweep_dir)
+          if not is_finished(workdir, p["num_steps"])]
   if left:
     raise UserFileError(
         f"{sweep_dir} holds {len(left)} run(s) that have not ended (e.g. {left[0]}); nothing "
@@ -173,31 +181,15 @@ def pack_in_progress(sweep_dir: str, out_dir: str) -> int:
   it is: a run still training keeps its folder and checkpoints, and runs unfinished or linked
   from other sweeps are left out. Nothing is written when `out_dir`'s file holds a run the
   sweep dir has not (`_check_keeps_committed`). Returns the runs packed."""
+  ended = {p["name"] for p, workdir in _own_run_folders(sweep_dir)
+           if is_finished(workdir, p["num_steps"])}
+  packed = packed_runs.entries(sweep_dir)
+  names = [p["name"] for p in read_manifest(sweep_dir)["points"]
+           if p["name"] in ended or (not os.path.lexists(os.path.join(sweep_dir, p["name"]))
+                                     and "files" in packed.get(p["name"], {}))]
   os.makedirs(out_dir, exist_ok=True)
-  staging = tempfile.mkdtemp(prefix=".packing-", dir=out_dir)  # os.replace stays on one disk
-  try:
-    if os.path.exists(os.path.join(sweep_dir, packed_runs.PACK)):
-      shutil.copy(os.path.join(sweep_dir, packed_runs.PACK), staging)
-    packed = packed_runs.entries(sweep_dir)
-    names = []
-    for p in read_manifest(sweep_dir)["points"]:
-      workdir = os.path.join(sweep_dir, p["name"])
-      if os.path.islink(workdir) or not (os.path.isdir(workdir) or "files" in
-                                         packed.get(p["name"], {})):
-        continue  # another sweep's run, or a point never run
-      if os.path.isdir(workdir):
-        if not is_finished(workdir, p["num_steps"]):
-          continue
-        os.makedirs(os.path.join(staging, p["name"]))
-        for name in os.listdir(workdir):  # the run's record is its top-level files
-          if os.path.isfile(os.path.join(workdir, name)):
-            shutil.copy(os.path.join(workdir, name), os.path.join(staging, p["name"]))
-      names.append(p["name"])
-    _check_keeps_committed(out_dir, names, sweep_dir)
-    runs, _ = packed_runs.pack(staging, names)
-    os.replace(os.path.join(staging, packed_runs.PACK), os.path.join(out_dir, packed_runs.PACK))
-  finally:
-    shutil.rmtree(staging)
+  _check_keeps_committed(out_dir, names, sweep_dir)
+  runs, _ = packed_runs.pack(sweep_dir, names, into=out_dir)
   return runs
 
 

@@ -493,6 +493,26 @@ def test_compress_refuses_a_sweep_with_a_run_not_ended_and_keeps_its_checkpoints
   assert compress_results.compress_sweep(str(sweep)) == ([], 2)  # a diverged run has ended
 
 
+def test_pack_into_another_folder_writes_the_in_place_bytes_and_keeps_the_sweep(tmp_path):
+  """`packed_runs.pack(..., into=OUT)`: the packed file an in-place pack writes (the
+  reference), in OUT, with the run folders (checkpoints too) and links left where they were."""
+  rows = [{"step": 1, "split": "eval", "loss": 2.5}]
+  for name in ("in_place", "kept"):
+    _sweep(tmp_path / name, ["a", "b", "linked"])
+    _run(tmp_path / name / "a", 1, rows)
+    _run(tmp_path / name / "b", 2, rows)
+    os.symlink(os.path.join("..", "other", "o"), tmp_path / name / "linked")
+  names = ["a", "b", "linked"]
+  assert packed_runs.pack(str(tmp_path / "in_place"), names) == (2, 1)
+  before = sorted(os.listdir(tmp_path / "kept"))
+  os.makedirs(tmp_path / "out")
+  assert packed_runs.pack(str(tmp_path / "kept"), names, into=str(tmp_path / "out")) == (2, 1)
+  assert ((tmp_path / "out" / packed_runs.PACK).read_bytes()
+          == (tmp_path / "in_place" / packed_runs.PACK).read_bytes())
+  assert sorted(os.listdir(tmp_path / "kept")) == before
+  assert os.path.isdir(tmp_path / "kept" / "a" / "checkpoints" / "1")
+
+
 def test_in_progress_packs_the_finished_own_runs_and_leaves_the_sweep_as_it_is(tmp_path):
   """`--in_progress`: a sweep still running commits its ended runs (folders that finished and
   runs packed in its file before), never a run still training (its folder and checkpoints

@@ -243,12 +243,14 @@ def _run_files(workdir: str) -> dict:
   return files
 
 
-def pack(sweep_dir: str, names: list[str]) -> tuple[int, int]:
+def pack(sweep_dir: str, names: list[str], into: Optional[str] = None) -> tuple[int, int]:
   """Writes the points `names` of `sweep_dir` (run folders, or symlinks to another sweep's run,
   or entries already packed) into its packed file, then removes the folders and symlinks.
-  A run's recorded commands lose their checkout's path (`portable_command`); an entry
-  already packed is otherwise kept as it is. Returns (runs, links) packed. The same runs give
-  the same bytes."""
+  With `into` (an existing folder) the packed file is written there instead and `sweep_dir` is
+  left as it is: a sweep still running commits its ended runs so, its folders (checkpoints
+  and all) kept for the runs it resumes. A run's recorded commands lose their checkout's path
+  (`portable_command`); an entry already packed is otherwise kept as it is. Returns (runs,
+  links) packed. The same runs give the same bytes."""
   old = entries(sweep_dir)
   lines, runs, links = [], 0, 0
   for name in names:
@@ -264,7 +266,9 @@ def pack(sweep_dir: str, names: list[str]) -> tuple[int, int]:
     links += "link" in entry
     runs += "files" in entry
     lines.append(_line(entry))
-  _write(sweep_dir, lines)
+  _write(into or sweep_dir, lines)
+  if into is not None:
+    return runs, links
   for name in names:  # only once the file that replaces them is in place
     workdir = os.path.join(sweep_dir, name)
     if os.path.islink(workdir):
