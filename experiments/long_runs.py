@@ -38,11 +38,12 @@ the grid's edge, the report says so beside the call (not located).
 
 Extended (issue 69 point 2), after the 24 runs, the call unchanged: 3e-3 came out the best of
 post, pre and peri, the grid's largest, so the headline rested on optima not located. 5e-3 for
-post and pre at 9,600 steps, 3 seeds (`EXTENDED`; 6 new runs, about 7 hours of run time, 3.5
-two at a time: a pair of 9,600-step runs takes about 70 minutes), listed after every earlier
-point. The report says, per placement, whether its best LR now lies
-inside the LRs run (located), still on the edge, or that the 5e-3 runs are not run yet
-(`located`; described beside the call, not a call).
+post and pre at 9,600 steps, 3 seeds (`EXTENDED`; 6 new runs, listed after every earlier
+point), trained 2026-12-06 04:14-06:05 from a clean worktree at 14c3518, two at a time: 38
+minutes a pair on a machine doing nothing else (the 70 minutes above were beside the tests).
+The report says, per placement, whether its best LR now lies inside the LRs run (located),
+still on the edge, or that the 5e-3 runs are not run yet (`located`; described beside the
+call, not a call).
 
 Five seeds for the DyT half (issue 68 point 8, after the 3-seed runs were seen): seeds 3 and 4
 of pre-norm DyT and LayerNorm at LR 3e-3 at 600, 2,400 and 9,600 steps, listed after every
@@ -182,7 +183,9 @@ def measure(runs) -> dict:
   if read["pre"][0] and read["post"][0]:
     out["gaps"] = train_gap(_select(runs, long, "pre", lr=read["pre"][0]),
                             _select(runs, long, "post", lr=read["post"][0]))
-  out["matched"] = {lr: _matched(runs, long, lr) for lr in LONG_LRS}
+  extended = [lr for lr in EXTENDED["post"] if lr in EXTENDED["pre"] and all(
+      _ended(_select(runs, long, p, lr=lr)) for p in ("pre", "post"))]  # once both have run
+  out["matched"] = {lr: _matched(runs, long, lr) for lr in LONG_LRS + extended}
   out["edges"] = {p: n for p, (lr, _) in read.items() for n in [a.edge_note(
       f"{p}'s best LR after {long} steps", lr, _ended(_select(runs, long, p)))] if n}
   cost = {}
@@ -344,7 +347,8 @@ THRESHOLDS_NOT_READ = {**paired.NOT_READ, paired.MATCHED_LR.label: "the long run
 REGISTRATION = {
     "pre-norm minus post-norm after 9,600 steps above 0.02 nats/token":
         "pre-registered at 49f1077, before the study's 24 new runs; its LR grid extended to "
-        "5e-3 for post and pre after them (issue 69), before any 5e-3 run, the call unchanged",
+        "5e-3 for post and pre after them (issue 69), before any 5e-3 run, the call unchanged; "
+        "the 5e-3 runs trained 2026-12-06 from a clean worktree at 14c3518",
     "DyT's cost at 9,600 minus at 600 steps above 0.02 nats/token":
         "pre-registered at 49f1077, before the study's 24 new runs (its 600- and 2,400-step "
         "DyT and LayerNorm runs are norms', lr_sensitivity's and long_training's, linked, whose "

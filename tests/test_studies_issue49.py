@@ -514,6 +514,12 @@ def test_long_runs_extension_comes_last_and_says_where_each_best_lr_lies():
       _long_run({a.PLACEMENT: "pre", a.LR: 3e-3, "train.num_steps": n, "seed": s}, 2.0)
       for n in (600, 2400) for s in range(3)])
   assert "post" in m["edges"] and "0.003 is the grid's largest LR" in m["edges"]["post"]
+  assert sorted(m["matched"]) == [1e-3, 3e-3]  # 5e-3 joins the matched LRs once both have run
+  both = long_runs.measure(runs(1.56, 1.55) + [
+      _long_run({a.PLACEMENT: "pre", a.LR: 3e-3, "train.num_steps": n, "seed": s}, 2.0)
+      for n in (600, 2400) for s in range(3)])
+  assert sorted(both["matched"]) == [1e-3, 3e-3, 5e-3]
+  assert both["matched"][5e-3][0].per_seed == pytest.approx({s: -0.01 for s in range(3)})
 
 
 def _qk_depth_runs(deep_cost, points=slice(0, 60)):
