@@ -201,11 +201,12 @@ def test_report_marks_runs_and_averages_only_healthy_ones(sweep_dir):
                "not kept (packed run) |"):
     assert line in text
   assert "collapsed | final eval loss 3.5000 >= 0.98 x the unigram entropy 3.5000" in text
-  # LR table (no config.json here, so the initial loss is the first train loss, 4.0). post:
-  # 0.001 -> 2.6; 0.01 -> mean(4.0 diverged, 3.5 collapsed) = 3.75 (the incomplete run is left
-  # out); sensitivity = mean(0, 3.75 - 2.6) = 0.575.
+  # LR table (no config.json here, so the initial loss is the first train loss, 4.0). post,
+  # over the seeds that ended at both LRs (seed 2 has not at 0.01): 0.001 -> mean(2.5, 2.6) =
+  # 2.55; 0.01 -> mean(4.0 diverged, 3.5 collapsed) = 3.75; sensitivity = mean(0, 1.2) = 0.6.
   assert "| pre | 0.001 | 2.1000 | 0.01 | 0.0000 | 2 |" in text
-  assert "| post | 0.001 | 2.6000 | 0.001 | 0.5750 | 2 |" in text
+  assert "| post | 0.001 | 2.5500 | 0.001 | 0.6000 | 2 |" in text
+  assert "not LRs): post (seed 2 left out)." in text
   # the placement against the final loss would redraw the LR figure's cells, transposed
   assert not os.path.exists(os.path.join(sweep_dir, "final_vs_model_norm_placement.webp"))
   for figure in ("curves.webp", "final_vs_optim_learning_rate.webp", "diagnostics.webp",

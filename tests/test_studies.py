@@ -75,6 +75,30 @@ def test_the_lr_table_names_a_best_lr_at_the_grid_edge():
       stats.lr_sensitivity_table(inside, a.LR, ["w", a.LR]))
 
 
+def test_a_best_lr_compares_the_seeds_every_lr_ran():
+  """Seeds 3 and 4 run at one LR only (long_runs' pre-norm at 3e-3) must not choose the best
+  LR: over seeds 0-2, 3e-3 (2.0) beats 5e-3 (2.1), but pooling seeds 3 and 4 (3.0) into
+  3e-3's mean (2.4 over 5 seeds) would make 5e-3 the best, at the grid's edge, though every
+  seed that ran both LRs is better at 3e-3. The table says which seeds it left out; the
+  diagnostics figures draw the same best LR, with every seed run there."""
+  from transformer.report import diagnostics_figures, stats
+  runs = [_run({a.LR: lr, "seed": s}, final_loss=v)
+          for lr, v in ((1e-3, 2.5), (3e-3, 2.0), (5e-3, 2.1)) for s in range(3)]
+  runs += [_run({a.LR: 3e-3, "seed": s}, final_loss=3.0) for s in (3, 4)]
+  kept, extra = stats.seeds_every_lr_ran(runs, a.LR)
+  assert extra == [3, 4] and sorted({r.seed for r in kept}) == [0, 1, 2]
+  text = "\n".join(stats.lr_sensitivity_table(runs, a.LR, [a.LR]))
+  assert "| 0.003 | 2.0000 |" in text
+  assert "Every best LR lies inside the LR values its setting ran" in text
+  assert "every LR of the setting (a seed run at some of its LRs only would compare seed " \
+      "sets, not LRs): all runs (seeds 3, 4 left out)." in text
+  drawn = diagnostics_figures.at_best_lr(runs)
+  assert {r.overrides[a.LR] for r in drawn} == {3e-3} and len(drawn) == 5
+  even = [r for r in runs if r.seed < 3]
+  assert stats.seeds_every_lr_ran(even, a.LR) == (even, [])
+  assert "left out" not in "\n".join(stats.lr_sensitivity_table(even, a.LR, [a.LR]))
+
+
 def test_largest_stable_lr_counts_up_from_the_best_lr():
   """Best at 1e-3 (loss 2.0), one seed collapsed at 1e-2, every seed fine at 1e-1: stable up
   to 1e-3, not 'up to 1e-1'. A slow, collapsed-looking run below the best LR (1e-4) is not

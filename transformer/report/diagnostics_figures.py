@@ -12,7 +12,7 @@ import numpy as np
 from transformer.report.figures import (is_number, key_diagnostic, layer_profiles, load_pyplot,
                                         lr_field, save_figure, split_runs)
 from transformer.report.runs import LAYER_NAME, NOT_METRICS, Run, group_label, groups, swept_fields
-from transformer.report.stats import mean_ci, mean_clipped_loss_per_lr
+from transformer.report.stats import mean_ci, mean_clipped_loss_per_lr, seeds_every_lr_ran
 
 
 def plot_last_layer_vs(runs: Sequence[Run], prefix: str, field: str, fields: Sequence[str],
@@ -138,15 +138,16 @@ def _group_legend(plt, styles: dict, swept, style: Callable) -> list:
 def at_best_lr(runs: Sequence[Run]) -> list[Run]:
   """The runs the per-layer diagnostics figures draw: when a learning rate is swept, the runs of
   each setting of the other swept fields at that setting's best LR (lowest mean clipped final
-  loss over seeds, as the studies compare placements); otherwise all of them. (Every LR of every
-  placement, 30 lines in one colour cycle, could not be told apart.)"""
+  loss over the seeds every LR ran, `seeds_every_lr_ran`, as the studies compare placements);
+  otherwise all of them. (Every LR of every placement, 30 lines in one colour cycle, could not
+  be told apart.)"""
   swept = swept_fields(runs)
   lr = lr_field(swept)
   if lr is None:
     return list(runs)
   out = []
   for members in split_runs(runs, [f for f in swept if f != lr]).values():
-    means = mean_clipped_loss_per_lr(members, lr)
+    means = mean_clipped_loss_per_lr(seeds_every_lr_ran(members, lr)[0], lr)
     if means:
       best = min(means, key=means.get)
       out += [r for r in members if r.overrides.get(lr) == best]

@@ -83,6 +83,23 @@ def mean_clipped_loss_per_lr(runs: Sequence[Run], lr_field: str) -> dict[float, 
   return {lr: float(np.mean(v)) for lr, v in sorted(per_lr.items())}
 
 
+def seeds_every_lr_ran(runs: Sequence[Run], lr_field: str) -> tuple[list[Run], list]:
+  """One setting's `runs` (several LRs, each over seeds) cut to the seeds with an ended run at
+  every LR that has one, and the seeds left out: a best LR compares means over the same seeds
+  (long_runs' pre-norm has seeds 3 and 4 at 3e-3 only; its mean over 5 seeds against another
+  LR's over 3 would compare seed sets, not LRs). All of `runs` and no seed left out when every
+  LR ran the same seeds, or when no seed ran them all."""
+  per_lr: dict[float, set] = {}
+  for r in runs:
+    if clipped_final_loss(r) is not None:
+      per_lr.setdefault(r.overrides[lr_field], set()).add(r.seed)
+  common = set.intersection(*per_lr.values()) if per_lr else set()
+  extra = sorted(set().union(*per_lr.values()) - common, key=repr) if per_lr else []
+  if not common or not extra:
+    return list(runs), []
+  return [r for r in runs if r.seed in common], extra
+
+
 def largest_stable_lr(runs: Sequence[Run], lr_field: str) -> Optional[float]:
   """The largest LR of the grid up to which training is stable: every run (seed) finished
   healthily at it and at every grid LR from the best one (lowest mean clipped final loss) up
@@ -108,8 +125,10 @@ def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[st
   one at which every seed trained healthily, and the LR sensitivity of Wortsman et al. (2023):
   the mean over the grid of (final eval loss, clipped at the initial loss; a diverged run
   counts as the initial loss) minus the best grid point's, each grid point a mean over seeds.
-  Incomplete or missing runs are left out. With `confirmatory` seeds in, each setting's row
-  per seed set (`seed_sets`), the verdict's first."""
+  Incomplete or missing runs are left out, and a setting's LRs are compared over the seeds
+  that ended at every one of them (`seeds_every_lr_ran`; a line names any seed left out). With
+  `confirmatory` seeds in, each setting's row per seed set (`seed_sets`), the verdict's
+  first."""
   others = [f for f in fields if f != lr_field]
   sets = seed_sets(runs, confirmatory)
   split = len(sets) > 1
@@ -124,22 +143,28 @@ def lr_sensitivity_table(runs: Sequence[Run], lr_field: str, fields: Sequence[st
                "grid points"]) + " |",
            "|" + "---|" * (len(others) + 5 + split)]
   by_set = [(label, _by_other(members, others)) for label, members in sets]
-  edges, gridded = [], 0
+  edges, partial, gridded = [], [], 0
   for key in _by_other(runs, others):
     for label, settings in by_set:
       row = _lr_row(settings.get(key, []), lr_field)
       if row is None:
         continue
-      cells, best_lr, grid = row
+      cells, best_lr, grid, extra = row
+      where = " / ".join(str(v) for v in key) or "all runs"
+      if extra:
+        partial.append(f"{where}{f', seeds {label}' if split else ''} (seed"
+                       f"{'s' if len(extra) > 1 else ''} {', '.join(map(str, extra))} left out)")
       lines.append("| " + " | ".join(([label] if split else []) + [str(v) for v in key] + cells)
                    + " |")
       if len(grid) >= 3:  # an optimum among two LRs is at an edge by construction
         gridded += 1
         if best_lr in (min(grid), max(grid)):
           side = "smallest" if best_lr == min(grid) else "largest"
-          where = " / ".join(str(v) for v in key) or "all runs"
           edges.append(f"{where}{f', seeds {label}' if split else ''} ({best_lr:g}, its "
                        f"{side})")
+  if partial:
+    lines += ["", "Compared over the seeds that ran every LR of the setting (a seed run at some "
+              "of its LRs only would compare seed sets, not LRs): " + "; ".join(partial) + "."]
   if edges:
     lines += ["", "Best LR at the edge of the LR values that setting ran, so not located (a "
               "wider grid could find a better one): " + "; ".join(edges) + "."]
@@ -159,8 +184,10 @@ def _by_other(runs: Sequence[Run], others: Sequence[str]) -> dict[tuple, list[Ru
 
 
 def _lr_row(members: Sequence[Run], lr_field: str):
-  """(the row's cells after the setting, its best LR, its grid {LR: mean clipped loss}) of one
-  setting's runs; None when none of them has a final loss."""
+  """(the row's cells after the setting, its best LR, its grid {LR: mean clipped loss}, the
+  seeds left out as `seeds_every_lr_ran` says) of one setting's runs; None when none of them
+  has a final loss."""
+  members, extra = seeds_every_lr_ran(members, lr_field)
   means = mean_clipped_loss_per_lr(members, lr_field)
   if not means:
     return None
@@ -169,4 +196,4 @@ def _lr_row(members: Sequence[Run], lr_field: str):
   sensitivity = float(np.mean([m - means[best_lr] for m in means.values()]))
   cells = [f"{best_lr:g}", f"{means[best_lr]:.4f}", f"{stable:g}" if stable else "none",
            f"{sensitivity:.4f}", str(len(means))]
-  return cells, best_lr, means
+  return cells, best_lr, means, extra
