@@ -48,10 +48,11 @@ call, not a call).
 Five seeds for the DyT half (issue 68 point 8, after the 3-seed runs were seen): seeds 3 and 4
 of pre-norm DyT and LayerNorm at LR 3e-3 at 600, 2,400 and 9,600 steps, listed after every
 earlier point: 12 points, the two 600-step LayerNorm ones lr_sensitivity's (linked), 10 new
-(2 of 600 steps, 4 of 2,400, 4 of 9,600; about 2 hours 45 minutes two at a time). The DyT
-call reads a seed once all its runs have ended; the first call keeps the protocol's 3 seeds
-(`_select`), so its best LR of the grid never sees pre-norm's seeds 3 and 4, which run at 3e-3
-only.
+(2 of 600 steps, 4 of 2,400, 4 of 9,600), trained 2026-12-06 from a clean worktree at
+14c3518, two at a time: the 6 shorter ones 02:36-02:56, the 4 of 9,600 steps 07:34-08:51 (two
+pairs, the machine otherwise idle). The DyT call reads a seed once all its runs have ended;
+the first call keeps the protocol's 3 seeds (`_select`), so its best LR of the grid never sees
+pre-norm's seeds 3 and 4, which run at 3e-3 only.
 
 Figures (the atlas's heat maps): `gap_heatmap.webp`, pre minus post over LR x training step;
 `dyt_heatmap.webp`, DyT minus LayerNorm at each budget.
@@ -352,4 +353,5 @@ REGISTRATION = {
     "DyT's cost at 9,600 minus at 600 steps above 0.02 nats/token":
         "pre-registered at 49f1077, before the study's 24 new runs (its 600- and 2,400-step "
         "DyT and LayerNorm runs are norms', lr_sensitivity's and long_training's, linked, whose "
-        f"results were already committed); {paired.FIVE_SEEDS}"}
+        f"results were already committed); {paired.FIVE_SEEDS}; seeds 3 and 4 trained "
+        "2026-12-06 from a clean worktree at 14c3518"}

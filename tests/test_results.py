@@ -37,8 +37,8 @@ IN_PROGRESS = os.path.join(REPO, "experiments", "in_progress")
 # lr_sensitivity's, hybrid_norm's and depth's); depth_post: 108 of post-norm at 6-24 layers (54
 # confirmatory); warmup_placement: 360 (210 linked to lr_sensitivity's, warmup_stability's,
 # warmup_length's); qk_norm_depth: 90 (52 linked to qk_norm_post's, depth_lr's and
-# lr_sensitivity's); warmup_long: 42 of 2,400 steps (21 linked to long_training's); long_runs: 33 of
-# 600-9,600 steps (9 linked to lr_sensitivity's, norms' and long_training's); dyt_alpha: its 150
+# lr_sensitivity's); warmup_long: 42 of 2,400 steps (21 linked to long_training's); long_runs: 51 of
+# 600-9,600 steps (11 linked to lr_sensitivity's, norms' and long_training's); dyt_alpha: its 150
 # points (90 linked to lr_sensitivity's, norms' and norm_type_placement's); prose_varied: 75 on the
 # varied-prose corpus (Debian's and Python's manuals); atlas_long: 114 of 2,400 steps (24 linked to
 # long_training's and long_runs'); lr_sensitivity: 110, the protocol's runs most others link to;
