@@ -225,8 +225,9 @@ def trained_at(run: Run, best: dict, tolerance: float, rule: str = WITHIN_X) -> 
 
 
 def best_lr(runs: Sequence[Run]) -> Optional[float]:
-  """The grid LR with the lowest mean clipped final loss over seeds."""
-  means = mean_clipped_loss_per_lr(runs, LR)
+  """The grid LR with the lowest mean clipped final loss over the seeds that ended at every LR
+  of the grid (`seeds_every_lr_ran`, as the report's LR table chooses it)."""
+  means = mean_clipped_loss_per_lr(report_stats.seeds_every_lr_ran(runs, LR)[0], LR)
   return min(means, key=means.get) if means else None
 
 

@@ -80,7 +80,8 @@ def test_a_best_lr_compares_the_seeds_every_lr_ran():
   LR: over seeds 0-2, 3e-3 (2.0) beats 5e-3 (2.1), but pooling seeds 3 and 4 (3.0) into
   3e-3's mean (2.4 over 5 seeds) would make 5e-3 the best, at the grid's edge, though every
   seed that ran both LRs is better at 3e-3. The table says which seeds it left out; the
-  diagnostics figures draw the same best LR, with every seed run there."""
+  studies' `best_lr` and the diagnostics figures choose the same best LR, the figures drawing
+  every seed run there."""
   from transformer.report import diagnostics_figures, stats
   runs = [_run({a.LR: lr, "seed": s}, final_loss=v)
           for lr, v in ((1e-3, 2.5), (3e-3, 2.0), (5e-3, 2.1)) for s in range(3)]
@@ -92,6 +93,7 @@ def test_a_best_lr_compares_the_seeds_every_lr_ran():
   assert "Every best LR lies inside the LR values its setting ran" in text
   assert "every LR of the setting (a seed run at some of its LRs only would compare seed " \
       "sets, not LRs): all runs (seeds 3, 4 left out)." in text
+  assert a.best_lr(runs) == 3e-3  # the studies' rule, the same
   drawn = diagnostics_figures.at_best_lr(runs)
   assert {r.overrides[a.LR] for r in drawn} == {3e-3} and len(drawn) == 5
   even = [r for r in runs if r.seed < 3]
