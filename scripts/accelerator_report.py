@@ -355,6 +355,7 @@ def _pack_finished(sweep_dir: str, out_dir: str) -> list[str]:
   from transformer import packed_runs  # no JAX
   if not os.path.isdir(sweep_dir):
     return []
+  write_log_heads(sweep_dir, out_dir)  # before packing, which removes the finished folders
   names = sorted(n for n in os.listdir(sweep_dir) if os.path.isdir(os.path.join(sweep_dir, n)))
   finished = [n for n in names if _finished(os.path.join(sweep_dir, n))]
   earlier = sorted(packed_runs.entries(sweep_dir))
@@ -363,7 +364,6 @@ def _pack_finished(sweep_dir: str, out_dir: str) -> list[str]:
     shutil.copyfile(os.path.join(sweep_dir, "runs.jsonl.xz"), os.path.join(out_dir, RUNS_NAME))
   if os.path.exists(os.path.join(sweep_dir, "sweep.json")):
     shutil.copyfile(os.path.join(sweep_dir, "sweep.json"), os.path.join(out_dir, SWEEP_NAME))
-  write_log_heads(sweep_dir, out_dir)
   return finished
 
 

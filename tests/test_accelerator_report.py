@@ -64,7 +64,10 @@ def test_tiny_report_writes_both_files_and_merge_regenerates_the_table(tmp_path)
   assert rows[0]["profile"]["device_timeline"] is False  # traced; a CPU has no device lane
   assert "/host:CPU" in rows[0]["profile"]["processes"]
   rep = data["parts"]["replication"]
-  assert len(rep["points_finished"]) == 6 and not rep["stopped"], rep
+  assert len(rep["points_finished"]) == 4 and not rep["stopped"], rep  # post, pre x 2 LRs
+  heads = open(os.path.join(out, report.LOGS_NAME), encoding="utf-8").read()
+  assert heads.count("\n== ") + heads.startswith("== ") == 4, heads[:2000]
+  assert "First step (with compilation) took" in heads, heads[:2000]
   md = open(os.path.join(out, report.MD_NAME)).read()
   assert "| batch 4 | decoder_lm |" in md and "## Replication" in md
   assert not os.path.exists(str(tmp_path / f"accelerator-{os.getpid()}"))
@@ -227,6 +230,8 @@ def test_a_study_resumes_from_its_in_progress_runs_and_returns_them_with_the_new
     sweep_dir = next(a.split("=", 1)[1] for a in args if a.startswith("--sweep_dir="))
     seen.update(skipped=sorted(packed_runs.entries(sweep_dir)), stop_at=deadline, grace=grace_s)
     _finished_run(os.path.join(sweep_dir, "a=2"), 5, 1.4)  # finished in this call
+    with open(os.path.join(sweep_dir, "a=2", "log.txt"), "w") as f:
+      f.write("=== start\nFinal eval at step 5: loss 1.4\n")
     os.makedirs(os.path.join(sweep_dir, "a=3"))  # stopped before its end: not returned
     with open(os.path.join(sweep_dir, "a=3", "log.txt"), "w") as f:
       f.write("=== start\nFirst step (with compilation) took 3.0s.\nstep 1/5\nstep 2/5\n")
@@ -254,8 +259,10 @@ def test_a_study_resumes_from_its_in_progress_runs_and_returns_them_with_the_new
   assert result["resumed_from"]["runs"] == 1
   shutil.copyfile(out / report.RUNS_NAME, tmp_path / "runs.jsonl.xz")
   assert sorted(packed_runs.entries(str(tmp_path))) == ["a=1", "a=2"]
-  logs = (out / report.LOGS_NAME).read_text()  # the stopped run's log comes back too
+  logs = (out / report.LOGS_NAME).read_text()  # the finished and the stopped run's logs
   assert "== a=3 (last written" in logs and "took 3.0s." in logs and "step 2/5" in logs
+  assert "== a=2 (last written" in logs and "Final eval at step 5" in logs  # read before packing
+  assert "== a=1" not in logs  # packed by an earlier lease: its log stayed there
 
 
 def test_the_log_heads_keep_the_start_and_the_end_skip_step_lines_and_read_any_bytes(tmp_path):
