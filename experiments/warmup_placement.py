@@ -194,10 +194,14 @@ THRESHOLDS_NOT_READ = paired.NOT_READ
 _POST_HOC = ("post hoc: replaces each placement's cost against its own best warm-up length "
              "(chosen from the same runs; the rule and the hypothesis were pre-registered at "
              "229ef57) with its cost against every fixed length, after these runs were seen; "
-             "its check on new data: the confirmatory seeds 6-8 of the five placements judged "
-             "(warmup_length's, whose post- and pre-norm runs on them are these points), fixed "
-             "at ae4e3a2 (2026-12-05 05:37) with the rule, the hypothesis, the margin and the "
-             "lengths unchanged, before their runs, which the verdict reads alone once they have "
-             "run (not run yet; mix, described only, is not run on them)")
+             "its check on new data: the confirmatory seeds 6-8, fixed at ae4e3a2 "
+             "(2026-12-05 05:37) with the rule, the hypothesis, the margin and the lengths "
+             "unchanged, before their runs, which the verdict reads alone: the five judged "
+             "placements over the whole grid (mix, described only, is not run on them); post's "
+             "and pre's are warmup_length's confirmatory runs (the same configs), peri's, "
+             "DeepNorm's and Admin's 180 ran 2026-12-06 03:18 to 15:11 (03:18-03:44, "
+             "06:36-06:56, 08:52-09:37, 10:08-10:33, 10:39-12:29, 12:59-13:00 and 13:27-15:11, "
+             "two at a time; runs stopped between windows resumed from their checkpoints) from "
+             "a clean worktree at ae4e3a2")
 REGISTRATION = {f"{p}'s cost of no warm-up against every fixed length": _POST_HOC
                 for p in NEEDS_WARMUP + NO_WARMUP}
