@@ -33,6 +33,7 @@ described below it.
 from experiments import analysis as a
 from experiments import atlas_long, paired, warmup_stability
 from experiments.presets import PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
+from transformer.report.seed_sets import seed_list
 from transformer.sweep import preset, product
 
 CLAIM = warmup_stability.CLAIM
@@ -110,37 +111,51 @@ def _halves(m, describe: bool = True) -> tuple:
 # Past early training (issue 69): the atlas question "Which placements need warm-up?"
 # (warmup_placement, 600 steps), each placement's cost of dropping the protocol's warm-up (10%
 # of the run: 60 of 600 steps there, 240 of 2,400 here), quoted from warmup_placement's report
-# (the cost against warm-up 60, 3 seeds; a test checks each quote there) beside this study's
-# for post and pre, worded by atlas_long's pre-registered rule against +-LOSS_MARGIN
-# (`atlas_long.word`). Set after both studies' runs were seen: a description, not a call.
+# (the cost against warm-up 60, 3 seeds; a test checks each quote in its seed set's section)
+# beside this study's for post and pre, worded by atlas_long's pre-registered rule against
+# +-LOSS_MARGIN (`atlas_long.word`). Set after both studies' runs were seen: a description, not
+# a call. Each study's seeds in the same role (set 2026-12-06, before this study's confirmatory
+# answers were read): its exploratory seeds 0-2 beside this study's 0-2 (`AT_600`), its
+# confirmatory 6-8 beside this study's confirmatory 3-5 (`AT_600_CONFIRMATORY`); mix, not run
+# on warmup_placement's confirmatory seeds, keeps its 0-2 quote.
 FOLLOWS = ("warmup_placement",)
 AT_600 = {"post": (0.290, 0.040), "pre": (0.078, 0.064), "peri": (0.076, 0.038),
           "deepnorm": (-0.032, 0.028), "mix": (0.129, 0.074), "admin": (0.180, 0.050)}
+AT_600_CONFIRMATORY = {"post": (0.266, 0.101), "pre": (0.071, 0.005), "peri": (0.073, 0.081),
+                       "deepnorm": (-0.046, 0.047), "admin": (0.148, 0.095)}
+AT_600_SEEDS = ("0-2", "6-8")  # warmup_placement's exploratory and confirmatory seeds
 NOT_FOLLOWED = "it runs post and pre only"
 
 
-def follow_ups(m: dict) -> dict:
+def follow_ups(m: dict, confirmatory: bool = False) -> dict:
   """The summary's `"follow_ups"`: per warmup_placement placement `(answer, 600-step text,
-  2,400-step text or None, word)`; None and NOT_FOLLOWED for a placement not run here."""
-  rows = []
-  for p, (mean, half) in AT_600.items():
+  2,400-step text or None, word)`, each text naming its seeds; None and NOT_FOLLOWED for a
+  placement not run here. `m`: `measure` of this study's `confirmatory` seeds or its
+  exploratory ones, quoted beside warmup_placement's seeds in the same role."""
+  rows, own = [], seed_list(CONFIRMATORY_SEEDS if confirmatory else PROTOCOL_SEEDS)
+  for p, quote in AT_600.items():
+    later = confirmatory and p in AT_600_CONFIRMATORY
+    mean, half = AT_600_CONFIRMATORY[p] if later else quote
     d = m["costs"][p][0] if p in m["costs"] else None
+    ran = bool(d and d.per_seed)
     before = atlas_long.interval_side(mean - half, mean + half, LOSS_MARGIN)
     rows.append((f"{p}'s cost of dropping the warm-up (10% of the run)",
-                 f"{mean:+.3f} ± {half:.3f}", d.estimate() if d and d.per_seed else None,
-                 atlas_long.word(before, atlas_long.side(d, LOSS_MARGIN))
-                 if d and d.per_seed else NOT_FOLLOWED))
+                 f"{mean:+.3f} ± {half:.3f} (seeds {AT_600_SEEDS[later]})",
+                 f"{d.estimate()} (seeds {own})" if ran else None,
+                 atlas_long.word(before, atlas_long.side(d, LOSS_MARGIN)) if ran
+                 else NOT_FOLLOWED))
   return {"warmup_placement": rows}
 
 
 def summarize(runs):
   """The summary's entry: the verdict, and the verdict's seeds' halves and follow-ups."""
-  m = measure(a.confirmatory_split(runs, CONFIRMATORY_SEEDS)[0])
+  judged = a.confirmatory_split(runs, CONFIRMATORY_SEEDS)[0]
+  m = measure(judged)
   word, _ = a.verdict_of(analyze(runs))
   return {"verdict": word, "numbers": [_halves(m, describe=False)[1],
                                        f"described: {m['call'].text()}"],
           "figure": "final_vs_optim_learning_rate.webp", "placements": {},
-          "follow_ups": follow_ups(m)}
+          "follow_ups": follow_ups(m, any(r.seed in CONFIRMATORY_SEEDS for r in judged))}
 
 
 THRESHOLDS = paired.margin_thresholds()  # its matched LR: 3e-3, in both windows
