@@ -31,7 +31,7 @@ described below it.
 """
 
 from experiments import analysis as a
-from experiments import atlas_long, paired, warmup_stability
+from experiments import atlas_long, paired, warmup_placement, warmup_stability
 from experiments.presets import PROTOCOL_SEEDS, PROTOCOL_SIZES, protocol
 from transformer.report.seed_sets import seed_list
 from transformer.sweep import preset, product
@@ -123,7 +123,8 @@ AT_600 = {"post": (0.290, 0.040), "pre": (0.078, 0.064), "peri": (0.076, 0.038),
           "deepnorm": (-0.032, 0.028), "mix": (0.129, 0.074), "admin": (0.180, 0.050)}
 AT_600_CONFIRMATORY = {"post": (0.266, 0.101), "pre": (0.071, 0.005), "peri": (0.073, 0.081),
                        "deepnorm": (-0.046, 0.047), "admin": (0.148, 0.095)}
-AT_600_SEEDS = ("0-2", "6-8")  # warmup_placement's exploratory and confirmatory seeds
+AT_600_SEEDS = (seed_list(PROTOCOL_SEEDS),  # warmup_placement's exploratory, confirmatory seeds
+                seed_list(warmup_placement.CONFIRMATORY_SEEDS))
 NOT_FOLLOWED = "it runs post and pre only"
 
 
