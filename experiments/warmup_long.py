@@ -171,4 +171,6 @@ REGISTRATION = {
         "(before the first run, 2026-11-27 22:43; df3a278 widened the LR windows) and now "
         "described; its check on new data: the confirmatory seeds 3-5, fixed at 9067840 "
         "(2026-12-03 18:04) with the halves and their margin unchanged, before their runs, "
-        "which the verdict reads alone once they have run (not run yet)"}
+        "which the verdict reads alone: the 42 ran 2026-12-06 15:12 to 20:40 (15:12-15:25, "
+        "15:53-16:17, 16:18-18:40, 18:50-18:51 and 19:37-20:40, two at a time; runs stopped "
+        "between windows resumed from their checkpoints) from a clean worktree at 9067840"}

@@ -1,10 +1,10 @@
 """Issue 68 point 7: residual_growth's, grad_scale_depth's, grad_profile's, qk_norm_post's,
 qk_norm_logits', qk_norm_depth's, prose_corpus's (its warm-up halves), depth_post's,
-warmup_length's and warmup_placement's post hoc calls are checked on confirmatory seeds fixed
-before their runs. The committed confirmatory runs are the sweep file's new points; each one
-the study trained itself ran at the clean commit the study's REGISTRATION names (the one that
-fixed the seeds with the call unchanged, or the clean worktree it names as where they ran), each
-other one links to the run of the same config in the study named below, and the report reads
+warmup_length's, warmup_placement's and warmup_long's post hoc calls are checked on confirmatory
+seeds fixed before their runs. The committed confirmatory runs are the sweep file's new points;
+each one the study trained itself ran at the clean commit the study's REGISTRATION names (the one
+that fixed the seeds with the call unchanged, or the clean worktree it names as where they ran),
+each other one links to the run of the same config in the study named below, and the report reads
 them alone."""
 
 import os
@@ -14,7 +14,7 @@ import pytest
 
 from experiments import (depth_post, grad_profile, grad_scale_depth, massive_activations,
                          prose_corpus, qk_norm_depth, qk_norm_logits, qk_norm_post,
-                         residual_growth, warmup_length, warmup_placement)
+                         residual_growth, warmup_length, warmup_long, warmup_placement)
 from transformer import REPO_ROOT, packed_runs, provenance
 
 RESULTS = os.path.join(REPO_ROOT, "experiments", "results")
@@ -25,7 +25,7 @@ RESULTS = os.path.join(REPO_ROOT, "experiments", "results")
 STUDIES = {residual_growth: (6, 6, 6), grad_scale_depth: (60, 30, 30), grad_profile: (52, 20, 20),
            qk_norm_post: (45, 30, 10), qk_norm_logits: (30, 30, 20), qk_norm_depth: (60, 30, 20),
            prose_corpus: (75, 60, 60), depth_post: (54, 54, 54), warmup_length: (150, 150, 150),
-           warmup_placement: (360, 300, 180)}
+           warmup_placement: (360, 300, 180), warmup_long: (42, 42, 42)}
 LINKED = {qk_norm_depth: "qk_norm_post", warmup_placement: "warmup_length"}
 # What the report says reads the confirmatory seeds alone: prose_corpus's LR sensitivity call
 # keeps the seeds it was pre-registered on (0-2); only its warm-up halves were post hoc.
